@@ -1,0 +1,67 @@
+"""A content-addressed on-disk cache of numpy arrays.
+
+Encoding a corpus or retrieving for every candidate is the slow part of a run; the cache keys each
+result by everything it depends on (corpus and query fingerprints, the parameters), so a rerun that
+changes only selection parameters such as ``k`` loads instead of recomputing. Entries are ``.npz``
+files read with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+logger = logging.getLogger(__name__)
+
+Arrays = dict[str, npt.NDArray[Any]]
+
+
+def fingerprint(items: Iterable[str]) -> str:
+    """A short sha256 of a sequence of strings (order matters)."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(item.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:20]
+
+
+class ArrayCache:
+    """Arrays stored under ``root/<namespace>/<key hash>.npz``.
+
+    Args:
+        root: The cache folder; created on the first write, not at construction.
+        enabled: When False every lookup recomputes and nothing is written.
+    """
+
+    def __init__(self, root: str | Path, enabled: bool = True) -> None:
+        self.root = Path(root)
+        self.enabled = enabled
+
+    def path_for(self, namespace: str, key: Mapping[str, Any]) -> Path:
+        blob = json.dumps(key, sort_keys=True, default=str)
+        return self.root / namespace / f"{hashlib.sha256(blob.encode()).hexdigest()[:24]}.npz"
+
+    def get_or_compute(self, namespace: str, key: Mapping[str, Any], compute: Callable[[], Arrays]) -> Arrays:
+        """Load the arrays stored for ``key``, or compute, store and return them."""
+        path = self.path_for(namespace, key)
+        if self.enabled and path.exists():
+            with np.load(path, allow_pickle=False) as stored:
+                return {name: stored[name] for name in stored.files}
+        arrays = compute()
+        if self.enabled:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Write then rename, so an interrupted run never leaves a half-written entry behind.
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **arrays)
+            os.replace(tmp, path)
+        return arrays

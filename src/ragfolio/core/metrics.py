@@ -1,0 +1,67 @@
+"""Per-query scores: support recall, answer recall, exact match and F1 (SQuAD normalisation).
+
+Every function scores one query; :mod:`ragfolio.core.scoring` applies them over batches.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lower-case, drop punctuation and articles, collapse whitespace."""
+    text = text.lower().translate(_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def support_recall(predicted: Iterable[str], gold: Iterable[str]) -> float:
+    """``|pred ∩ gold| / min(|pred|, |gold|)`` over passage ids (the paper's support recall).
+
+    Returns 0.0 when nothing was predicted. Raises ``ValueError`` when ``gold`` is empty: the
+    score is undefined, and the caller must leave such a query out rather than count it as 0.
+    """
+    pred, gold_set = set(predicted), set(gold)
+    if not gold_set:
+        raise ValueError("support recall is undefined for a query without gold passages")
+    if not pred:
+        return 0.0
+    return len(pred & gold_set) / min(len(pred), len(gold_set))
+
+
+def contains_answer(passage: str, answers: Iterable[str]) -> bool:
+    """Whether some normalised answer alias occurs, as whole words, in the normalised passage."""
+    haystack = f" {normalize_answer(passage)} "
+    return any((needle := normalize_answer(a)) and f" {needle} " in haystack for a in answers)
+
+
+def answer_recall(passages: Sequence[str], answers: Sequence[str]) -> float:
+    """1.0 if some retrieved passage contains some answer alias (see :func:`contains_answer`)."""
+    return float(any(contains_answer(p, answers) for p in passages))
+
+
+def exact_match(prediction: str, answers: Iterable[str]) -> float:
+    """1.0 if the normalised prediction equals some normalised alias, else 0.0."""
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(a) for a in answers))
+
+
+def f1_score(prediction: str, answers: Iterable[str]) -> float:
+    """Token-level F1 between prediction and the best-matching alias (SQuAD definition)."""
+    pred_tokens = normalize_answer(prediction).split()
+    best = 0.0
+    for answer in answers:
+        gold_tokens = normalize_answer(answer).split()
+        common = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+        if not pred_tokens or not gold_tokens:
+            best = max(best, float(pred_tokens == gold_tokens))
+            continue
+        if common:
+            precision, recall = common / len(pred_tokens), common / len(gold_tokens)
+            best = max(best, 2 * precision * recall / (precision + recall))
+    return best

@@ -1,0 +1,98 @@
+"""The candidate pool: a YAML grid expanded into named retriever candidates.
+
+A grid maps a family to one block (or a list of blocks) of ``parameter: value-or-list``; each block
+expands to the Cartesian product of its lists. A candidate's name is its family and parameters,
+e.g. ``bm25(k1=1.2,b=0.75)``, so names are stable and readable in reports.
+
+Families and their parameters (``base`` names a shared first-stage ranking: ``bm25``,
+``dense:<encoder>`` or ``hybrid:<encoder>``):
+
+========  ===========================================================================
+bm25      k1, b, method, stopwords
+dense     encoder, index_type
+hybrid    encoder, method (rrf | score), rrf_k, weight (of the dense side)
+ds        prefilter (a base), encoder, gamma, r
+mmr       prefilter, encoder, lambda
+vendi     prefilter, encoder, s
+graph     seeds (a base), n_seeds, hops, rank (ppr | dense), damping, encoder
+two_hop   first (a base), append (title | text), second (bm25 | dense:<encoder>), merge
+========  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FAMILY_PARAMS: dict[str, dict[str, Any]] = {
+    # parameter -> default (None: required)
+    "bm25": {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"},
+    "dense": {"encoder": None, "index_type": "flat"},
+    "hybrid": {"encoder": None, "method": "rrf", "rrf_k": 60, "weight": 0.5},
+    "ds": {"prefilter": None, "encoder": None, "gamma": 1.0, "r": 0.5},
+    "mmr": {"prefilter": None, "encoder": None, "lambda": 0.5},
+    "vendi": {"prefilter": None, "encoder": None, "s": 0.5},
+    "graph": {"seeds": None, "n_seeds": 2, "hops": 1, "rank": "ppr", "damping": 0.85, "encoder": None},
+    "two_hop": {"first": None, "append": "title", "second": None, "merge": "interleave"},
+}
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """One candidate retriever: a family and its full parameter set (defaults filled in)."""
+
+    name: str
+    family: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"name": self.name, "family": self.family, "params": dict(self.params)}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> CandidateSpec:
+        return cls(name=record["name"], family=record["family"], params=dict(record["params"]))
+
+
+def make_candidate(family: str, params: Mapping[str, Any]) -> CandidateSpec:
+    """Validate ``params`` against ``family``, fill defaults and name the candidate."""
+    if family not in FAMILY_PARAMS:
+        raise ValueError(f"family={family!r} is not one of {sorted(FAMILY_PARAMS)}")
+    allowed = FAMILY_PARAMS[family]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(f"{family}: unknown parameter(s) {unknown}; allowed: {sorted(allowed)}")
+    full = {key: params.get(key, default) for key, default in allowed.items()}
+    missing = [key for key, value in full.items() if value is None and key != "encoder"]
+    if family in ("dense", "hybrid", "ds", "mmr", "vendi") and full.get("encoder") is None:
+        missing.append("encoder")
+    if missing:
+        raise ValueError(f"{family}: missing required parameter(s) {sorted(missing)}")
+    shown = {k: v for k, v in full.items() if v is not None}
+    name = f"{family}(" + ",".join(f"{k}={v}" for k, v in shown.items()) + ")"
+    return CandidateSpec(name=name, family=family, params=full)
+
+
+def expand_grid(grid: Mapping[str, Mapping[str, Any] | Sequence[Mapping[str, Any]]]) -> list[CandidateSpec]:
+    """Expand ``{family: block | [blocks]}`` into candidates, in grid order, names unique."""
+    candidates: list[CandidateSpec] = []
+    for family, blocks in grid.items():
+        for block in [blocks] if isinstance(blocks, Mapping) else blocks:
+            keys = list(block)
+            values = [v if isinstance(v, list) else [v] for v in block.values()]
+            for combo in itertools.product(*values):
+                candidates.append(make_candidate(family, dict(zip(keys, combo, strict=True))))
+    duplicates = [name for name, n in Counter(c.name for c in candidates).items() if n > 1]
+    if duplicates:
+        raise ValueError(f"the grid declares these candidates more than once: {duplicates[:5]}")
+    if not candidates:
+        raise ValueError("the candidate grid is empty")
+    return candidates
+
+
+def count_by_family(candidates: Sequence[CandidateSpec]) -> dict[str, int]:
+    """Number of candidates of each family, in :data:`FAMILY_PARAMS` order (zeros kept)."""
+    counts = Counter(c.family for c in candidates)
+    return {family: counts.get(family, 0) for family in FAMILY_PARAMS}

@@ -1,0 +1,16 @@
+"""The project's pipelines: one per stage, and ``portfolio`` = all of them in order."""
+
+from kedro.pipeline import Pipeline
+
+from ragfolio.pipelines import candidate_scoring, data_prep, evaluation, portfolio_selection
+
+
+def register_pipelines() -> dict[str, Pipeline]:
+    stages = {
+        "data_prep": data_prep.create_pipeline(),
+        "candidate_scoring": candidate_scoring.create_pipeline(),
+        "portfolio_selection": portfolio_selection.create_pipeline(),
+        "evaluation": evaluation.create_pipeline(),
+    }
+    portfolio = sum(stages.values(), Pipeline([]))
+    return {**stages, "portfolio": portfolio, "__default__": portfolio}

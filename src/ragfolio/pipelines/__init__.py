@@ -1,0 +1,1 @@
+"""Kedro pipelines: thin nodes that validate parameters and call :mod:`ragfolio.core`."""

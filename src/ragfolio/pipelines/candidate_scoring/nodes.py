@@ -1,0 +1,101 @@
+"""Nodes of ``candidate_scoring``: grid -> candidates -> rankings -> utility matrix per dataset."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data import Corpus, Question
+from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid
+from ragfolio.core.pool_runner import PoolRunner, passage_texts
+from ragfolio.core.scoring import answer_recall_matrix, support_recall_matrix
+
+logger = logging.getLogger(__name__)
+
+
+class CandidateScoringParams(BaseModel):
+    """``candidate_scoring`` parameters (conf/base/parameters_candidate_scoring.yml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_docs: int = Field(4, ge=1)
+    prefilter_depth: int = Field(50, ge=1)
+    score: Literal["support_recall", "answer_recall"] = "support_recall"
+    bm25_base: dict[str, Any] = Field(default_factory=dict)
+    graph_max_degree: int = Field(50, ge=1)
+    encoders: dict[str, dict[str, Any]]
+    grid: dict[str, Any]
+
+
+def expand_candidates(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The named candidates of the grid, as JSON records."""
+    p = CandidateScoringParams(**params)
+    candidates = expand_grid(p.grid)
+    logger.info("candidate pool: %d candidates %s", len(candidates), count_by_family(candidates))
+    return [c.to_record() for c in candidates]
+
+
+def _scoreable(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
+    """The dataset's questions that have gold passages (support recall is undefined otherwise), and their splits."""
+    records = [r for r in questions if r["dataset"] == dataset]
+    kept = [(Question.from_record(r, source="questions"), r["split"]) for r in records]
+    kept = [(q, split) for q, split in kept if q.gold_passage_ids()]
+    if len(kept) < len(records):
+        logger.warning("%s: %d question(s) without supporting passages left out", dataset, len(records) - len(kept))
+    return [q for q, _ in kept], [split for _, split in kept]
+
+
+def score_candidates(
+    questions: list[dict[str, Any]],
+    corpora: dict[str, list[dict[str, str]]],
+    candidates: list[dict[str, Any]],
+    cache: ArrayCache,
+    params: dict[str, Any],
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Run every candidate over each dataset's corpus and score it per question.
+
+    Returns:
+        ``{dataset: U}`` with ``U`` of shape ``(n_questions, n_candidates)`` float32, and an index
+        naming U's columns (candidates) and rows (question id, split and type per dataset).
+    """
+    p = CandidateScoringParams(**params)
+    specs = [CandidateSpec.from_record(c) for c in candidates]
+    matrices, rows = {}, {}
+    for dataset, records in corpora.items():
+        corpus = Corpus.from_records(records)
+        qs, splits = _scoreable(questions, dataset)
+        runner = PoolRunner(
+            corpus.titles, corpus.texts, p.encoders, cache, num_docs=p.num_docs,
+            prefilter_depth=p.prefilter_depth, bm25_params=p.bm25_base or None, graph_max_degree=p.graph_max_degree,
+        )
+        start = time.perf_counter()
+        results = runner.run_all(specs, [q.question for q in qs], desc=f"{dataset} candidates")
+        if p.score == "support_recall":
+            row_of = corpus.row_of()
+            utility = support_recall_matrix(results, [[row_of[g] for g in q.gold_passage_ids()] for q in qs])
+        else:
+            utility = answer_recall_matrix(results, passage_texts(corpus.titles, corpus.texts), [q.answers for q in qs])
+        logger.info(
+            "%s: utility matrix %s in %.1f s, mean %s %.3f",
+            dataset, utility.shape, time.perf_counter() - start, p.score, float(utility.mean()),
+        )
+        matrices[dataset] = utility
+        rows[dataset] = {
+            "ids": [q.id for q in qs],
+            "split": splits,
+            "type": [q.type or "unknown" for q in qs],
+        }
+    index = {
+        "score": p.score,
+        "num_docs": p.num_docs,
+        "candidates": [s.name for s in specs],
+        "families": [s.family for s in specs],
+        "datasets": rows,
+    }
+    return matrices, index
+

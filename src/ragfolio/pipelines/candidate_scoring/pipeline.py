@@ -1,0 +1,28 @@
+from kedro.pipeline import Pipeline, node
+
+from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+    return Pipeline(
+        [
+            node(
+                expand_candidates,
+                inputs={"params": "params:candidate_scoring"},
+                outputs="candidates",
+                name="expand_candidates",
+            ),
+            node(
+                score_candidates,
+                inputs={
+                    "questions": "questions",
+                    "corpora": "corpora",
+                    "candidates": "candidates",
+                    "cache": "retrieval_cache",
+                    "params": "params:candidate_scoring",
+                },
+                outputs=["utility_matrices", "utility_index"],
+                name="score_candidates",
+            ),
+        ]
+    )

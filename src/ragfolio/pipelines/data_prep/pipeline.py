@@ -1,0 +1,12 @@
+from kedro.pipeline import Pipeline, node
+
+from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+    return Pipeline(
+        [
+            node(load_questions, inputs={"params": "params:data_prep"}, outputs="questions", name="load_questions"),
+            node(build_corpora, inputs={"questions": "questions"}, outputs="corpora", name="build_corpora"),
+        ]
+    )

@@ -1,0 +1,20 @@
+from kedro.pipeline import Pipeline, node
+
+from ragfolio.pipelines.evaluation.nodes import evaluate_portfolios, plot_best_of_k, plot_winners
+
+UTILITY = {"utility_matrices": "utility_matrices", "utility_index": "utility_index", "portfolios": "portfolios"}
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+    return Pipeline(
+        [
+            node(
+                evaluate_portfolios,
+                inputs={**UTILITY, "candidates": "candidates", "params": "params:evaluation"},
+                outputs="portfolio_metrics",
+                name="evaluate_portfolios",
+            ),
+            node(plot_best_of_k, inputs={"metrics": "portfolio_metrics"}, outputs="best_of_k_plot", name="plot_best_of_k"),
+            node(plot_winners, inputs=UTILITY, outputs="winners_heatmap", name="plot_winners"),
+        ]
+    )

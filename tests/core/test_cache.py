@@ -1,0 +1,31 @@
+import numpy as np
+
+from ragfolio.core.cache import ArrayCache, fingerprint
+
+
+def test_cache_computes_once_and_keys_by_content(tmp_path) -> None:
+    cache = ArrayCache(tmp_path / "c")
+    calls = []
+
+    def compute() -> dict:
+        calls.append(1)
+        return {"x": np.arange(3)}
+
+    first = cache.get_or_compute("ns", {"a": 1}, compute)
+    again = cache.get_or_compute("ns", {"a": 1}, compute)
+    other = cache.get_or_compute("ns", {"a": 2}, compute)
+    assert len(calls) == 2
+    np.testing.assert_array_equal(first["x"], again["x"])
+    np.testing.assert_array_equal(other["x"], [0, 1, 2])
+    assert not list((tmp_path / "c").rglob("*.tmp"))
+
+
+def test_disabled_cache_writes_nothing(tmp_path) -> None:
+    cache = ArrayCache(tmp_path / "c", enabled=False)
+    cache.get_or_compute("ns", {}, lambda: {"x": np.zeros(1)})
+    assert not (tmp_path / "c").exists()
+
+
+def test_fingerprint_is_order_sensitive() -> None:
+    assert fingerprint(["a", "b"]) != fingerprint(["b", "a"])
+    assert fingerprint(["ab"]) != fingerprint(["a", "b"])

@@ -1,0 +1,45 @@
+import pytest
+
+from ragfolio.core.metrics import answer_recall, exact_match, f1_score, normalize_answer, support_recall
+
+
+def test_normalize_answer_squad_rules() -> None:
+    assert normalize_answer("The  Battle of Guam!") == "battle of guam"
+    assert normalize_answer("An apple, a pear") == "apple pear"
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "expected"),
+    [
+        (["a", "b", "c", "d"], ["a", "b"], 1.0),  # both gold found among 4: 2 / min(4, 2)
+        (["a", "x", "y", "z"], ["a", "b"], 0.5),
+        (["x", "y", "z", "w"], ["a", "b"], 0.0),
+        (["a", "b", "x", "y"], ["a", "b", "c", "d"], 0.5),  # 2 / min(4, 4)
+        (["a"], ["a", "b", "c"], 1.0),  # 1 / min(1, 3)
+        ([], ["a"], 0.0),
+    ],
+)
+def test_support_recall_hand_worked(pred: list[str], gold: list[str], expected: float) -> None:
+    assert support_recall(pred, gold) == pytest.approx(expected)
+
+
+def test_support_recall_undefined_without_gold() -> None:
+    with pytest.raises(ValueError, match="without gold"):
+        support_recall(["a"], [])
+
+
+def test_answer_recall_whole_words_after_normalisation() -> None:
+    passages = ["The Battle of Guam began in 1944.", "Unrelated text."]
+    assert answer_recall(passages, ["battle of GUAM"]) == 1.0
+    assert answer_recall(passages, ["Guam.", "Saipan"]) == 1.0
+    assert answer_recall(passages, ["Gua"]) == 0.0  # a part of a word does not count
+    assert answer_recall(passages, ["Saipan"]) == 0.0
+
+
+def test_exact_match_and_f1() -> None:
+    assert exact_match("the Battle of Guam", ["Battle of Guam"]) == 1.0
+    assert exact_match("Guam", ["Battle of Guam"]) == 0.0
+    # pred tokens {battle, guam}, gold {battle, of, guam}: P = 1, R = 2/3, F1 = 0.8
+    assert f1_score("Battle Guam", ["Battle of Guam"]) == pytest.approx(0.8)
+    assert f1_score("nothing", ["Battle of Guam", "Guam"]) == 0.0
+    assert f1_score("Guam", ["Battle of Guam", "Guam"]) == 1.0
