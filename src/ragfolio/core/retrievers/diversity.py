@@ -25,8 +25,11 @@ __all__ = ["discounted_similarity", "mmr", "vendi"]
 
 FloatArray = npt.NDArray[np.floating]
 IntArray = npt.NDArray[np.int64]
-# (rel (c, P), sim (c, P, P), valid (c, P), steps) -> (positions (c, steps) with -1, scores (c, steps))
-Selector = Callable[[FloatArray, FloatArray, npt.NDArray[np.bool_], int], tuple[IntArray, FloatArray]]
+# (rel (c, P), sim (c, P, P), valid (c, P), steps) -> (positions (c, steps), -1 when none left;
+# scores (c, steps))
+Selector = Callable[
+    [FloatArray, FloatArray, npt.NDArray[np.bool_], int], tuple[IntArray, FloatArray]
+]
 
 _CHUNK = 128  # queries per chunk: (128, 100, 384) float32 candidates is ~20 MB
 
@@ -65,7 +68,9 @@ def discounted_similarity(
     if not np.isfinite(r):
         raise ValueError(f"r={r} must be finite")
 
-    def select(rel: FloatArray, sim: FloatArray, valid: npt.NDArray[np.bool_], steps: int):
+    def select(
+        rel: FloatArray, sim: FloatArray, valid: npt.NDArray[np.bool_], steps: int
+    ) -> tuple[IntArray, FloatArray]:
         c = rel.shape[0]
         rows = np.arange(c)
         penalty = np.where(sim >= r, np.maximum(sim, 0.0), 0.0)  # (c, P, P)
@@ -112,7 +117,9 @@ def mmr(
     if not 0.0 <= lambda_ <= 1.0:
         raise ValueError(f"lambda_={lambda_} must be in [0, 1]")
 
-    def select(rel: FloatArray, sim: FloatArray, valid: npt.NDArray[np.bool_], steps: int):
+    def select(
+        rel: FloatArray, sim: FloatArray, valid: npt.NDArray[np.bool_], steps: int
+    ) -> tuple[IntArray, FloatArray]:
         c, p = rel.shape
         rows = np.arange(c)
         taken = ~valid
@@ -163,7 +170,9 @@ def vendi(
     if not 0.0 <= s <= 1.0:
         raise ValueError(f"s={s} must be in [0, 1]")
 
-    def select(rel: FloatArray, sim: FloatArray, valid: npt.NDArray[np.bool_], steps: int):
+    def select(
+        rel: FloatArray, sim: FloatArray, valid: npt.NDArray[np.bool_], steps: int
+    ) -> tuple[IntArray, FloatArray]:
         c, p = rel.shape
         rows = np.arange(c)
         rel = rel.astype(np.float64)
@@ -183,8 +192,10 @@ def vendi(
             else:
                 sel = chosen[:, :t]
                 kernel = np.empty((c, p, m, m))
-                kernel[:, :, :t, :t] = sim[rows[:, None, None], sel[:, :, None], sel[:, None, :]][:, None]
-                cross = np.take_along_axis(sim, sel[:, :, None], axis=1).transpose(0, 2, 1)  # (c, P, t)
+                among = sim[rows[:, None, None], sel[:, :, None], sel[:, None, :]]  # (c, t, t)
+                kernel[:, :, :t, :t] = among[:, None]
+                # (c, P, t): similarity of every candidate to each passage chosen so far
+                cross = np.take_along_axis(sim, sel[:, :, None], axis=1).transpose(0, 2, 1)
                 kernel[:, :, :t, t] = cross
                 kernel[:, :, t, :t] = cross
                 kernel[:, :, t, t] = diag

@@ -94,7 +94,9 @@ def _check_inputs(
         raise ValueError(f"results disagree on n_queries: {sorted(n_queries)}")
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (len(results),):
-        raise ValueError(f"weights={list(weights)} must hold one weight per result ({len(results)})")
+        raise ValueError(
+            f"weights={list(weights)} must hold one weight per result ({len(results)})"
+        )
     if not np.isfinite(w).all() or (w < 0).any():
         raise ValueError(f"weights={list(weights)} must be finite and >= 0")
     return w

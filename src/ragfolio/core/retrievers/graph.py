@@ -1,4 +1,4 @@
-"""Graph retrieval: expand seed passages over a title-mention passage graph and rank the hood.
+"""Graph retrieval: expand seed passages over a title-mention graph, rank the neighbourhood.
 
 Passages ``i`` and ``j`` are linked when the text of one mentions the title of the other, or when
 they share a title (chunks of one article). :func:`graph_expand` takes each query's top seeds,
@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from ragfolio.core.retrievers.base import RetrievalResult, pad_rows
+from ragfolio.core.retrievers.base import RetrievalResult
 
 __all__ = ["PassageGraph", "graph_expand"]
 
@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 _TOKEN = re.compile(r"\w+")
 # Same-title links (chunks of one article) outrank every mention when the degree is capped.
 _SAME_TITLE_PRIORITY = np.inf
+# graph_expand ranks a chunk of queries at once as one block-diagonal graph; 32 keeps a 2-hop
+# neighbourhood at the degree cap (~7,500 passages a query) within a few hundred MB.
+_QUERY_CHUNK = 32
 
 
 def _tokens(text: str) -> list[str]:
@@ -87,9 +90,9 @@ class PassageGraph:
         Matching is case-insensitive on ``\\w+`` tokens, so it respects word boundaries and ignores
         punctuation (``"U.S. Army"`` matches ``"u.s army"``). Titles shorter than
         ``min_title_chars`` characters or made of digits only never count as mentions. Rather than
-        one regex per title, titles are indexed by their token tuple and every text is scanned once,
-        looking up only the n-grams whose first token starts some title. Nested titles both match
-        (``"New York City"`` also mentions ``"New York"``).
+        one regex per title, titles are indexed by their token tuple and each text's token n-grams
+        of every title length are intersected with that index. Nested titles both match
+        (``"New York City"`` also mentions ``"New York"``). Empty titles link nothing.
 
         The degree cap keeps, per passage, the ``max_degree`` links through the longest titles
         (same-title links first, then ties to the lowest row id); a link survives only if both
@@ -110,61 +113,82 @@ class PassageGraph:
             raise ValueError(f"max_degree={max_degree} must be >= 1")
         n = len(titles)
 
-        rows_by_title: dict[str, list[int]] = defaultdict(list)
-        for i, title in enumerate(titles):
-            rows_by_title[title.strip().casefold()].append(i)
-        src: list[npt.NDArray[np.int64]] = []
-        dst: list[npt.NDArray[np.int64]] = []
-        prio: list[npt.NDArray[np.float64]] = []
-        for rows in rows_by_title.values():
-            if len(rows) > 1:
-                r = np.asarray(rows, dtype=np.int64)
-                a, b = np.meshgrid(r, r, indexing="ij")
-                off = a != b
-                src.append(a[off])
-                dst.append(b[off])
-                prio.append(np.full(int(off.sum()), _SAME_TITLE_PRIORITY))
-
-        # token tuple -> rows with that title; first token -> the lengths of titles starting with it
-        by_tokens: dict[tuple[str, ...], list[int]] = defaultdict(list)
-        for i, title in enumerate(titles):
-            toks = tuple(_tokens(title))
-            if len(title.strip()) >= min_title_chars and toks and not "".join(toks).isdigit():
-                by_tokens[toks].append(i)
-        lengths_by_first: dict[str, set[int]] = defaultdict(set)
-        for toks in by_tokens:
-            lengths_by_first[toks[0]].add(len(toks))
-        first_lengths = {t: sorted(ls) for t, ls in lengths_by_first.items()}
-
-        m_src: list[int] = []
-        m_dst: list[int] = []
-        m_prio: list[float] = []
-        for i, text in enumerate(texts):
-            toks = _tokens(text)
-            found: set[tuple[str, ...]] = set()
-            for start, tok in enumerate(toks):
-                for length in first_lengths.get(tok, ()):
-                    gram = tuple(toks[start : start + length])
-                    if len(gram) == length and gram in by_tokens:
-                        found.add(gram)
-            for gram in found:
-                weight = float(len(" ".join(gram)))
-                for j in by_tokens[gram]:
-                    if j != i:  # both directions: i mentions j's title
-                        m_src += (i, j)
-                        m_dst += (j, i)
-                        m_prio += (weight, weight)
-        src.append(np.asarray(m_src, dtype=np.int64))
-        dst.append(np.asarray(m_dst, dtype=np.int64))
-        prio.append(np.asarray(m_prio, dtype=np.float64))
-        adjacency = _capped_adjacency(
-            n, np.concatenate(src), np.concatenate(dst), np.concatenate(prio), max_degree
-        )
+        same = _same_title_links(titles)
+        mention = _mention_links(titles, texts, min_title_chars)
+        src, dst, prio = (np.concatenate([x, y]) for x, y in zip(same, mention, strict=True))
+        adjacency = _capped_adjacency(n, src, dst, prio, max_degree)
         logger.info(
             "passage graph: %d passages, %d links, max degree %d",
             n, adjacency.nnz // 2, int(np.diff(adjacency.indptr).max(initial=0)),
         )
         return cls(adjacency)
+
+
+Links = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+
+
+def _same_title_links(titles: Sequence[str]) -> Links:
+    """Directed links between passages with the same (case-folded) title, top priority."""
+    rows_by_title: dict[str, list[int]] = defaultdict(list)
+    for i, title in enumerate(titles):
+        if title.strip():
+            rows_by_title[title.strip().casefold()].append(i)
+    src, dst = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for rows in rows_by_title.values():
+        if len(rows) > 1:
+            r = np.asarray(rows, np.int64)
+            a, b = np.meshgrid(r, r, indexing="ij")
+            off = a != b
+            src.append(a[off])
+            dst.append(b[off])
+    s, d = np.concatenate(src), np.concatenate(dst)
+    return s, d, np.full(s.size, _SAME_TITLE_PRIORITY)
+
+
+def _mention_links(titles: Sequence[str], texts: Sequence[str], min_title_chars: int) -> Links:
+    """Directed links both ways between a text and the passages whose title it mentions.
+
+    Priority is the mentioned title's length in characters (longer titles are more specific).
+    """
+    gram_id: dict[tuple[str, ...], int] = {}
+    members: list[list[int]] = []
+    for i, title in enumerate(titles):
+        toks = tuple(_tokens(title))
+        if len(title.strip()) < min_title_chars or not toks or "".join(toks).isdigit():
+            continue
+        if toks not in gram_id:
+            gram_id[toks] = len(members)
+            members.append([])
+        members[gram_id[toks]].append(i)
+    by_length: dict[int, set[tuple[str, ...]]] = defaultdict(set)
+    for gram in gram_id:
+        by_length[len(gram)].add(gram)
+
+    # One pass per title length over each text's token n-grams, intersected in C.
+    pair_text: list[int] = []
+    pair_gram: list[int] = []
+    for i, text in enumerate(texts):
+        toks = _tokens(text)
+        for length, grams in by_length.items():
+            if length <= len(toks):
+                for gram in grams.intersection(zip(*(toks[s:] for s in range(length)))):
+                    pair_text.append(i)
+                    pair_gram.append(gram_id[gram])
+
+    # Expand each (text, title) pair to every passage with that title.
+    sizes = np.fromiter((len(m) for m in members), dtype=np.int64, count=len(members))
+    indptr = np.r_[0, np.cumsum(sizes)]
+    flat = np.fromiter((j for m in members for j in m), dtype=np.int64, count=int(indptr[-1]))
+    weight = np.fromiter((len(" ".join(g)) for g in gram_id), dtype=np.float64, count=len(gram_id))
+    g = np.asarray(pair_gram, dtype=np.int64)
+    counts = sizes[g]
+    starts = np.repeat(indptr[g] - (np.cumsum(counts) - counts), counts)
+    src = np.repeat(np.asarray(pair_text, dtype=np.int64), counts)
+    dst = flat[starts + np.arange(int(counts.sum()))]
+    prio = np.repeat(weight[g], counts)
+    keep = src != dst
+    src, dst, prio = src[keep], dst[keep], prio[keep]
+    return np.r_[src, dst], np.r_[dst, src], np.r_[prio, prio]
 
 
 def _capped_adjacency(
@@ -175,13 +199,13 @@ def _capped_adjacency(
     max_degree: int,
 ) -> sp.csr_matrix:
     """Symmetric 0/1 adjacency keeping each node's ``max_degree`` highest-priority links."""
-    # One entry per directed pair, with its best priority.
-    order = np.lexsort((-prio, dst, src))
-    src, dst, prio = src[order], dst[order], prio[order]
-    first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
-    src, dst, prio = src[first], dst[first], prio[first]
-    order = np.lexsort((dst, -prio, src))
+    levels, prio_rank = np.unique(-prio, return_inverse=True)  # 0 = highest priority
+    # One integer key orders by (src, priority desc, dst); keep each pair's best entry.
+    order = np.argsort((src * levels.size + prio_rank) * n + dst, kind="stable")
     src, dst = src[order], dst[order]
+    _, first = np.unique(src * n + dst, return_index=True)
+    first.sort()
+    src, dst = src[first], dst[first]
     rank = np.arange(src.size) - np.searchsorted(src, src, side="left")
     keep = rank < max_degree
     kept = sp.csr_matrix(
@@ -256,64 +280,114 @@ def graph_expand(
                 f"{ids.shape[0]} queries / {graph.n} passages"
             )
 
-    adj = graph.adjacency
-    rows: list[list[int]] = []
-    row_scores: list[list[float]] = []
-    for q in range(ids.shape[0]):
-        seed = _unique_in_order(ids[q][ids[q] >= 0])[:n_seeds]
-        if seed.size == 0:
-            rows.append([])
-            row_scores.append([])
-            continue
-        nodes = _neighbourhood(adj, seed, hops)
+    n = ids.shape[0]
+    out_ids = np.full((n, k), -1, dtype=np.int64)
+    out_scores = np.full((n, k), -np.inf, dtype=np.float32)
+    for lo in range(0, n, _QUERY_CHUNK):
+        block = ids[lo : lo + _QUERY_CHUNK]
+        seed_keys, restart_weight = _seed_keys(block, graph.n, n_seeds)
+        members = _neighbourhood(graph.adjacency, seed_keys, hops, block.shape[0])  # sorted keys
+        query, node = np.divmod(members, graph.n)
         if rank == "ppr":
-            scores = _personalised_pagerank(adj, nodes, seed.size, damping, n_iter)
+            restart = np.zeros(members.size)
+            restart[np.searchsorted(members, seed_keys)] = restart_weight
+            scores = _personalised_pagerank(graph.adjacency, members, restart, damping, n_iter)
         else:
-            scores = passage_emb[nodes] @ query_emb[q]  # type: ignore[index]
-        order = np.lexsort((nodes, -scores))[:k]
-        rows.append(nodes[order].tolist())
-        row_scores.append(scores[order].tolist())
-    return pad_rows(rows, row_scores, k)
+            chunk_queries = query_emb[lo : lo + _QUERY_CHUNK]  # type: ignore[index]
+            sims = passage_emb @ chunk_queries.T  # type: ignore[union-attr]
+            scores = sims[node, query].astype(np.float64)
+        # Best first within a query; equal scores go to the lowest row id.
+        order = np.lexsort((node, -scores, query))
+        query, node, scores = query[order], node[order], scores[order]
+        col = np.arange(query.size) - np.searchsorted(query, query, side="left")
+        keep = col < k
+        out_ids[lo + query[keep], col[keep]] = node[keep]
+        out_scores[lo + query[keep], col[keep]] = scores[keep]
+    return RetrievalResult(out_ids, out_scores)
 
 
-def _unique_in_order(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    _, first = np.unique(ids, return_index=True)
-    return ids[np.sort(first)]
+def _seed_keys(
+    block: npt.NDArray[np.int64], n_passages: int, n_seeds: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Keys ``query * n_passages + row`` of each query's first ``n_seeds`` distinct seeds.
+
+    Returns the sorted keys and their restart weights, ``1 / seed rank`` normalised per query.
+    """
+    c, p = block.shape
+    query = np.repeat(np.arange(c, dtype=np.int64), p)
+    row = block.ravel()
+    valid = row >= 0
+    keys = query[valid] * n_passages + row[valid]  # row-major: seed rank order within a query
+    _, first = np.unique(keys, return_index=True)
+    keys = keys[np.sort(first)]
+    query = keys // n_passages
+    rank = np.arange(keys.size) - np.searchsorted(query, query, side="left")
+    keys, query, rank = keys[rank < n_seeds], query[rank < n_seeds], rank[rank < n_seeds]
+    weight = 1.0 / (rank + 1.0)
+    weight /= np.bincount(query, weights=weight, minlength=c)[query]
+    order = np.argsort(keys)
+    return keys[order], weight[order]
+
+
+def _neighbour_keys(adj: sp.csr_matrix, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """For each key ``(query, v)``, the keys ``(query, u)`` of ``v``'s neighbours, in order."""
+    query, node = np.divmod(keys, adj.shape[0])
+    starts, ends = adj.indptr[node], adj.indptr[node + 1]
+    counts = ends - starts
+    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
+    return np.repeat(query, counts) * adj.shape[0] + adj.indices[offsets]
 
 
 def _neighbourhood(
-    adj: sp.csr_matrix, seed: npt.NDArray[np.int64], hops: int
+    adj: sp.csr_matrix, seed_keys: npt.NDArray[np.int64], hops: int, n_queries: int
 ) -> npt.NDArray[np.int64]:
-    """The (distinct) seeds first, in order, then the other nodes within ``hops`` links."""
-    nodes = [seed]
-    seen = set(seed.tolist())
-    frontier = seed
+    """Sorted keys of every (query, passage) within ``hops`` links of the query's seeds."""
+    # A flat (n_queries * n_passages) table turns set operations into O(links) array indexing.
+    seen = np.zeros(n_queries * adj.shape[0], dtype=bool)
+    seen[seed_keys] = True
+    frontier = seed_keys
     for _ in range(hops):
         if frontier.size == 0:
             break
-        reached = np.unique(
-            np.concatenate([adj.indices[adj.indptr[v] : adj.indptr[v + 1]] for v in frontier])
-        )
-        frontier = np.asarray([v for v in reached.tolist() if v not in seen], dtype=np.int64)
-        seen.update(frontier.tolist())
-        nodes.append(frontier)
-    return np.concatenate(nodes).astype(np.int64)
+        reached = _neighbour_keys(adj, frontier)
+        reached = reached[~seen[reached]]
+        seen[reached] = True
+        frontier = np.unique(reached)
+    return np.flatnonzero(seen)
 
 
 def _personalised_pagerank(
-    adj: sp.csr_matrix, nodes: npt.NDArray[np.int64], n_seed: int, damping: float, n_iter: int
+    adj: sp.csr_matrix,
+    members: npt.NDArray[np.int64],
+    restart: npt.NDArray[np.float64],
+    damping: float,
+    n_iter: int,
 ) -> npt.NDArray[np.float64]:
-    """PageRank on the subgraph induced by ``nodes``, restarting at its first ``n_seed`` nodes."""
-    sub = adj[nodes][:, nodes].tocsr()
-    degree = np.asarray(sub.sum(axis=1)).ravel()
+    """PageRank on each query's induced subgraph, restarting with ``restart`` (sums to 1 a query).
+
+    Dangling nodes (no link inside their subgraph) send their mass back to the restart vector.
+    """
+    size = members.size
+    if size == 0:
+        return np.zeros(0)
+    query = members // adj.shape[0]
+    n_queries = int(query[-1]) + 1
+    local = np.full(n_queries * adj.shape[0], -1, dtype=np.int64)
+    local[members] = np.arange(size)
+    target = local[_neighbour_keys(adj, members)]  # grouped by member, in member order
+    inside = target >= 0
+    # Row r of the block-diagonal subgraph holds the inside targets of member r's links.
+    ends = np.cumsum(np.diff(adj.indptr)[members % adj.shape[0]])
+    indptr = np.r_[0, np.cumsum(inside)][np.r_[0, ends]]
+    indices = target[inside]
+    sub = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(size, size))
+    degree = np.diff(indptr)
     dangling = degree == 0
-    inv_degree = np.where(dangling, 0.0, 1.0 / np.where(dangling, 1.0, degree))
-    restart = np.zeros(nodes.size)
-    restart[:n_seed] = 1.0 / np.arange(1, n_seed + 1)
-    restart /= restart.sum()
+    inv_degree = 1.0 / np.maximum(degree, 1)
     x = restart.copy()
     for _ in range(n_iter):
         # The adjacency is symmetric, so A D^-1 x spreads each node's mass over its links.
-        spread = sub @ (x * inv_degree) + x[dangling].sum() * restart
+        lost = np.bincount(query, weights=np.where(dangling, x, 0.0), minlength=n_queries)
+        spread = sub @ (x * inv_degree) + lost[query] * restart
         x = (1.0 - damping) * restart + damping * spread
     return x

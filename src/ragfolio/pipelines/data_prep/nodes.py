@@ -67,7 +67,8 @@ def build_corpora(questions: list[dict[str, Any]]) -> dict[str, list[dict[str, s
                 len(qs),
             )
             continue
-        corpus = build_corpus(qs)
+        # Built in id order, so passage rows (and the caches keyed on them) do not depend on the split.
+        corpus = build_corpus(sorted(qs, key=lambda q: q.id))
         logger.info("%s: corpus of %d unique passages from %d questions", dataset, len(corpus), len(qs))
         corpora[dataset] = corpus.to_records()
     if not corpora:

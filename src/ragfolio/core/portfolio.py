@@ -1,0 +1,642 @@
+"""Retriever-portfolio selection on a utility matrix.
+
+``U`` is an ``(N, m)`` matrix: ``U[q, r]`` in ``[0, 1]`` says how well candidate retriever ``r``
+serves query ``q``. A portfolio ``S`` is worth its best-of-``S`` utility averaged over queries,
+
+    F(S) = (1 / N) * sum_q max_{r in S} U[q, r],        F(empty) = 0,
+
+a monotone submodular (facility-location) function, so greedy selection reaches ``(1 - 1/e) OPT``.
+The objective lives in one place, :class:`_GainTracker`, which keeps every candidate's marginal gain
+up to date; the optimizers (naive, lazy, stochastic greedy) only decide which gains to look at, as
+in apricot. Exhaustive search, the paper's baselines and the a-posteriori certificate sit beside them.
+
+Every function reads ``U`` in blocks of rows, so an ``np.memmap`` (``np.load(path, mmap_mode="r")``)
+is never loaded whole (:func:`select_exhaustive` excepted). Sums are accumulated in float64; for
+utilities on a coarse grid (0, 1/3, 1/2, ... as support recall gives) they are exact, so every
+optimizer here breaks ties identically: among equal gains the lowest column index wins.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+logger = logging.getLogger(__name__)
+
+FloatMatrix = npt.NDArray[np.floating[Any]]
+BLOCK_ROWS = 2048  # rows per block: 2048 x 360 float32 is 2.9 MB, a share of L3 per thread
+
+
+@dataclass(frozen=True)
+class GreedyResult:
+    """The picks of a greedy optimizer and what the certificate needs.
+
+    Attributes:
+        indices: picked columns of ``U``, in pick order (length k).
+        values: ``values[i] = F(S_{i+1})``, the portfolio value after ``i + 1`` picks (length k).
+        gains: ``gains[i] = F(S_{i+1}) - F(S_i)``, the marginal gain of pick ``i`` (length k).
+        gain_bounds: ``(k + 1, w)`` float64 or ``None``; row ``i`` holds upper bounds on the ``w``
+            largest marginal gains w.r.t. the first ``i`` picks, descending (exact gains for
+            :func:`select_greedy`, stale but still valid ones for :func:`select_lazy_greedy`,
+            ``None`` for :func:`select_stochastic_greedy`). Used by :func:`certificate`.
+        n_evaluations: column-gain evaluations, counting the initial one of every column.
+    """
+
+    indices: list[int]
+    values: list[float]
+    gains: list[float]
+    gain_bounds: npt.NDArray[np.float64] | None
+    n_evaluations: int
+
+    @property
+    def value(self) -> float:
+        """``F`` of the whole portfolio."""
+        return self.values[-1]
+
+
+@dataclass(frozen=True)
+class ExhaustiveResult:
+    """The optimal portfolio: ``indices`` (ascending, length k) and its ``value`` ``F``."""
+
+    indices: list[int]
+    value: float
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """An a-posteriori optimality certificate.
+
+    Attributes:
+        upper_bound: a value no portfolio of size k can exceed on this ``U`` (``>= OPT``).
+        ratio: ``F(S_greedy) / upper_bound`` in ``(0, 1]``: the portfolio is at least this
+            fraction of optimal (``1.0`` when ``U`` is all zeros).
+    """
+
+    upper_bound: float
+    ratio: float
+
+
+# --------------------------------------------------------------------------------------------
+# input checks
+
+
+def _as_utility(U: npt.ArrayLike) -> FloatMatrix:
+    """Return ``U`` as a 2-d float32/float64 array (a memmap stays a memmap) or raise."""
+    arr = U if isinstance(U, np.ndarray) else np.asarray(U)
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"U must be a non-empty 2-d (n_queries, n_candidates) array; got {arr.shape}")
+    if arr.dtype not in (np.float32, np.float64):
+        arr = np.asarray(arr, dtype=np.float64)
+    if not isinstance(arr, np.memmap) and not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)  # row blocks of a Fortran array would be strided
+    return arr
+
+
+def _check_k(k: int, m: int) -> None:
+    if not isinstance(k, int | np.integer) or not 1 <= k <= m:
+        raise ValueError(f"k={k} must be an integer between 1 and m={m}")
+
+
+def _check_values(values: np.ndarray, where: str, *, check_max: bool = True) -> None:
+    low = values.min()
+    high = values.max() if check_max else None
+    if not (low >= 0 and (high is None or high < np.inf)):  # NaN fails every comparison
+        found = f"min={low}" if high is None else f"min={low}, max={high}"
+        raise ValueError(f"U must be finite and >= 0; {where} has {found}")
+
+
+def _row_blocks(n: int, block_rows: int) -> list[tuple[int, int]]:
+    if block_rows < 1:
+        raise ValueError(f"block_rows={block_rows} must be >= 1")
+    return [(s, min(s + block_rows, n)) for s in range(0, n, block_rows)]
+
+
+def _column_sums(U: FloatMatrix, block_rows: int = BLOCK_ROWS) -> npt.NDArray[np.float64]:
+    """``(m,)`` float64 ``sum_q U[q, r]``, checking every block for NaN, inf and negatives."""
+    total = np.zeros(U.shape[1])
+    for s, e in _row_blocks(U.shape[0], block_rows):
+        block = U[s:e]
+        _check_values(block, f"rows {s}..{e - 1}")
+        total += block.sum(axis=0, dtype=np.float64)
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# the objective: marginal gains kept up to date
+
+
+class _GainTracker:
+    """Marginal gains of every column of ``U`` while the per-query best ``b`` grows.
+
+    For every column ``r`` it keeps ``S[r] = sum_q max(U[q, r], b[q])`` (float64), so the gain of
+    adding ``r`` is ``S[r] - sum_q b[q]``. When ``b`` grows from ``b_old`` to ``b_new`` on rows
+    ``D = {q : b_new[q] > b_old[q]}``,
+
+        S[r] += sum_{q in D} (b_new[q] - clip(U[q, r], b_old[q], b_new[q])),
+
+    which reads only the rows in ``D``. The j-th pick raises ``b`` on roughly ``N / j`` rows when
+    the candidates are alike, so a greedy run reads ``U`` about ``2 + ln k`` times, not ``k`` times.
+    Columns refreshed lazily catch up from the snapshot of ``b`` taken when they were last fresh.
+    Row blocks are spread over threads (numpy releases the GIL); per-block results are summed in
+    block order, so results do not depend on the number of threads.
+    """
+
+    def __init__(self, U: FloatMatrix, block_rows: int, n_threads: int | None) -> None:
+        if n_threads is None:
+            n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        if n_threads < 1:
+            raise ValueError(f"n_threads={n_threads} must be >= 1")
+        self.U = U
+        self.n, self.m = U.shape
+        self.blocks = _row_blocks(self.n, block_rows)
+        self.workers = max(1, min(n_threads, len(self.blocks) // 4))  # threads cost ~1 ms
+        self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
+        self._buffers = [np.empty(block_rows * self.m, dtype=U.dtype) for _ in range(self.workers)]
+        self.best = np.zeros(self.n, dtype=U.dtype)  # b
+        self.best_sum = 0.0  # sum_q b[q]
+        self.step = 0  # number of picks so far
+        self.live = np.ones(self.m, dtype=bool)  # not yet picked
+        self.version = np.zeros(self.m, dtype=np.int64)  # step at which S[r] was last exact
+        self._snapshots: dict[int, np.ndarray] = {}  # step -> b at that step
+        try:
+            self.sums = self._total(self._map_blocks(self._scan_block), self.m)
+        except ValueError:
+            self.__exit__()
+            raise
+        if not np.isfinite(self.sums).all():
+            self.__exit__()
+            bad = int(np.flatnonzero(~np.isfinite(self.sums))[0])
+            raise ValueError(f"U must be finite; column {bad} sums to {self.sums[bad]}")
+        self.n_evaluations = self.m
+
+    def __enter__(self) -> _GainTracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def gains(self, cols: npt.NDArray[np.intp] | None = None) -> npt.NDArray[np.float64]:
+        """Unnormalised marginal gains ``S[r] - sum_q b[q]`` (exact only for fresh columns)."""
+        sums = self.sums if cols is None else self.sums[cols]
+        return sums - self.best_sum
+
+    def add(self, p: int) -> None:
+        """Pick column ``p``: ``b = max(b, U[:, p])``."""
+        self._snapshots[self.step] = self.best.copy()
+
+        def raise_best(worker: int, s: int, e: int) -> None:
+            np.maximum(self.best[s:e], self.U[s:e, p], out=self.best[s:e])
+
+        self._map_blocks(raise_best)
+        self.best_sum = float(self.best.sum(dtype=np.float64))
+        self.live[p] = False
+        self.step += 1
+
+    def refresh(self, cols: npt.NDArray[np.intp] | None = None) -> None:
+        """Bring ``S`` up to date for ``cols`` (default: every unpicked column)."""
+        cols = np.flatnonzero(self.live) if cols is None else np.asarray(cols, dtype=np.intp)
+        stale = cols[self.version[cols] < self.step]
+        self.n_evaluations += stale.size
+        for v in np.unique(self.version[stale]):
+            group = stale[self.version[stale] == v]
+            # Most columns: compute all of them, which avoids gathering columns.
+            subset = None if 2 * group.size > self.m else group
+            width = self.m if subset is None else group.size
+            old = self._snapshots[int(v)]
+            parts = self._map_blocks(lambda w, s, e: self._delta_block(w, s, e, old, subset))
+            delta = self._total(parts, width)
+            self.sums[group] += delta if subset is not None else delta[group]
+            self.version[group] = self.step
+        oldest = int(self.version[self.live].min()) if self.live.any() else self.step
+        for v in [v for v in self._snapshots if v < oldest]:
+            del self._snapshots[v]
+
+    def _scan_block(self, worker: int, s: int, e: int) -> npt.NDArray[np.float64]:
+        block = self.U[s:e]
+        _check_values(block, f"rows {s}..{e - 1}", check_max=False)  # +inf shows in the sums
+        return block.sum(axis=0, dtype=np.float64)
+
+    def _delta_block(
+        self, worker: int, s: int, e: int, old: np.ndarray, cols: npt.NDArray[np.intp] | None
+    ) -> npt.NDArray[np.float64] | None:
+        lo, hi = old[s:e], self.best[s:e]
+        rows = np.flatnonzero(hi > lo)
+        if rows.size == 0:
+            return None
+        block = self.U[s:e]
+        width = self.m if cols is None else cols.size
+        if 10 * rows.size > 7 * (e - s):  # unchanged rows contribute hi - clip(u, hi, hi) = 0
+            n_rows, src = e - s, block
+        else:
+            n_rows, src, lo, hi = rows.size, block, lo[rows], hi[rows]
+        work = self._buffers[worker][: n_rows * width].reshape(n_rows, width)
+        if n_rows < e - s:
+            if cols is None:
+                np.take(block, rows, axis=0, out=work, mode="clip")
+            else:
+                np.take(block[rows], cols, axis=1, out=work, mode="clip")
+            src = work
+        elif cols is not None:
+            np.take(block, cols, axis=1, out=work, mode="clip")
+            src = work
+        if lo.any():  # the first pick has b_old = 0 <= U: the lower clip is a no-op
+            np.maximum(src, lo[:, None], out=work)
+            src = work
+        np.minimum(src, hi[:, None], out=work)
+        return hi.sum(dtype=np.float64) - work.sum(axis=0, dtype=np.float64)
+
+    def _map_blocks(self, fn: Callable[[int, int, int], Any]) -> list[Any]:
+        """``fn(worker, start, stop)`` for every row block, results in block order."""
+        if self._pool is None:
+            return [fn(0, s, e) for s, e in self.blocks]
+        w = self.workers
+
+        def run(worker: int) -> list[Any]:
+            return [fn(worker, s, e) for s, e in self.blocks[worker::w]]
+
+        out: list[Any] = [None] * len(self.blocks)
+        for worker, part in enumerate(self._pool.map(run, range(w))):
+            out[worker::w] = part
+        return out
+
+    @staticmethod
+    def _total(parts: list[Any], width: int) -> npt.NDArray[np.float64]:
+        total = np.zeros(width)
+        for part in parts:
+            if part is not None:
+                total += part
+        return total
+
+
+def _top(values: np.ndarray, width: int) -> npt.NDArray[np.float64]:
+    """The ``width`` largest of ``values`` (at least 0, padded with 0), descending."""
+    top = np.sort(np.maximum(values, 0.0))[::-1][:width]
+    return np.pad(top, (0, width - top.size))
+
+
+# --------------------------------------------------------------------------------------------
+# optimizers
+
+
+def select_greedy(
+    U: npt.ArrayLike, k: int, *, block_rows: int = BLOCK_ROWS, n_threads: int | None = None
+) -> GreedyResult:
+    """Algorithm 1: k times add the column with the largest marginal gain.
+
+    With ``b`` the per-query best so far (zeros at start), the gain of column ``r`` is
+    ``sum_q max(0, U[q, r] - b[q])``; after picking ``r``, ``b = max(b, U[:, r])``. Ties go to the
+    lowest column index. Gains are updated incrementally (see :class:`_GainTracker`), which reads
+    only the rows whose best changed, and are kept for :func:`certificate`, including the gains
+    w.r.t. the final portfolio (one more cheap update).
+
+    Args:
+        U: ``(N, m)`` utilities in ``[0, 1]`` (any finite non-negative scale works); float32 is
+            used as is, an ``np.memmap`` is read by row blocks.
+        k: portfolio size, ``1 <= k <= m``.
+        block_rows: rows per block (about 2 MB of ``U`` per block fits in cache).
+        n_threads: threads over row blocks; ``None`` uses every available core.
+
+    Returns:
+        The picks, ``F`` after each pick, the gains and the exact top-k gains per prefix.
+    """
+    U = _as_utility(U)
+    n, m = U.shape
+    _check_k(k, m)
+    indices: list[int] = []
+    values: list[float] = []
+    gains: list[float] = []
+    bounds = np.zeros((k + 1, k))
+    with _GainTracker(U, block_rows, n_threads) as tracker:
+        for step in range(k + 1):
+            if step:
+                tracker.refresh()
+            g = tracker.gains()
+            g[~tracker.live] = -np.inf
+            bounds[step] = _top(g, k) / n
+            if step == k:
+                break
+            p = int(np.argmax(g))
+            tracker.add(p)
+            indices.append(p)
+            gains.append(float(g[p]) / n)
+            values.append(tracker.best_sum / n)
+            logger.debug("greedy pick %d: column %d, F=%.6f", step + 1, p, values[-1])
+        n_evaluations = tracker.n_evaluations
+    return GreedyResult(indices, values, gains, bounds, n_evaluations)
+
+
+def select_lazy_greedy(
+    U: npt.ArrayLike,
+    k: int,
+    *,
+    batch_size: int = 8,
+    block_rows: int = BLOCK_ROWS,
+    n_threads: int | None = None,
+) -> GreedyResult:
+    """Lazy greedy (Minoux): re-evaluate only columns whose stale gain could still be the best.
+
+    Gains only shrink as the portfolio grows (submodularity), so a stale gain is an upper bound.
+    Columns wait in a max-heap keyed by ``(stale gain, index)``. Each step refreshes the top
+    ``batch_size`` stale columns together, then, if the top is still stale, every stale column
+    whose bound reaches the best fresh gain; a fresh column on top is then the argmax (the lowest
+    index among ties), so the picks are exactly those of :func:`select_greedy`. ``gain_bounds``
+    holds the heap's bounds (valid upper bounds, not always tight).
+
+    Args:
+        U: ``(N, m)`` utilities, as for :func:`select_greedy`.
+        k: portfolio size, ``1 <= k <= m``.
+        batch_size: stale columns refreshed in the first round of a step.
+        block_rows: rows per block.
+        n_threads: threads over row blocks; ``None`` uses every available core.
+
+    Returns:
+        A :class:`GreedyResult`; ``n_evaluations`` shows how many evaluations laziness saved.
+    """
+    U = _as_utility(U)
+    n, m = U.shape
+    _check_k(k, m)
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be >= 1")
+    indices: list[int] = []
+    values: list[float] = []
+    gains: list[float] = []
+    bounds = np.zeros((k + 1, k))
+    with _GainTracker(U, block_rows, n_threads) as tracker:
+        heap = [(-g, r) for r, g in enumerate(tracker.gains().tolist())]
+        heapq.heapify(heap)
+        for step in range(k):
+            best_fresh = -np.inf  # the largest gain refreshed in this step
+            while tracker.version[heap[0][1]] != tracker.step:
+                # First the top batch_size stale columns; then every stale column whose bound
+                # reaches the best fresh gain, after which the top of the heap is fresh.
+                stale: list[int] = []
+                while heap and tracker.version[heap[0][1]] != tracker.step and (
+                    len(stale) < batch_size if best_fresh == -np.inf else -heap[0][0] >= best_fresh
+                ):
+                    stale.append(heapq.heappop(heap)[1])
+                cols = np.array(stale, dtype=np.intp)
+                tracker.refresh(cols)
+                fresh = tracker.gains(cols).tolist()
+                for r, g in zip(stale, fresh, strict=True):
+                    heapq.heappush(heap, (-g, r))
+                best_fresh = max(best_fresh, max(fresh))
+            neg_gain, p = heapq.heappop(heap)
+            others = [-key for key, _ in heapq.nsmallest(k - 1, heap)]
+            bounds[step] = _top(np.array([-neg_gain, *others]), k) / n
+            tracker.add(p)
+            indices.append(p)
+            gains.append(-neg_gain / n)
+            values.append(tracker.best_sum / n)
+            logger.debug("lazy greedy pick %d: column %d, F=%.6f", step + 1, p, values[-1])
+        bounds[k] = _top(np.array([-key for key, _ in heapq.nsmallest(k, heap)]), k) / n
+        n_evaluations = tracker.n_evaluations
+    return GreedyResult(indices, values, gains, bounds, n_evaluations)
+
+
+def select_stochastic_greedy(
+    U: npt.ArrayLike,
+    k: int,
+    epsilon: float = 0.1,
+    random_state: int | np.random.Generator | None = None,
+    *,
+    block_rows: int = BLOCK_ROWS,
+    n_threads: int | None = None,
+) -> GreedyResult:
+    """Stochastic greedy (Mirzasoleiman et al., 2015): the best of a random sample each step.
+
+    Each step draws ``s = ceil((m / k) * ln(1 / epsilon))`` unpicked columns uniformly without
+    replacement and adds the one with the largest gain (lowest index among ties); in expectation
+    ``F(S) >= (1 - 1/e - epsilon) OPT`` with ``O(m ln(1 / epsilon))`` evaluations in all.
+
+    Args:
+        U: ``(N, m)`` utilities, as for :func:`select_greedy`.
+        k: portfolio size, ``1 <= k <= m``.
+        epsilon: accuracy in ``(0, 1)``; smaller means larger samples.
+        random_state: seed or generator; a fixed value gives the same picks every run.
+        block_rows: rows per block.
+        n_threads: threads over row blocks; ``None`` uses every available core.
+
+    Returns:
+        A :class:`GreedyResult` with ``gain_bounds=None`` (the certificate recomputes them).
+    """
+    U = _as_utility(U)
+    n, m = U.shape
+    _check_k(k, m)
+    if not 0 < epsilon < 1:
+        raise ValueError(f"epsilon={epsilon} must be in (0, 1)")
+    rng = np.random.default_rng(random_state)
+    sample_size = max(1, math.ceil(m / k * math.log(1 / epsilon)))
+    indices: list[int] = []
+    values: list[float] = []
+    gains: list[float] = []
+    with _GainTracker(U, block_rows, n_threads) as tracker:
+        for step in range(k):
+            live = np.flatnonzero(tracker.live)
+            sample = np.sort(rng.choice(live, size=min(sample_size, live.size), replace=False))
+            tracker.refresh(sample)
+            g = tracker.gains(sample)
+            best = int(np.argmax(g))
+            p = int(sample[best])
+            tracker.add(p)
+            indices.append(p)
+            gains.append(float(g[best]) / n)
+            values.append(tracker.best_sum / n)
+            logger.debug("stochastic greedy pick %d: column %d, F=%.6f", step + 1, p, values[-1])
+        n_evaluations = tracker.n_evaluations
+    return GreedyResult(indices, values, gains, None, n_evaluations)
+
+
+def select_exhaustive(
+    U: npt.ArrayLike, k: int, *, max_subsets: int = 2_000_000
+) -> ExhaustiveResult:
+    """The optimal portfolio, by evaluating ``F`` on all ``C(m, k)`` subsets.
+
+    Ties go to the lexicographically first subset. ``U`` is loaded into memory.
+
+    Args:
+        U: ``(N, m)`` utilities.
+        k: portfolio size, ``1 <= k <= m``.
+        max_subsets: refuse (``ValueError``) when ``C(m, k)`` exceeds this.
+
+    Returns:
+        The optimal ``indices`` (ascending) and ``OPT``.
+    """
+    U = np.asarray(_as_utility(U))
+    n, m = U.shape
+    _check_k(k, m)
+    n_subsets = math.comb(m, k)
+    if n_subsets > max_subsets:
+        raise ValueError(
+            f"exhaustive search over C(m={m}, k={k})={n_subsets} subsets exceeds "
+            f"max_subsets={max_subsets}; use select_greedy and certificate instead"
+        )
+    _check_values(U, "U")
+    chunk = max(1, 2**24 // (n * k))  # about 64 MB of float32 per chunk
+    subsets = itertools.combinations(range(m), k)
+    best_value, best_subset = -1.0, ()
+    while block := list(itertools.islice(subsets, chunk)):
+        idx = np.array(block, dtype=np.intp)  # (c, k)
+        totals = U[:, idx].max(axis=2).sum(axis=0, dtype=np.float64)  # (N, c, k) -> (c,)
+        i = int(np.argmax(totals))
+        if totals[i] > best_value:
+            best_value, best_subset = float(totals[i]), block[i]
+    return ExhaustiveResult(list(best_subset), best_value / n)
+
+
+# --------------------------------------------------------------------------------------------
+# values and baselines
+
+
+def portfolio_value(U: npt.ArrayLike, indices: Sequence[int] | None) -> float:
+    """``F(S) = (1 / N) * sum_q max_{r in S} U[q, r]``; ``0.0`` for an empty ``S``.
+
+    ``indices=None`` means every column, which gives :func:`oracle_value`.
+    """
+    U = _as_utility(U)
+    idx = None if indices is None else _check_indices(indices, U.shape[1])
+    if idx is not None and idx.size == 0:
+        return 0.0
+    total = 0.0
+    for s, e in _row_blocks(U.shape[0], BLOCK_ROWS):
+        best = (U[s:e] if idx is None else U[s:e][:, idx]).max(axis=1)
+        _check_values(best, f"rows {s}..{e - 1}")
+        total += float(best.sum(dtype=np.float64))
+    return total / U.shape[0]
+
+
+def best_of_k_curve(U: npt.ArrayLike, order: Sequence[int]) -> list[float]:
+    """``F`` of every prefix of ``order``: entry ``i`` is the value of its first ``i + 1`` members."""
+    U = _as_utility(U)
+    idx = _check_indices(order, U.shape[1])
+    totals = np.zeros(idx.size)
+    for s, e in _row_blocks(U.shape[0], BLOCK_ROWS):
+        block = U[s:e][:, idx]
+        _check_values(block, f"rows {s}..{e - 1}")
+        totals += np.maximum.accumulate(block, axis=1).sum(axis=0, dtype=np.float64)
+    return (totals / U.shape[0]).tolist()
+
+
+def oracle_value(U: npt.ArrayLike) -> float:
+    """The best-of-all value ``(1 / N) * sum_q max_r U[q, r]``, an upper bound on any portfolio."""
+    return portfolio_value(U, None)
+
+
+def top_k_by_average(U: npt.ArrayLike, k: int) -> list[int]:
+    """The k columns with the highest mean utility, best first (ties: lowest index first)."""
+    U = _as_utility(U)
+    _check_k(k, U.shape[1])
+    return np.argsort(-_column_sums(U), kind="stable")[:k].tolist()
+
+
+def single_best(U: npt.ArrayLike) -> int:
+    """The column with the highest mean utility (ties: lowest index)."""
+    return top_k_by_average(U, 1)[0]
+
+
+def random_k(
+    U: npt.ArrayLike, k: int, random_state: int | np.random.Generator | None = None
+) -> list[int]:
+    """k distinct columns drawn uniformly at random (a fixed ``random_state`` repeats them)."""
+    m = _as_utility(U).shape[1]
+    _check_k(k, m)
+    return np.random.default_rng(random_state).choice(m, size=k, replace=False).tolist()
+
+
+def _check_indices(indices: Sequence[int], m: int) -> npt.NDArray[np.intp]:
+    idx = np.asarray(list(indices), dtype=np.intp)
+    bad = idx[(idx < 0) | (idx >= m)]
+    if bad.size:
+        raise ValueError(f"column index {int(bad[0])} is out of range for m={m} columns")
+    return idx
+
+
+# --------------------------------------------------------------------------------------------
+# guarantees
+
+
+def certificate(U: npt.ArrayLike, result: GreedyResult, k: int | None = None) -> Certificate:
+    """Bound ``OPT`` from the sets greedy met, by submodularity.
+
+    For any set ``S_i`` (the first ``i`` picks, ``i = 0 .. len``) and any ``|T| <= k``,
+    ``F(T) <= F(S_i) + sum_{r in T} gain(r | S_i)``, hence
+
+        OPT <= min( oracle, min_i [ F(S_i) + sum of the k largest gain(r | S_i) ] ),
+
+    with ``oracle = (1 / N) sum_q max_r U[q, r]``. The gains come from ``result.gain_bounds``
+    when it has at least k of them per prefix, else they are recomputed from ``U``.
+
+    Args:
+        U: the ``(N, m)`` utilities the result was computed on.
+        result: a greedy result.
+        k: the portfolio size to bound ``OPT`` for; defaults to ``len(result.indices)``.
+
+    Returns:
+        The upper bound on ``OPT`` and ``ratio = F(S_greedy) / upper_bound``.
+    """
+    U = _as_utility(U)
+    k = len(result.indices) if k is None else k
+    _check_k(k, U.shape[1])
+    bounds = result.gain_bounds
+    if bounds is None or bounds.shape[1] < k:
+        bounds = _exact_gain_bounds(U, result.indices, k)
+    prefix_values = np.array([0.0, *result.values])
+    upper = min(oracle_value(U), float(np.min(prefix_values + bounds[:, :k].sum(axis=1))))
+    value = result.values[-1]
+    upper = max(upper, value)  # only float rounding can put it below an achieved value
+    ratio = 1.0 if upper == 0 else min(1.0, value / upper)
+    return Certificate(upper_bound=upper, ratio=ratio)
+
+
+def _exact_gain_bounds(U: FloatMatrix, indices: list[int], k: int) -> npt.NDArray[np.float64]:
+    """``(len + 1, k)``: the k largest gains w.r.t. each prefix of ``indices``, descending."""
+    n, m = U.shape
+    sums = np.zeros((len(indices) + 1, m))
+    for s, e in _row_blocks(n, BLOCK_ROWS):
+        block = U[s:e]
+        best = np.zeros(e - s, dtype=U.dtype)
+        for i in range(len(indices) + 1):
+            if i:
+                np.maximum(best, block[:, indices[i - 1]], out=best)
+            sums[i] += np.maximum(block - best[:, None], 0).sum(axis=0, dtype=np.float64)
+    return np.stack([_top(row, k) for row in sums]) / n
+
+
+def required_sample_size(m: int, k: int, epsilon: float, delta: float) -> int:
+    """Queries needed so that the sample's ``F`` is within ``epsilon`` for every portfolio.
+
+    With scores in ``[0, 1]``, Hoeffding gives ``P(F_hat(S) - F(S) > eps) <= exp(-2 N eps^2)`` for
+    one portfolio; a union bound over the ``m^k`` portfolios of size k makes it hold for all of
+    them with probability ``>= 1 - delta`` once
+
+        N >= ln(m^k / delta) / (2 epsilon^2) = (k ln m + ln(1 / delta)) / (2 epsilon^2),
+
+    which is what greedy's ``F(S_greedy) >= (1 - 1/e) OPT - O(epsilon)`` on the population needs.
+
+    Args:
+        m: number of candidate retrievers, ``>= 1``.
+        k: portfolio size, ``1 <= k <= m``.
+        epsilon: accuracy, ``> 0``.
+        delta: failure probability in ``(0, 1)``.
+
+    Returns:
+        The smallest integer ``N`` meeting the bound.
+    """
+    if m < 1:
+        raise ValueError(f"m={m} must be >= 1")
+    _check_k(k, m)
+    if not epsilon > 0:
+        raise ValueError(f"epsilon={epsilon} must be > 0")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta={delta} must be in (0, 1)")
+    return math.ceil((k * math.log(m) + math.log(1 / delta)) / (2 * epsilon**2))
