@@ -50,6 +50,14 @@ def tied_utility(seed: int, shape: tuple[int, int] = (40, 12)) -> np.ndarray:
     return U.astype(np.float32)
 
 
+def thirds_utility(seed: int, shape: tuple[int, int] = (40, 12)) -> np.ndarray:
+    """Support recall with three gold passages: 0, 1/3, 2/3, 1 (inexact in binary), with ties."""
+    rng = np.random.default_rng(seed)
+    U = rng.choice(np.array([0, 1, 2, 3], dtype=np.float32) / 3, size=shape, p=[0.4, 0.3, 0.2, 0.1])
+    U[:, -1] = U[rng.permutation(shape[0]), 0]  # the same values as column 0 in another order
+    return U
+
+
 def test_marginal_gains_by_hand() -> None:
     U = np.array([[0.2, 0.5], [0.9, 0.1], [0.4, 0.4]])
     result = select_greedy(U, 2)
@@ -89,7 +97,7 @@ def test_greedy_within_1_minus_1_over_e_of_exhaustive(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("make", [random_utility, tied_utility])
+@pytest.mark.parametrize("make", [random_utility, tied_utility, thirds_utility])
 def test_greedy_and_lazy_pick_what_naive_greedy_picks(seed: int, make) -> None:
     U = make(seed)
     for k in (1, 3, 6, 12):
