@@ -20,7 +20,8 @@ from ragfolio.core.converters import (
     main,
     write_jsonl,
 )
-from ragfolio.core.data import Context, DataFormatError, Question, load_jsonl
+from ragfolio.core.data import Context, DataFormatError, Question
+from ragfolio.core.loading import load_jsonl
 
 # Real sentences (HotpotQA dev, via AdelWang/MIGRES data/hotpot.json) and the paragraph text the
 # shared normalised file holds for them: sentences stripped and joined by one space.

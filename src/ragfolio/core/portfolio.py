@@ -6,10 +6,10 @@ serves query ``q``. A portfolio ``S`` is worth its best-of-``S`` utility average
     F(S) = (1 / N) * sum_q max_{r in S} U[q, r],        F(empty) = 0,
 
 a monotone submodular (facility-location) function, so greedy selection reaches ``(1 - 1/e) OPT``.
-The objective lives in one place, :class:`_GainTracker`, which keeps every candidate's marginal gain
-up to date; the optimizers (naive, lazy, stochastic greedy) only decide which gains to look at, as
-in apricot. Exhaustive search, the paper's baselines and the a-posteriori certificate sit beside
-them.
+The objective lives in one place, :class:`~ragfolio.core.gains.GainTracker` in
+:mod:`ragfolio.core.gains`, which keeps every candidate's marginal gain up to date; the optimizers
+here (naive, lazy, stochastic greedy) only decide which gains to look at, as in apricot.
+Exhaustive search, the paper's baselines and the a-posteriori certificate sit beside them.
 
 Every function reads ``U`` in blocks of rows, so an ``np.memmap`` (``np.load(path, mmap_mode="r")``)
 is never loaded whole (:func:`select_exhaustive` excepted). Sums are accumulated in float64; for
@@ -23,19 +23,25 @@ import heapq
 import itertools
 import logging
 import math
-import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-logger = logging.getLogger(__name__)
+from ragfolio.core.gains import (
+    BLOCK_ROWS,
+    FloatMatrix,
+    GainTracker,
+    as_utility,
+    check_k,
+    check_values,
+    column_sums,
+    row_blocks,
+    top_gains,
+)
 
-FloatMatrix = npt.NDArray[np.floating[Any]]
-BLOCK_ROWS = 2048  # rows per block: 2048 x 360 float32 is 2.9 MB, a share of L3 per thread
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -88,207 +94,6 @@ class Certificate:
 
 
 # --------------------------------------------------------------------------------------------
-# input checks
-
-
-def _as_utility(U: npt.ArrayLike) -> FloatMatrix:
-    """Return ``U`` as a 2-d float32/float64 array (a memmap stays a memmap) or raise."""
-    arr = U if isinstance(U, np.ndarray) else np.asarray(U)
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"U must be a non-empty 2-d (n_queries, m) array, not shape {arr.shape}")
-    if arr.dtype not in (np.float32, np.float64):
-        arr = np.asarray(arr, dtype=np.float64)
-    if not isinstance(arr, np.memmap) and not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr)  # row blocks of a Fortran array would be strided
-    return arr
-
-
-def _check_k(k: int, m: int) -> None:
-    if not isinstance(k, int | np.integer) or not 1 <= k <= m:
-        raise ValueError(f"k={k} must be an integer between 1 and m={m}")
-
-
-def _check_values(values: np.ndarray, where: str, *, check_max: bool = True) -> None:
-    low = values.min()
-    high = values.max() if check_max else None
-    if not (low >= 0 and (high is None or high < np.inf)):  # NaN fails every comparison
-        found = f"min={low}" if high is None else f"min={low}, max={high}"
-        raise ValueError(f"U must be finite and >= 0; {where} has {found}")
-
-
-def _row_blocks(n: int, block_rows: int) -> list[tuple[int, int]]:
-    if block_rows < 1:
-        raise ValueError(f"block_rows={block_rows} must be >= 1")
-    return [(s, min(s + block_rows, n)) for s in range(0, n, block_rows)]
-
-
-def _column_sums(U: FloatMatrix, block_rows: int = BLOCK_ROWS) -> npt.NDArray[np.float64]:
-    """``(m,)`` float64 ``sum_q U[q, r]``, checking every block for NaN, inf and negatives."""
-    total = np.zeros(U.shape[1])
-    for s, e in _row_blocks(U.shape[0], block_rows):
-        block = U[s:e]
-        _check_values(block, f"rows {s}..{e - 1}")
-        total += block.sum(axis=0, dtype=np.float64)
-    return total
-
-
-# --------------------------------------------------------------------------------------------
-# the objective: marginal gains kept up to date
-
-
-class _GainTracker:
-    """Marginal gains of every column of ``U`` while the per-query best ``b`` grows.
-
-    For every column ``r`` it keeps ``S[r] = sum_q max(U[q, r], b[q])`` (float64), so the gain of
-    adding ``r`` is ``S[r] - sum_q b[q]``. When ``b`` grows from ``b_old`` to ``b_new`` on rows
-    ``D = {q : b_new[q] > b_old[q]}``,
-
-        S[r] += sum_{q in D} (b_new[q] - clip(U[q, r], b_old[q], b_new[q])),
-
-    which reads only the rows in ``D`` (rows whose best already equals their row maximum never
-    enter it again). The j-th pick raises ``b`` on about ``N / j`` rows when the candidates are
-    alike, so a greedy run reads ``U`` about ``1 + H_k = 2 + 1/2 + ... + 1/k`` times (3.9 for
-    k = 10) instead of k times. A column refreshed lazily catches up in one go from the snapshot
-    of ``b`` taken when it was last fresh. Row chunks are spread over threads (numpy releases the
-    GIL) and their sums are added in chunk order, so the thread count does not change results.
-    """
-
-    def __init__(self, U: FloatMatrix, block_rows: int, n_threads: int | None) -> None:
-        if n_threads is None:
-            n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-        if n_threads < 1:
-            raise ValueError(f"n_threads={n_threads} must be >= 1")
-        self.U = U
-        self.n, self.m = U.shape
-        self.block_rows = block_rows
-        self.blocks = _row_blocks(self.n, block_rows)
-        self.workers = max(1, min(n_threads, len(self.blocks) // 4))  # threads cost ~1 ms
-        self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
-        self._buffers = [np.empty(block_rows * self.m, dtype=U.dtype) for _ in range(self.workers)]
-        self.best = np.zeros(self.n, dtype=U.dtype)  # b
-        self.best_sum = 0.0  # sum_q b[q]
-        self.step = 0  # number of picks so far
-        self.live = np.ones(self.m, dtype=bool)  # not yet picked
-        self.version = np.zeros(self.m, dtype=np.int64)  # step at which S[r] was last exact
-        self._snapshots: dict[int, np.ndarray] = {}  # step -> b at that step
-        try:
-            self.sums = self._total(self._map(self._scan_block, self.blocks), self.m)
-        except ValueError:
-            self.__exit__()
-            raise
-        if not np.isfinite(self.sums).all():
-            self.__exit__()
-            bad = int(np.flatnonzero(~np.isfinite(self.sums))[0])
-            raise ValueError(f"U must be finite; column {bad} sums to {self.sums[bad]}")
-        self.n_evaluations = self.m
-
-    def __enter__(self) -> _GainTracker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-
-    def gains(self, cols: npt.NDArray[np.intp] | None = None) -> npt.NDArray[np.float64]:
-        """Unnormalised marginal gains ``S[r] - sum_q b[q]`` (exact only for fresh columns)."""
-        sums = self.sums if cols is None else self.sums[cols]
-        return sums - self.best_sum
-
-    def add(self, p: int) -> None:
-        """Pick column ``p``: ``b = max(b, U[:, p])``."""
-        self._snapshots[self.step] = self.best.copy()
-        np.maximum(self.best, self.U[:, p], out=self.best)  # one strided read of column p
-        self.best_sum = float(self.best.sum(dtype=np.float64))
-        self.live[p] = False
-        self.step += 1
-
-    def refresh(self, cols: npt.NDArray[np.intp] | None = None) -> None:
-        """Bring ``S`` up to date for ``cols`` (default: every unpicked column)."""
-        cols = np.flatnonzero(self.live) if cols is None else np.asarray(cols, dtype=np.intp)
-        stale = cols[self.version[cols] < self.step]
-        self.n_evaluations += stale.size
-        for v in np.unique(self.version[stale]):
-            group = stale[self.version[stale] == v]
-            old = self._snapshots[int(v)]
-            # Most columns: compute all of them, which avoids gathering columns.
-            subset = None if 2 * group.size > self.m else group
-            rows = np.flatnonzero(self.best > old)
-            chunks: list[Any]
-            if 10 * rows.size > 7 * self.n:  # read whole blocks; unchanged rows add exactly 0
-                chunks = self.blocks
-            else:  # gather the changed rows, block_rows at a time
-                size = self.block_rows
-                chunks = [rows[i : i + size] for i in range(0, rows.size, size)]
-            parts = self._map(lambda w, chunk: self._delta(w, chunk, old, subset), chunks)
-            delta = self._total(parts, self.m if subset is None else subset.size)
-            self.sums[group] += delta if subset is not None else delta[group]
-            self.version[group] = self.step
-        oldest = int(self.version[self.live].min()) if self.live.any() else self.step
-        for v in [v for v in self._snapshots if v < oldest]:
-            del self._snapshots[v]
-
-    def _scan_block(self, worker: int, block: tuple[int, int]) -> npt.NDArray[np.float64]:
-        s, e = block
-        values = self.U[s:e]
-        _check_values(values, f"rows {s}..{e - 1}", check_max=False)  # +inf shows in the sums
-        return values.sum(axis=0, dtype=np.float64)
-
-    def _delta(
-        self,
-        worker: int,
-        chunk: tuple[int, int] | npt.NDArray[np.intp],
-        old: np.ndarray,
-        cols: npt.NDArray[np.intp] | None,
-    ) -> npt.NDArray[np.float64]:
-        """``sum_q (b[q] - clip(U[q, cols], old[q], b[q]))`` over a row block or row list."""
-        width = self.m if cols is None else cols.size
-        if isinstance(chunk, tuple):
-            s, e = chunk
-            lo, hi, src = old[s:e], self.best[s:e], self.U[s:e]
-            work = self._buffers[worker][: (e - s) * width].reshape(e - s, width)
-            if cols is not None:
-                src = np.take(src, cols, axis=1, out=work, mode="clip")
-        else:
-            lo, hi = old[chunk], self.best[chunk]
-            work = self._buffers[worker][: chunk.size * width].reshape(chunk.size, width)
-            if cols is None:
-                src = np.take(self.U, chunk, axis=0, out=work, mode="clip")
-            else:
-                src = np.take(self.U[chunk], cols, axis=1, out=work, mode="clip")
-        if lo.any():  # the first pick has b_old = 0 <= U: the lower clip is a no-op
-            src = np.maximum(src, lo[:, None], out=work)
-        np.minimum(src, hi[:, None], out=work)
-        return hi.sum(dtype=np.float64) - work.sum(axis=0, dtype=np.float64)
-
-    def _map(self, fn: Callable[[int, Any], Any], chunks: list[Any]) -> list[Any]:
-        """``fn(worker, chunk)`` for every chunk, spread over the workers; results in order."""
-        if self._pool is None or len(chunks) < 2:
-            return [fn(0, chunk) for chunk in chunks]
-        w = self.workers
-
-        def run(worker: int) -> list[Any]:
-            return [fn(worker, chunk) for chunk in chunks[worker::w]]
-
-        out: list[Any] = [None] * len(chunks)
-        for worker, part in enumerate(self._pool.map(run, range(w))):
-            out[worker::w] = part
-        return out
-
-    @staticmethod
-    def _total(parts: list[Any], width: int) -> npt.NDArray[np.float64]:
-        total = np.zeros(width)
-        for part in parts:
-            total += part
-        return total
-
-
-def _top(values: np.ndarray, width: int) -> npt.NDArray[np.float64]:
-    """The ``width`` largest of ``values`` (at least 0, padded with 0), descending."""
-    top = np.sort(np.maximum(values, 0.0))[::-1][:width]
-    return np.pad(top, (0, width - top.size))
-
-
-# --------------------------------------------------------------------------------------------
 # optimizers
 
 
@@ -299,7 +104,7 @@ def select_greedy(
 
     With ``b`` the per-query best so far (zeros at start), the gain of column ``r`` is
     ``sum_q max(0, U[q, r] - b[q])``; after picking ``r``, ``b = max(b, U[:, r])``. Ties go to the
-    lowest column index. Gains are updated incrementally (see :class:`_GainTracker`), which reads
+    lowest column index. Gains are updated incrementally (see :class:`GainTracker`), which reads
     only the rows whose best changed, and are kept for :func:`certificate`, including the gains
     w.r.t. the final portfolio (one more cheap update).
 
@@ -313,20 +118,20 @@ def select_greedy(
     Returns:
         The picks, ``F`` after each pick, the gains and the exact top-k gains per prefix.
     """
-    U = _as_utility(U)
+    U = as_utility(U)
     n, m = U.shape
-    _check_k(k, m)
+    check_k(k, m)
     indices: list[int] = []
     values: list[float] = []
     gains: list[float] = []
     bounds = np.zeros((k + 1, k))
-    with _GainTracker(U, block_rows, n_threads) as tracker:
+    with GainTracker(U, block_rows, n_threads) as tracker:
         for step in range(k + 1):
             if step:
                 tracker.refresh()
             g = tracker.gains()
             g[~tracker.live] = -np.inf
-            bounds[step] = _top(g, k) / n
+            bounds[step] = top_gains(g, k) / n
             if step == k:
                 break
             p = int(np.argmax(g))
@@ -366,16 +171,16 @@ def select_lazy_greedy(
     Returns:
         A :class:`GreedyResult`; ``n_evaluations`` shows how many evaluations laziness saved.
     """
-    U = _as_utility(U)
+    U = as_utility(U)
     n, m = U.shape
-    _check_k(k, m)
+    check_k(k, m)
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1")
     indices: list[int] = []
     values: list[float] = []
     gains: list[float] = []
     bounds = np.zeros((k + 1, k))
-    with _GainTracker(U, block_rows, n_threads) as tracker:
+    with GainTracker(U, block_rows, n_threads) as tracker:
         heap = [(-g, r) for r, g in enumerate(tracker.gains().tolist())]
         heapq.heapify(heap)
         for step in range(k):
@@ -396,13 +201,13 @@ def select_lazy_greedy(
                 best_fresh = max(best_fresh, max(fresh))
             neg_gain, p = heapq.heappop(heap)
             others = [-key for key, _ in heapq.nsmallest(k - 1, heap)]
-            bounds[step] = _top(np.array([-neg_gain, *others]), k) / n
+            bounds[step] = top_gains(np.array([-neg_gain, *others]), k) / n
             tracker.add(p)
             indices.append(p)
             gains.append(-neg_gain / n)
             values.append(tracker.best_sum / n)
             logger.debug("lazy greedy pick %d: column %d, F=%.6f", step + 1, p, values[-1])
-        bounds[k] = _top(np.array([-key for key, _ in heapq.nsmallest(k, heap)]), k) / n
+        bounds[k] = top_gains(np.array([-key for key, _ in heapq.nsmallest(k, heap)]), k) / n
         n_evaluations = tracker.n_evaluations
     return GreedyResult(indices, values, gains, bounds, n_evaluations)
 
@@ -433,9 +238,9 @@ def select_stochastic_greedy(
     Returns:
         A :class:`GreedyResult` with ``gain_bounds=None`` (the certificate recomputes them).
     """
-    U = _as_utility(U)
+    U = as_utility(U)
     n, m = U.shape
-    _check_k(k, m)
+    check_k(k, m)
     if not 0 < epsilon < 1:
         raise ValueError(f"epsilon={epsilon} must be in (0, 1)")
     rng = np.random.default_rng(random_state)
@@ -443,7 +248,7 @@ def select_stochastic_greedy(
     indices: list[int] = []
     values: list[float] = []
     gains: list[float] = []
-    with _GainTracker(U, block_rows, n_threads) as tracker:
+    with GainTracker(U, block_rows, n_threads) as tracker:
         for step in range(k):
             live = np.flatnonzero(tracker.live)
             sample = np.sort(rng.choice(live, size=min(sample_size, live.size), replace=False))
@@ -475,16 +280,16 @@ def select_exhaustive(
     Returns:
         The optimal ``indices`` (ascending) and ``OPT``.
     """
-    U = np.asarray(_as_utility(U))
+    U = np.asarray(as_utility(U))
     n, m = U.shape
-    _check_k(k, m)
+    check_k(k, m)
     n_subsets = math.comb(m, k)
     if n_subsets > max_subsets:
         raise ValueError(
             f"exhaustive search over C(m={m}, k={k})={n_subsets} subsets exceeds "
             f"max_subsets={max_subsets}; use select_greedy and certificate instead"
         )
-    _check_values(U, "U")
+    check_values(U, "U")
     chunk = max(1, 2**24 // (n * k))  # about 64 MB of float32 per chunk
     subsets = itertools.combinations(range(m), k)
     best_value, best_subset = -1.0, ()
@@ -506,26 +311,26 @@ def portfolio_value(U: npt.ArrayLike, indices: Sequence[int] | None) -> float:
 
     ``indices=None`` means every column, which gives :func:`oracle_value`.
     """
-    U = _as_utility(U)
+    U = as_utility(U)
     idx = None if indices is None else _check_indices(indices, U.shape[1])
     if idx is not None and idx.size == 0:
         return 0.0
     total = 0.0
-    for s, e in _row_blocks(U.shape[0], BLOCK_ROWS):
+    for s, e in row_blocks(U.shape[0], BLOCK_ROWS):
         best = (U[s:e] if idx is None else U[s:e][:, idx]).max(axis=1)
-        _check_values(best, f"rows {s}..{e - 1}")
+        check_values(best, f"rows {s}..{e - 1}")
         total += float(best.sum(dtype=np.float64))
     return total / U.shape[0]
 
 
 def best_of_k_curve(U: npt.ArrayLike, order: Sequence[int]) -> list[float]:
     """``F`` of each prefix of ``order``: entry ``i`` is the value of its first ``i + 1``."""
-    U = _as_utility(U)
+    U = as_utility(U)
     idx = _check_indices(order, U.shape[1])
     totals = np.zeros(idx.size)
-    for s, e in _row_blocks(U.shape[0], BLOCK_ROWS):
+    for s, e in row_blocks(U.shape[0], BLOCK_ROWS):
         block = U[s:e][:, idx]
-        _check_values(block, f"rows {s}..{e - 1}")
+        check_values(block, f"rows {s}..{e - 1}")
         totals += np.maximum.accumulate(block, axis=1).sum(axis=0, dtype=np.float64)
     return (totals / U.shape[0]).tolist()
 
@@ -537,9 +342,9 @@ def oracle_value(U: npt.ArrayLike) -> float:
 
 def top_k_by_average(U: npt.ArrayLike, k: int) -> list[int]:
     """The k columns with the highest mean utility, best first (ties: lowest index first)."""
-    U = _as_utility(U)
-    _check_k(k, U.shape[1])
-    return np.argsort(-_column_sums(U), kind="stable")[:k].tolist()
+    U = as_utility(U)
+    check_k(k, U.shape[1])
+    return np.argsort(-column_sums(U), kind="stable")[:k].tolist()
 
 
 def single_best(U: npt.ArrayLike) -> int:
@@ -551,8 +356,8 @@ def random_k(
     U: npt.ArrayLike, k: int, random_state: int | np.random.Generator | None = None
 ) -> list[int]:
     """k distinct columns drawn uniformly at random (a fixed ``random_state`` repeats them)."""
-    m = _as_utility(U).shape[1]
-    _check_k(k, m)
+    m = as_utility(U).shape[1]
+    check_k(k, m)
     return np.random.default_rng(random_state).choice(m, size=k, replace=False).tolist()
 
 
@@ -587,9 +392,9 @@ def certificate(U: npt.ArrayLike, result: GreedyResult, k: int | None = None) ->
     Returns:
         The upper bound on ``OPT`` and ``ratio = F(S_greedy) / upper_bound``.
     """
-    U = _as_utility(U)
+    U = as_utility(U)
     k = len(result.indices) if k is None else k
-    _check_k(k, U.shape[1])
+    check_k(k, U.shape[1])
     bounds = result.gain_bounds
     if bounds is None or bounds.shape[1] < k:
         bounds = _exact_gain_bounds(U, result.indices, k)
@@ -605,14 +410,14 @@ def _exact_gain_bounds(U: FloatMatrix, indices: list[int], k: int) -> npt.NDArra
     """``(len + 1, k)``: the k largest gains w.r.t. each prefix of ``indices``, descending."""
     n, m = U.shape
     sums = np.zeros((len(indices) + 1, m))
-    for s, e in _row_blocks(n, BLOCK_ROWS):
+    for s, e in row_blocks(n, BLOCK_ROWS):
         block = U[s:e]
         best = np.zeros(e - s, dtype=U.dtype)
         for i in range(len(indices) + 1):
             if i:
                 np.maximum(best, block[:, indices[i - 1]], out=best)
             sums[i] += np.maximum(block - best[:, None], 0).sum(axis=0, dtype=np.float64)
-    return np.stack([_top(row, k) for row in sums]) / n
+    return np.stack([top_gains(row, k) for row in sums]) / n
 
 
 def required_sample_size(m: int, k: int, epsilon: float, delta: float) -> int:
@@ -637,7 +442,7 @@ def required_sample_size(m: int, k: int, epsilon: float, delta: float) -> int:
     """
     if m < 1:
         raise ValueError(f"m={m} must be >= 1")
-    _check_k(k, m)
+    check_k(k, m)
     if not epsilon > 0:
         raise ValueError(f"epsilon={epsilon} must be > 0")
     if not 0 < delta < 1:

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.data import Question, build_corpus, load_folder, split_train_test
+from ragfolio.core.data import Question, build_corpus
+from ragfolio.core.loading import load_folder, split_train_test
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,211 @@
+"""The passage graph: passages linked by title mentions and shared titles.
+
+Passages ``i`` and ``j`` are linked when the text of one mentions the title of the other, or when
+they share a title (chunks of one article). :meth:`PassageGraph.build` finds the links, caps each
+passage's degree and stores them as a symmetric sparse adjacency;
+:func:`~ragfolio.core.retrievers.graph.graph_expand` walks it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from os import PathLike
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+__all__ = ["PassageGraph"]
+
+logger = logging.getLogger(__name__)
+
+_TOKEN = re.compile(r"\w+")
+# Same-title links (chunks of one article) outrank every mention when the degree is capped.
+_SAME_TITLE_PRIORITY = np.inf
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.casefold())
+
+
+@dataclass(frozen=True)
+class PassageGraph:
+    """Undirected passage graph.
+
+    Attributes:
+        adjacency: ``(n, n)`` symmetric ``scipy.sparse.csr_matrix`` of float32 ones, no self-loops.
+    """
+
+    adjacency: sp.csr_matrix
+
+    def __post_init__(self) -> None:
+        a = self.adjacency
+        if not sp.issparse(a) or a.format != "csr":
+            raise ValueError(f"adjacency must be a scipy.sparse CSR matrix, got {type(a).__name__}")
+        if a.shape[0] != a.shape[1]:
+            raise ValueError(f"adjacency shape {a.shape} must be square")
+        if (a != a.T).nnz:
+            raise ValueError("adjacency must be symmetric")
+
+    @property
+    def n(self) -> int:
+        return int(self.adjacency.shape[0])
+
+    def neighbors(self, i: int) -> npt.NDArray[np.int64]:
+        """Sorted row ids linked to passage ``i``."""
+        if not 0 <= i < self.n:
+            raise IndexError(f"passage {i} out of range for a graph of {self.n} passages")
+        a = self.adjacency
+        return np.sort(a.indices[a.indptr[i] : a.indptr[i + 1]]).astype(np.int64)
+
+    def save(self, path: str | PathLike[str]) -> None:
+        """Write the adjacency as a ``.npz`` (``scipy.sparse.save_npz``; no pickle)."""
+        sp.save_npz(path, self.adjacency, compressed=True)
+
+    @classmethod
+    def load(cls, path: str | PathLike[str]) -> PassageGraph:
+        """Read a graph written by :meth:`save`."""
+        return cls(sp.csr_matrix(sp.load_npz(path)))
+
+    @classmethod
+    def build(
+        cls,
+        titles: Sequence[str],
+        texts: Sequence[str],
+        *,
+        max_degree: int = 50,
+        min_title_chars: int = 4,
+    ) -> PassageGraph:
+        """Link passages by title mentions and shared titles.
+
+        Matching is case-insensitive on ``\\w+`` tokens, so it respects word boundaries and ignores
+        punctuation (``"U.S. Army"`` matches ``"u.s army"``). Titles shorter than
+        ``min_title_chars`` characters or made of digits only never count as mentions. Rather than
+        one regex per title, titles are indexed by their token tuple and each text's token n-grams
+        of every title length are intersected with that index. Nested titles both match
+        (``"New York City"`` also mentions ``"New York"``). Empty titles link nothing.
+
+        The degree cap keeps, per passage, the ``max_degree`` links through the longest titles
+        (same-title links first, then ties to the lowest row id); a link survives only if both
+        ends keep it, so no degree exceeds the cap.
+
+        Args:
+            titles: ``n`` passage titles.
+            texts: ``n`` passage texts.
+            max_degree: most links per passage, ``>= 1``.
+            min_title_chars: shortest title (stripped) that counts as a mention.
+
+        Returns:
+            The graph over the ``n`` passages.
+        """
+        if len(titles) != len(texts):
+            raise ValueError(f"{len(titles)} titles but {len(texts)} texts")
+        if max_degree < 1:
+            raise ValueError(f"max_degree={max_degree} must be >= 1")
+        n = len(titles)
+
+        same = _same_title_links(titles)
+        mention = _mention_links(titles, texts, min_title_chars)
+        src, dst, prio = (np.concatenate([x, y]) for x, y in zip(same, mention, strict=True))
+        adjacency = _capped_adjacency(n, src, dst, prio, max_degree)
+        logger.info(
+            "passage graph: %d passages, %d links, max degree %d",
+            n, adjacency.nnz // 2, int(np.diff(adjacency.indptr).max(initial=0)),
+        )
+        return cls(adjacency)
+
+
+Links = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+
+
+def _same_title_links(titles: Sequence[str]) -> Links:
+    """Directed links between passages with the same (case-folded) title, top priority."""
+    rows_by_title: dict[str, list[int]] = defaultdict(list)
+    for i, title in enumerate(titles):
+        if title.strip():
+            rows_by_title[title.strip().casefold()].append(i)
+    src, dst = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for rows in rows_by_title.values():
+        if len(rows) > 1:
+            r = np.asarray(rows, np.int64)
+            a, b = np.meshgrid(r, r, indexing="ij")
+            off = a != b
+            src.append(a[off])
+            dst.append(b[off])
+    s, d = np.concatenate(src), np.concatenate(dst)
+    return s, d, np.full(s.size, _SAME_TITLE_PRIORITY)
+
+
+def _mention_links(titles: Sequence[str], texts: Sequence[str], min_title_chars: int) -> Links:
+    """Directed links both ways between a text and the passages whose title it mentions.
+
+    Priority is the mentioned title's length in characters (longer titles are more specific).
+    """
+    gram_id: dict[tuple[str, ...], int] = {}
+    members: list[list[int]] = []
+    for i, title in enumerate(titles):
+        toks = tuple(_tokens(title))
+        if len(title.strip()) < min_title_chars or not toks or "".join(toks).isdigit():
+            continue
+        if toks not in gram_id:
+            gram_id[toks] = len(members)
+            members.append([])
+        members[gram_id[toks]].append(i)
+    by_length: dict[int, set[tuple[str, ...]]] = defaultdict(set)
+    for gram in gram_id:
+        by_length[len(gram)].add(gram)
+
+    # One pass per title length over each text's token n-grams, intersected in C.
+    pair_text: list[int] = []
+    pair_gram: list[int] = []
+    for i, text in enumerate(texts):
+        toks = _tokens(text)
+        for length, grams in by_length.items():
+            if length <= len(toks):
+                for gram in grams.intersection(zip(*(toks[s:] for s in range(length)))):
+                    pair_text.append(i)
+                    pair_gram.append(gram_id[gram])
+
+    # Expand each (text, title) pair to every passage with that title.
+    sizes = np.fromiter((len(m) for m in members), dtype=np.int64, count=len(members))
+    indptr = np.r_[0, np.cumsum(sizes)]
+    flat = np.fromiter((j for m in members for j in m), dtype=np.int64, count=int(indptr[-1]))
+    weight = np.fromiter((len(" ".join(g)) for g in gram_id), dtype=np.float64, count=len(gram_id))
+    g = np.asarray(pair_gram, dtype=np.int64)
+    counts = sizes[g]
+    starts = np.repeat(indptr[g] - (np.cumsum(counts) - counts), counts)
+    src = np.repeat(np.asarray(pair_text, dtype=np.int64), counts)
+    dst = flat[starts + np.arange(int(counts.sum()))]
+    prio = np.repeat(weight[g], counts)
+    keep = src != dst
+    src, dst, prio = src[keep], dst[keep], prio[keep]
+    return np.r_[src, dst], np.r_[dst, src], np.r_[prio, prio]
+
+
+def _capped_adjacency(
+    n: int,
+    src: npt.NDArray[np.int64],
+    dst: npt.NDArray[np.int64],
+    prio: npt.NDArray[np.float64],
+    max_degree: int,
+) -> sp.csr_matrix:
+    """Symmetric 0/1 adjacency keeping each node's ``max_degree`` highest-priority links."""
+    levels, prio_rank = np.unique(-prio, return_inverse=True)  # 0 = highest priority
+    # One integer key orders by (src, priority desc, dst); keep each pair's best entry.
+    order = np.argsort((src * levels.size + prio_rank) * n + dst, kind="stable")
+    src, dst = src[order], dst[order]
+    _, first = np.unique(src * n + dst, return_index=True)
+    first.sort()
+    src, dst = src[first], dst[first]
+    rank = np.arange(src.size) - np.searchsorted(src, src, side="left")
+    keep = rank < max_degree
+    kept = sp.csr_matrix(
+        (np.ones(int(keep.sum()), dtype=np.float32), (src[keep], dst[keep])), shape=(n, n)
+    )
+    both = kept.multiply(kept.T).tocsr()
+    both.sort_indices()
+    return both.astype(np.float32)
