@@ -12,7 +12,7 @@ the two, equal weights).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -133,12 +133,14 @@ class PoolRunner:
             lambda: DenseRetriever(index_type=index_type).index(self.passage_embeddings(encoder)),
         )
 
-    def _cached_result(self, namespace: str, key: Mapping[str, Any], compute: Any) -> RetrievalResult:
-        arrays = self.cache.get_or_compute(
-            namespace,
-            {"corpus": self.corpus_key, **key},
-            lambda: (lambda r: {"doc_ids": r.doc_ids, "scores": r.scores})(compute()),
-        )
+    def _cached_result(
+        self, namespace: str, key: Mapping[str, Any], compute: Callable[[], RetrievalResult]
+    ) -> RetrievalResult:
+        def as_arrays() -> dict[str, npt.NDArray[Any]]:
+            result = compute()
+            return {"doc_ids": result.doc_ids, "scores": result.scores}
+
+        arrays = self.cache.get_or_compute(namespace, {"corpus": self.corpus_key, **key}, as_arrays)
         return RetrievalResult(arrays["doc_ids"], arrays["scores"])
 
     def retrieve_with(self, base: str, queries: Sequence[str], depth: int) -> RetrievalResult:
