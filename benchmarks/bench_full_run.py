@@ -59,6 +59,7 @@ def main() -> None:
     extra = f",{args.params}" if args.params else ""
     with tempfile.TemporaryDirectory(prefix="ragfolio-bench-") as tmp:
         project = args.workdir.resolve() if args.workdir else Path(tmp)
+        warm = (project / "data/04_feature/retrieval_cache").exists()
         shutil.copytree(ROOT / "conf", project / "conf", ignore=shutil.ignore_patterns("local"), dirs_exist_ok=True)
         (project / "conf" / "local").mkdir(exist_ok=True)
         shutil.copy(ROOT / "pyproject.toml", project)
@@ -75,7 +76,7 @@ def main() -> None:
         "",
         f"- candidates: {metrics['n_candidates']} {metrics['candidates_by_family']}",
         f"- corpus passages per dataset: {n_passages} (total {sum(n_passages.values())})",
-        f"- first run ({'reused' if args.workdir else 'fresh'} cache): {first_s / 60:.1f} min, peak RSS {first_mem:.1f} GiB",
+        f"- first run ({'warm' if warm else 'empty'} retrieval cache): {first_s / 60:.1f} min, peak RSS {first_mem:.1f} GiB",
         f"- rerun after changing only k_max: {rerun_s:.0f} s",
         "",
         f"Test {metrics['score']}, {metrics['num_docs']} passages per candidate:",
