@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 import pytest
+from records import row
 
 from ragfolio.core.data import (
     Context,
@@ -18,20 +18,6 @@ from ragfolio.core.data import (
 )
 
 
-def row(qid: str = "q1", dataset: str = "toy", **over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "id": qid,
-        "dataset": dataset,
-        "question": f"question {qid}?",
-        "answers": ["yes", "Yes indeed"],
-        "type": "bridge",
-        "contexts": [
-            {"title": "A", "text": "Alpha text.", "is_supporting": True},
-            {"title": "B", "text": "Beta text.", "is_supporting": False},
-        ],
-    }
-    base.update(over)
-    return base
 
 
 # --- records -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from records import row
 
 from ragfolio.core.data import Context, DataFormatError, Question
 from ragfolio.core.loading import load_folder, load_jsonl, split_train_test
@@ -15,20 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
-def row(qid: str = "q1", dataset: str = "toy", **over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "id": qid,
-        "dataset": dataset,
-        "question": f"question {qid}?",
-        "answers": ["yes", "Yes indeed"],
-        "type": "bridge",
-        "contexts": [
-            {"title": "A", "text": "Alpha text.", "is_supporting": True},
-            {"title": "B", "text": "Beta text.", "is_supporting": False},
-        ],
-    }
-    base.update(over)
-    return base
 
 
 def write(path: Path, rows: list[Any]) -> Path:
