@@ -261,3 +261,16 @@ def test_other_argument_checks() -> None:
         select_greedy(U, 2, block_rows=0)
     with pytest.raises(ValueError, match="batch_size=0"):
         select_lazy_greedy(U, 2, batch_size=0)
+
+
+def test_certificate_of_a_longer_run_bounds_the_first_k_picks() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(10):
+        U = rng.random((40, 10)).astype(np.float32)
+        longer, exact = select_greedy(U, 6), select_greedy(U, 3)
+        assert longer.indices[:3] == exact.indices
+        cert_long, cert_exact = certificate(U, longer, 3), certificate(U, exact, 3)
+        opt = select_exhaustive(U, 3).value
+        assert cert_long.upper_bound >= opt - 1e-9
+        assert cert_long.upper_bound <= cert_exact.upper_bound + 1e-9  # more prefixes, tighter bound
+        assert cert_long.ratio == pytest.approx(exact.values[-1] / cert_long.upper_bound)

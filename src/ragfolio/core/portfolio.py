@@ -390,7 +390,8 @@ def certificate(U: npt.ArrayLike, result: GreedyResult, k: int | None = None) ->
         k: the portfolio size to bound ``OPT`` for; defaults to ``len(result.indices)``.
 
     Returns:
-        The upper bound on ``OPT`` and ``ratio = F(S_greedy) / upper_bound``.
+        The upper bound on ``OPT`` and ``ratio = F(S_k) / upper_bound``, ``S_k`` the first ``k``
+        picks.
     """
     U = as_utility(U)
     k = len(result.indices) if k is None else k
@@ -400,7 +401,9 @@ def certificate(U: npt.ArrayLike, result: GreedyResult, k: int | None = None) ->
         bounds = _exact_gain_bounds(U, result.indices, k)
     prefix_values = np.array([0.0, *result.values])
     upper = min(oracle_value(U), float(np.min(prefix_values + bounds[:, :k].sum(axis=1))))
-    value = result.values[-1]
+    # The greedy portfolio of size k is the first k picks (a longer run still bounds OPT_k: every
+    # prefix S_i gives a valid bound).
+    value = result.values[min(k, len(result.values)) - 1]
     upper = max(upper, value)  # only float rounding can put it below an achieved value
     ratio = 1.0 if upper == 0 else min(1.0, value / upper)
     return Certificate(upper_bound=upper, ratio=ratio)

@@ -61,7 +61,7 @@ def select_portfolios(
         if len(U) == 0:
             raise ValueError(f"{key}: no train questions to select a portfolio on")
         greedy = pf.select_greedy(U, k_max)
-        cert = pf.certificate(U, pf.select_greedy(U, k), k)
+        cert = pf.certificate(U, greedy, k)
         selections[key] = {
             "n_train": int(len(U)),
             "greedy": [int(i) for i in greedy.indices],
