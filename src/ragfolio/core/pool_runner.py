@@ -77,7 +77,8 @@ class PoolRunner:
         self.prefilter_depth = prefilter_depth
         self.bm25_params = dict(bm25_params or {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"})
         self.graph_max_degree = graph_max_degree
-        self.corpus_key = fingerprint(passage_texts(self.titles, self.texts))
+        self.passage_texts = passage_texts(self.titles, self.texts)  # what every retriever sees
+        self.corpus_key = fingerprint(self.passage_texts)
         self._encoders: dict[str, Encoder] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
 
@@ -99,7 +100,7 @@ class PoolRunner:
 
         def compute() -> Embedding:
             key = {"corpus": self.corpus_key, "encoder": self.encoder_specs.get(encoder), "name": encoder}
-            texts = passage_texts(self.titles, self.texts)
+            texts = self.passage_texts
             logger.info("encoding %d passages with %s (cached after the first run)", len(texts), encoder)
             arrays = self.cache.get_or_compute(
                 "passage_embeddings", key, lambda: {"emb": self._encoder(encoder).encode_passages(texts)}
@@ -123,7 +124,7 @@ class PoolRunner:
     def _bm25(self, params: Mapping[str, Any]) -> BM25Retriever:
         full = {**self.bm25_params, **params}
         stopwords = full["stopwords"]
-        tokens = self._remember(("tokens", stopwords), lambda: tokenize(passage_texts(self.titles, self.texts), stopwords))
+        tokens = self._remember(("tokens", stopwords), lambda: tokenize(self.passage_texts, stopwords))
         key = ("bm25", tuple(sorted(full.items())))
         return self._remember(key, lambda: BM25Retriever(**full).index(self.texts, tokens=tokens))
 
