@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.router import Router
 
 
 class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
@@ -66,3 +68,31 @@ class ArrayFolderDataset(AbstractDataset[dict[str, np.ndarray], dict[str, np.nda
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "mmap": self._mmap}
+
+
+class RouterFolderDataset(AbstractDataset[dict[str, Router], dict[str, Router]]):
+    """A ``dict[str, Router]`` stored as ``<path>/<key>/`` folders of ``router.json`` + safetensors."""
+
+    def __init__(self, path: str) -> None:
+        self._path = Path(path)
+
+    def load(self) -> dict[str, Router]:
+        index_file = self._path / "index.json"
+        if not index_file.exists():
+            raise DatasetError(f"no routers at {self._path} (missing {index_file.name}): run the router_training pipeline")
+        return {key: Router.load(self._path / key) for key in json.loads(index_file.read_text())["keys"]}
+
+    def save(self, data: dict[str, Router]) -> None:
+        if self._path.exists():
+            shutil.rmtree(self._path)
+        for key, router in data.items():
+            if "/" in key or key.startswith("."):
+                raise DatasetError(f"router key {key!r} is not a valid folder name")
+            router.save(self._path / key)
+        (self._path / "index.json").write_text(json.dumps({"keys": list(data)}, indent=1))
+
+    def _exists(self) -> bool:
+        return (self._path / "index.json").exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}

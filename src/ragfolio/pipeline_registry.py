@@ -2,7 +2,14 @@
 
 from kedro.pipeline import Pipeline
 
-from ragfolio.pipelines import candidate_scoring, data_prep, evaluation, portfolio_selection
+from ragfolio.pipelines import (
+    answering_evaluation,
+    candidate_scoring,
+    data_prep,
+    evaluation,
+    portfolio_selection,
+    router_training,
+)
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -11,6 +18,8 @@ def register_pipelines() -> dict[str, Pipeline]:
         "candidate_scoring": candidate_scoring.create_pipeline(),
         "portfolio_selection": portfolio_selection.create_pipeline(),
         "evaluation": evaluation.create_pipeline(),
+        "router_training": router_training.create_pipeline(),
+        "answering_evaluation": answering_evaluation.create_pipeline(),
     }
     portfolio = sum(stages.values(), Pipeline([]))
     return {**stages, "portfolio": portfolio, "__default__": portfolio}

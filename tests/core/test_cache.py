@@ -29,3 +29,15 @@ def test_disabled_cache_writes_nothing(tmp_path) -> None:
 def test_fingerprint_is_order_sensitive() -> None:
     assert fingerprint(["a", "b"]) != fingerprint(["b", "a"])
     assert fingerprint(["ab"]) != fingerprint(["a", "b"])
+
+
+def test_read_only_view_loads_but_never_writes(tmp_path) -> None:
+    cache = ArrayCache(tmp_path / "c")
+    cache.get_or_compute("ns", {"a": 1}, lambda: {"x": np.arange(3)})
+    reader = cache.reader()
+    calls = []
+    stored = reader.get_or_compute("ns", {"a": 1}, lambda: calls.append(1) or {"x": np.zeros(3)})
+    np.testing.assert_array_equal(stored["x"], np.arange(3))
+    assert calls == []
+    reader.get_or_compute("ns", {"a": 2}, lambda: {"x": np.ones(2)})
+    assert not reader.path_for("ns", {"a": 2}).exists()

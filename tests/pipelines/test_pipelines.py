@@ -7,14 +7,19 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
+from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.datasets import ArrayFolderDataset
+from ragfolio.core.answer_eval import SYSTEMS
+from ragfolio.datasets import ArrayFolderDataset, RouterFolderDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow
 
-JSON_OUTPUTS = ("questions", "corpora", "candidates", "utility_index", "portfolios", "portfolio_metrics")
+JSON_OUTPUTS = (
+    "questions", "corpora", "candidates", "utility_index", "portfolios", "portfolio_metrics", "router_metrics",
+    "answer_metrics",
+)
 
 
 @pytest.fixture
@@ -27,6 +32,14 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
         },
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "evaluation": {"report_k": [1, 3]},
+        "router_training": {
+            "text_features": {"n_features": 256}, "encoders": ["minilm"],
+            "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,
+        },
+        "answering_evaluation": {
+            "max_questions_per_dataset": 1, "llm": {"kind": "llama_cpp", "n_ctx": 2048},
+            "vendi_rag": {"max_iterations": 2}, "seed": 0,
+        },
     }
     datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
@@ -34,6 +47,10 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
     for name in JSON_OUTPUTS:
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
     datasets["utility_matrices"] = ArrayFolderDataset(str(tmp_path / "utility"))
+    datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
+    datasets["answers"] = PandasJSONDataset(
+        filepath=str(tmp_path / "answers.jsonl"), load_args={"lines": True}, save_args={"orient": "records", "lines": True}
+    )
     return DataCatalog(datasets)
 
 
@@ -69,3 +86,34 @@ def test_every_pipeline_in_order(catalog: DataCatalog) -> None:
         assert 0 < entry["certificate"]["ratio"] <= 1
     assert metrics["datasets"]["all"]["n_test"] == sum(metrics["datasets"][d]["n_test"] for d in ("hotpotqa", "musique"))
     assert set(figures) == {"best_of_k_plot", "winners_heatmap"}
+
+    # router_training: one router per portfolio, every ablation, the same-budget check
+    SequentialRunner().run(pipelines["router_training"], catalog)
+    routers = catalog.load("routers")
+    assert set(routers) == {"hotpotqa", "musique", "all"}
+    router_metrics = catalog.load("router_metrics")
+    for key, entry in router_metrics["datasets"].items():
+        assert routers[key].members_ == metrics["datasets"][key]["portfolio"]
+        for name in ("learned", "random", "top_average", "greedy_prefix", "logistic", "oracle"):
+            curve = entry[name]["best_of_l"]
+            assert len(curve) == 3 and curve == sorted(curve)
+            assert curve[-1] == pytest.approx(entry["oracle"]["best_of_l"][0])  # l = k: every member
+        assert len(entry["same_budget"]["routed_union_recall"]) == 3
+        assert len(entry["same_budget"]["single_best_recall"]) == 3
+        assert "gap_closed_l1" in entry
+
+    # answering_evaluation: every system answers with the embedded LLM
+    SequentialRunner().run(pipelines["answering_evaluation"], catalog)
+    answers = catalog.load("answers")
+    assert set(answers["system"]) == set(SYSTEMS)
+    assert len(answers) == 2 * len(SYSTEMS)  # one question per dataset
+    assert (answers["tokens"] > 0).all() and (answers["latency_ms"] > 0).all()
+    assert set(answers.columns) >= {"id", "dataset", "system", "prediction", "answers", "em", "f1", "latency_ms", "tokens"}
+    answer_metrics = catalog.load("answer_metrics")
+    for dataset in ("hotpotqa", "musique", "all"):
+        for system in SYSTEMS:
+            m = answer_metrics["datasets"][dataset][system]
+            assert 0 <= m["em"] <= m["f1"] + 1e-9 <= 1 + 1e-9
+            assert m["latency_ms_p95"] >= m["latency_ms_mean"] * 0 and m["tokens_mean"] > 0
+    by_system = answers.groupby("system")["tokens"].mean()
+    assert by_system["routed_lk"] > by_system["routed_l1"]  # k answers cost more than one

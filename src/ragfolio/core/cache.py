@@ -40,11 +40,18 @@ class ArrayCache:
     Args:
         root: The cache folder; created on the first write, not at construction.
         enabled: When False every lookup recomputes and nothing is written.
+        read_only: Load what is stored but write nothing new (online serving and timed
+            evaluation: the corpus parts come from disk, per-query work is done afresh).
     """
 
-    def __init__(self, root: str | Path, enabled: bool = True) -> None:
+    def __init__(self, root: str | Path, enabled: bool = True, read_only: bool = False) -> None:
         self.root = Path(root)
         self.enabled = enabled
+        self.read_only = read_only
+
+    def reader(self) -> ArrayCache:
+        """A read-only view of this cache."""
+        return ArrayCache(self.root, enabled=self.enabled, read_only=True)
 
     def path_for(self, namespace: str, key: Mapping[str, Any]) -> Path:
         blob = json.dumps(key, sort_keys=True, default=str)
@@ -57,7 +64,7 @@ class ArrayCache:
             with np.load(path, allow_pickle=False) as stored:
                 return {name: stored[name] for name in stored.files}
         arrays = compute()
-        if self.enabled:
+        if self.enabled and not self.read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Write then rename, so an interrupted run never leaves a half-written entry behind.
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")

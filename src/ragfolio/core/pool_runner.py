@@ -2,25 +2,36 @@
 
 Candidates of a pool are cheap variations on a few expensive base parts: a BM25 index, one set of
 passage embeddings per encoder, and deep first-stage rankings ("bases", ``prefilter_depth`` deep).
-:class:`PoolRunner` computes each base part once, keeps it in memory for the run and in an
+:class:`PoolRunner` computes each base part once, keeps it in memory and in an
 :class:`~ragfolio.core.cache.ArrayCache` on disk across runs, and derives every candidate from them.
 
 Base names: ``bm25`` (the pool's default BM25), ``dense:<encoder>``, ``hybrid:<encoder>`` (RRF of
 the two, equal weights).
+
+Memory and threads: corpus parts (tokens, indexes, passage embeddings, the graph) stay for the
+runner's lifetime; parts of a query batch (query embeddings, bases, expanded queries) live in an
+LRU of ``max_query_batches`` batches, so a service answering one query at a time stays bounded.
+``run`` may be called from several threads at once: each shared part is computed by one of them
+while the others wait for it. For online use build the runner on ``ArrayCache(path,
+enabled=False)`` so per-query parts and results are not written to disk.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from concurrent.futures import Executor
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
-from ragfolio.core.encoders import Encoder, make_encoder
+from ragfolio.core.encoders import make_encoder
+from ragfolio.core.memo import PartsMemo
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.retrievers.base import RetrievalResult
 from ragfolio.core.retrievers.bm25 import BM25Retriever, tokenize
@@ -33,6 +44,7 @@ from ragfolio.core.retrievers.iterative import expand_queries, merge_hops
 logger = logging.getLogger(__name__)
 
 Embedding = npt.NDArray[np.float32]
+T = TypeVar("T")
 
 
 def passage_texts(titles: Sequence[str], texts: Sequence[str]) -> list[str]:
@@ -41,17 +53,18 @@ def passage_texts(titles: Sequence[str], texts: Sequence[str]) -> list[str]:
 
 
 class PoolRunner:
-    """Computes candidates' rankings over one corpus.
+    """Computes candidates' rankings over one corpus; safe to call from several threads.
 
     Args:
         titles: Passage titles, one per corpus row.
         texts: Passage texts, one per corpus row.
         encoders: Encoder configs by name (``{"minilm": {"kind": ..., ...}}``), built lazily.
-        cache: Where base parts and candidate results persist between runs.
+        cache: Where base parts and candidate results persist between runs (disable it online).
         num_docs: Passages every candidate returns.
         prefilter_depth: Depth of the shared first-stage rankings.
         bm25_params: The default BM25 used as a base (``k1``, ``b``, ``method``, ``stopwords``).
         graph_max_degree: Degree cap of the passage graph.
+        max_query_batches: Query batches whose parts stay in memory (least recently used go first).
     """
 
     def __init__(
@@ -65,6 +78,7 @@ class PoolRunner:
         prefilter_depth: int = 100,
         bm25_params: Mapping[str, Any] | None = None,
         graph_max_degree: int = 50,
+        max_query_batches: int = 256,
     ) -> None:
         if num_docs < 1:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
@@ -79,21 +93,26 @@ class PoolRunner:
         self.graph_max_degree = graph_max_degree
         self.passage_texts = passage_texts(self.titles, self.texts)  # what every retriever sees
         self.corpus_key = fingerprint(self.passage_texts)
-        self._encoders: dict[str, Encoder] = {}
-        self._memo: dict[tuple[Any, ...], Any] = {}
+        self._memo = PartsMemo(max_query_batches)
 
     # --- shared parts -------------------------------------------------------------------------
-    def _encoder(self, name: str) -> Encoder:
+    def memo_stats(self) -> dict[str, int]:
+        """Parts held in memory: ``corpus_parts``, ``query_batches`` and ``query_parts``."""
+        return self._memo.stats()
+
+    def _remember(self, key: tuple[Any, ...], compute: Callable[[], T], queries: str | None = None) -> T:
+        """``compute()`` once per key; ``queries`` (a query fingerprint) puts the part in the LRU."""
+        return self._memo.get(key, compute, queries)
+
+    def _encode(self, name: str, texts: list[str], *, queries: bool) -> Embedding:
         if name not in self.encoder_specs:
             raise ValueError(f"encoder={name!r} is not configured; configured: {sorted(self.encoder_specs)}")
-        if name not in self._encoders:
-            self._encoders[name] = make_encoder(self.encoder_specs[name])
-        return self._encoders[name]
-
-    def _remember(self, key: tuple[Any, ...], compute: Any) -> Any:
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
+        encoder, lock = self._remember(
+            ("encoder", name), lambda: (make_encoder(self.encoder_specs[name]), threading.Lock())
+        )
+        # One call at a time per encoder: lazy model loading and fast tokenizers are not thread-safe.
+        with lock:
+            return encoder.encode_queries(texts) if queries else encoder.encode_passages(texts)
 
     def passage_embeddings(self, encoder: str) -> Embedding:
         """``(n_passages, dim)`` embeddings of the corpus, computed once per corpus and encoder."""
@@ -103,7 +122,7 @@ class PoolRunner:
             texts = self.passage_texts
             logger.info("encoding %d passages with %s (cached after the first run)", len(texts), encoder)
             arrays = self.cache.get_or_compute(
-                "passage_embeddings", key, lambda: {"emb": self._encoder(encoder).encode_passages(texts)}
+                "passage_embeddings", key, lambda: {"emb": self._encode(encoder, texts, queries=False)}
             )
             return arrays["emb"]
 
@@ -111,15 +130,16 @@ class PoolRunner:
 
     def query_embeddings(self, encoder: str, queries: Sequence[str]) -> Embedding:
         """``(n_queries, dim)`` query embeddings."""
+        qkey = fingerprint(queries)
 
         def compute() -> Embedding:
-            key = {"queries": fingerprint(queries), "encoder": self.encoder_specs.get(encoder), "name": encoder}
+            key = {"queries": qkey, "encoder": self.encoder_specs.get(encoder), "name": encoder}
             arrays = self.cache.get_or_compute(
-                "query_embeddings", key, lambda: {"emb": self._encoder(encoder).encode_queries(list(queries))}
+                "query_embeddings", key, lambda: {"emb": self._encode(encoder, list(queries), queries=True)}
             )
             return arrays["emb"]
 
-        return self._remember(("query_emb", encoder, fingerprint(queries)), compute)
+        return self._remember(("query_emb", encoder), compute, qkey)
 
     def _bm25(self, params: Mapping[str, Any]) -> BM25Retriever:
         full = {**self.bm25_params, **params}
@@ -161,15 +181,98 @@ class PoolRunner:
         qkey = fingerprint(queries)
         key = {"base": name, "queries": qkey, "depth": self.prefilter_depth, "bm25": self.bm25_params,
                "encoders": self.encoder_specs}
+
+        def compute() -> RetrievalResult:
+            family, _, encoder = name.partition(":")
+            if family == "hybrid" and encoder:  # the same fusion as retrieve_with, from the shared parts
+                parts = [self.base("bm25", queries), self.base(f"dense:{encoder}", queries)]
+                return reciprocal_rank_fusion(parts, self.prefilter_depth)
+            return self.retrieve_with(name, queries, self.prefilter_depth)
+
+        return self._remember(("base", name), lambda: self._cached_result("base", key, compute), qkey)
+
+    def expanded_queries(self, first: str, append: str, queries: Sequence[str]) -> list[str]:
+        """``queries`` with the top passage of base ``first`` appended (``title`` or ``text``)."""
         return self._remember(
-            ("base", name, qkey),
-            lambda: self._cached_result("base", key, lambda: self.retrieve_with(name, queries, self.prefilter_depth)),
+            ("expanded", first, append),
+            lambda: expand_queries(queries, self.base(first, queries), self.titles, self.texts, append=append),
+            fingerprint(queries),
         )
 
     def graph(self) -> PassageGraph:
         return self._remember(
             ("graph",), lambda: PassageGraph.build(self.titles, self.texts, max_degree=self.graph_max_degree)
         )
+
+    def forget_queries(self) -> None:
+        """Drop every query-batch part from memory (corpus parts stay)."""
+        self._memo.clear_batches()
+
+    def prepare(
+        self, candidates: Sequence[CandidateSpec], queries: Sequence[str], *, executor: Executor | None = None
+    ) -> None:
+        """Compute once every shared part ``candidates`` need for ``queries``.
+
+        That is the query embeddings of their encoders, their bases, their two-hop expansions (with
+        the expanded queries' embeddings for a dense second hop) and the corpus parts they use, so
+        that candidates run afterwards, possibly in parallel, only do their own work.
+
+        Args:
+            candidates: The candidates about to run.
+            queries: The batch they will run on.
+            executor: Where to compute independent parts in parallel (the calling thread helps,
+                so this finishes even when every worker is busy); None computes them in turn.
+        """
+        encoders: dict[str, None] = {}  # dicts as ordered sets
+        bases: dict[str, None] = {}
+        expansions: dict[tuple[str, str, str], None] = {}
+        corpus: list[Callable[[], object]] = []
+        for candidate in candidates:
+            p, family = candidate.params, candidate.family
+            if family == "bm25":
+                corpus.append(partial(self._bm25, p))
+            elif family == "dense":
+                corpus.append(partial(self._dense, p["encoder"], p["index_type"]))
+                encoders[p["encoder"]] = None
+            elif family == "hybrid":
+                bases.update({"bm25": None, f"dense:{p['encoder']}": None})
+            elif family in ("ds", "mmr", "vendi", "graph"):
+                bases[p["seeds"] if family == "graph" else p["prefilter"]] = None
+                if p["encoder"]:
+                    encoders[p["encoder"]] = None
+                    corpus.append(partial(self.passage_embeddings, p["encoder"]))
+                if family == "graph":
+                    corpus.append(self.graph)
+            elif family == "two_hop":
+                bases[p["first"]] = None
+                expansions[(p["first"], p["append"], p["second"])] = None
+        for base in bases:  # a dense or hybrid base needs its encoder's query embeddings too
+            family, _, encoder = base.partition(":")
+            if family in ("dense", "hybrid") and encoder:
+                encoders[encoder] = None
+        parts = [partial(self.query_embeddings, encoder, queries) for encoder in encoders]
+        parts += [partial(self.base, base, queries) for base in bases]
+        parts += [partial(self._expand_and_embed, *expansion, queries) for expansion in expansions]
+        parts += corpus
+        if executor is None:
+            for part in parts:
+                part()
+            return
+        # Parts wait for each other through the memo's per-key locks, never for a queued task, so
+        # this cannot deadlock; a part no worker has started yet is run by the calling thread.
+        futures = [executor.submit(part) for part in parts]
+        for part, future in zip(parts, futures, strict=True):
+            if future.cancel():
+                part()
+            else:
+                future.result()
+
+    def _expand_and_embed(self, first: str, append: str, second: str, queries: Sequence[str]) -> None:
+        expanded = self.expanded_queries(first, append, queries)
+        family, _, encoder = second.partition(":")
+        if family == "dense" and encoder:
+            self._dense(encoder)
+            self.query_embeddings(encoder, expanded)
 
     # --- candidates ---------------------------------------------------------------------------
     def run(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult:
@@ -218,10 +321,7 @@ class PoolRunner:
             )
         if family == "two_hop":
             first = self.base(p["first"], queries)
-            expanded = self._remember(
-                ("expanded", p["first"], p["append"], fingerprint(queries)),
-                lambda: expand_queries(queries, first, self.titles, self.texts, append=p["append"]),
-            )
+            expanded = self.expanded_queries(p["first"], p["append"], queries)
             second = self.retrieve_with(p["second"], expanded, 2 * k)
             return merge_hops(first, second, k, rule=p["merge"])
         raise ValueError(f"unknown family {family!r} for candidate {candidate.name}")

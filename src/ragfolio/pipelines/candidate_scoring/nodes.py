@@ -40,8 +40,20 @@ def expand_candidates(params: dict[str, Any]) -> list[dict[str, Any]]:
     return [c.to_record() for c in candidates]
 
 
-def _scoreable(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
-    """The dataset's questions that have gold passages (support recall is undefined otherwise), and their splits."""
+def make_runner(corpus: Corpus, cache: ArrayCache, p: CandidateScoringParams, num_docs: int | None = None) -> PoolRunner:
+    """The pool runner of ``corpus`` configured as candidate scoring ran it (``num_docs`` overridable)."""
+    return PoolRunner(
+        corpus.titles, corpus.texts, p.encoders, cache, num_docs=num_docs or p.num_docs,
+        prefilter_depth=max(p.prefilter_depth, num_docs or 0), bm25_params=p.bm25_base or None,
+        graph_max_degree=p.graph_max_degree,
+    )
+
+
+def scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
+    """The dataset's questions that have gold passages, and their splits, in utility-matrix row order.
+
+    Support recall is undefined without gold passages, so such questions are left out (and logged).
+    """
     records = [r for r in questions if r["dataset"] == dataset]
     kept = [(Question.from_record(r, source="questions"), r["split"]) for r in records]
     kept = [(q, split) for q, split in kept if q.gold_passage_ids()]
@@ -68,11 +80,8 @@ def score_candidates(
     matrices, rows = {}, {}
     for dataset, records in corpora.items():
         corpus = Corpus.from_records(records)
-        qs, splits = _scoreable(questions, dataset)
-        runner = PoolRunner(
-            corpus.titles, corpus.texts, p.encoders, cache, num_docs=p.num_docs,
-            prefilter_depth=p.prefilter_depth, bm25_params=p.bm25_base or None, graph_max_degree=p.graph_max_degree,
-        )
+        qs, splits = scoreable_questions(questions, dataset)
+        runner = make_runner(corpus, cache, p)
         start = time.perf_counter()
         results = runner.run_all(specs, [q.question for q in qs], desc=f"{dataset} candidates")
         if p.score == "support_recall":

@@ -1,0 +1,115 @@
+"""Nodes of ``answering_evaluation``: answer test questions with every system, summarise, plot."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # nodes run headless; set before pyplot is imported
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize  # noqa: E402
+from ragfolio.core.answering import Answerer, make_backend  # noqa: E402
+from ragfolio.core.cache import ArrayCache  # noqa: E402
+from ragfolio.core.data import Corpus  # noqa: E402
+from ragfolio.core.pool import CandidateSpec  # noqa: E402
+from ragfolio.core.rag import AdaptiveRAG  # noqa: E402
+from ragfolio.core.router import Router  # noqa: E402
+from ragfolio.core.vendi_rag import VendiRAG  # noqa: E402
+from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams, make_runner, scoreable_questions  # noqa: E402
+from ragfolio.pipelines.portfolio_selection.nodes import split_rows  # noqa: E402
+from ragfolio.pipelines.router_training.nodes import RouterTrainingParams  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+
+class AnsweringEvaluationParams(BaseModel):
+    """``answering_evaluation`` parameters (conf/base/parameters_answering_evaluation.yml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_questions_per_dataset: int = Field(10, ge=1)
+    member_timeout_s: float = Field(30.0, gt=0)
+    llm: dict[str, Any] = Field(default_factory=lambda: {"kind": "llama_cpp"})
+    answerer: dict[str, Any] = Field(default_factory=dict)
+    vendi_rag: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 42
+
+
+def _test_questions(questions: list[dict[str, Any]], utility_index: dict[str, Any], dataset: str, n: int, seed: int) -> list:
+    """A seeded sample of at most ``n`` of the dataset's test questions (the router never saw them)."""
+    qs = scoreable_questions(questions, dataset)[0]
+    test = split_rows(utility_index, dataset, "test")
+    chosen = np.sort(np.random.default_rng(seed).permutation(test)[:n])
+    return [qs[i] for i in chosen]
+
+
+def answer_test_questions(
+    questions: list[dict[str, Any]], corpora: dict[str, list[dict[str, str]]], candidates: list[dict[str, Any]],
+    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, Router], cache: ArrayCache,
+    scoring_params: dict[str, Any], router_params: dict[str, Any], params: dict[str, Any],
+) -> pd.DataFrame:
+    """Answer each dataset's sampled test questions with every system; one row per question and system.
+
+    Each dataset uses its own portfolio and router. The corpus parts (embeddings) load from the
+    retrieval cache; per-query work runs afresh and is not written back, so latencies are real.
+    """
+    p = AnsweringEvaluationParams(**params)
+    scoring, routing = CandidateScoringParams(**scoring_params), RouterTrainingParams(**router_params)
+    specs = [CandidateSpec.from_record(c) for c in candidates]
+    answerer = Answerer(make_backend(p.llm), **p.answerer)
+    rows = []
+    for dataset, records in corpora.items():
+        sel, router = portfolios["selections"][dataset], routers[dataset]
+        corpus = Corpus.from_records(records)
+        runner = make_runner(corpus, cache.reader(), scoring)
+        members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
+        rag = AdaptiveRAG(runner, members, router, routing.hasher(), routing.encoders, answerer, timeout_s=p.member_timeout_s)
+        vendi = VendiRAG(answerer, runner, num_docs=scoring.num_docs, **p.vendi_rag)
+        systems = SystemRunner(rag, specs[sel["top_by_average"][0]], vendi)
+        sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
+        runner.prepare([*members, systems.single_best], ["warm-up query"])  # build indexes outside the timings
+        for q in tqdm(sample, desc=f"{dataset} answering", unit="q"):
+            rows += [a.record(q.id, dataset, q.answers, runner.texts) for a in systems.run(q.question)]
+        rag.close()
+    return pd.DataFrame(rows)
+
+
+def summarize_answers(answers: pd.DataFrame) -> dict[str, Any]:
+    """``datasets.<dataset | all>.<system>.{em, f1, latency_ms_mean, latency_ms_p95, tokens_mean, ...}``."""
+    records = answers.to_dict(orient="records")
+    for r in records:  # pandas turns None into NaN
+        r["fallback"] = None if r["fallback"] is None or r["fallback"] != r["fallback"] else bool(r["fallback"])
+    per = summarize(records)
+    report = {"systems": list(SYSTEMS), "datasets": {**per, "all": summarize([{**r, "dataset": "all"} for r in records])["all"]}}
+    lines = [f"{'dataset':<18}{'system':<15}{'n':>4}{'EM':>7}{'F1':>7}{'ans.rec':>8}{'ms mean':>9}{'ms p95':>9}{'tokens':>8}"]
+    for dataset, systems in report["datasets"].items():
+        for system, m in systems.items():
+            lines.append(
+                f"{dataset:<18}{system:<15}{m['n']:>4}{m['em']:>7.3f}{m['f1']:>7.3f}{m['answer_recall']:>8.3f}"
+                f"{m['latency_ms_mean']:>9.0f}{m['latency_ms_p95']:>9.0f}{m['tokens_mean']:>8.0f}"
+            )
+    logger.info("answering on test questions\n%s", "\n".join(lines))
+    return report
+
+
+def plot_em_vs_tokens(metrics: dict[str, Any]) -> plt.Figure:
+    """EM against mean tokens per query, one point per system, one panel per dataset."""
+    keys = list(metrics["datasets"])
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        for system, m in metrics["datasets"][key].items():
+            ax.scatter(m["tokens_mean"], m["em"], s=30)
+            ax.annotate(system, (m["tokens_mean"], m["em"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_title(f"{key} (n={next(iter(metrics['datasets'][key].values()))['n']})")
+        ax.set_xlabel("tokens per query (mean)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("exact match")
+    fig.tight_layout()
+    return fig

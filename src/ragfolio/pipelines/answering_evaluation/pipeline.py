@@ -1,0 +1,29 @@
+from kedro.pipeline import Pipeline, node
+
+from ragfolio.pipelines.answering_evaluation.nodes import answer_test_questions, plot_em_vs_tokens, summarize_answers
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+    return Pipeline(
+        [
+            node(
+                answer_test_questions,
+                inputs={
+                    "questions": "questions",
+                    "corpora": "corpora",
+                    "candidates": "candidates",
+                    "utility_index": "utility_index",
+                    "portfolios": "portfolios",
+                    "routers": "routers",
+                    "cache": "retrieval_cache",
+                    "scoring_params": "params:candidate_scoring",
+                    "router_params": "params:router_training",
+                    "params": "params:answering_evaluation",
+                },
+                outputs="answers",
+                name="answer_test_questions",
+            ),
+            node(summarize_answers, inputs={"answers": "answers"}, outputs="answer_metrics", name="summarize_answers"),
+            node(plot_em_vs_tokens, inputs={"metrics": "answer_metrics"}, outputs="em_vs_tokens_plot", name="plot_em_vs_tokens"),
+        ]
+    )
