@@ -10,6 +10,10 @@ new query):
 * the members one after another: ``run(q, members, concurrent=False)``;
 * the members concurrently: ``run(q, members, concurrent=True)`` (shared parts in parallel too).
 
+By default the query is first embedded with every encoder, as routing does (the router reads
+the query embeddings, and the members then reuse them): the member timings then measure what runs
+after routing. ``--no-route-first`` leaves query encoding inside the members' shared parts.
+
 The order of the measurements rotates from query to query so background load spreads evenly.
 Measurements run with the disk cache disabled, as online; ``--cache`` only serves the corpus
 passage embeddings during warm-up (the pipeline's cache by default, content-addressed).
@@ -76,6 +80,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="member deadline in seconds")
     parser.add_argument("--cache", default="data/04_feature/retrieval_cache",
                         help="ArrayCache holding the corpus passage embeddings ('' to encode them afresh)")
+    parser.add_argument("--route-first", action=argparse.BooleanOptionalAction, default=True,
+                        help="embed the query with every encoder before the members run, as routing does")
     parser.add_argument("--out", default="docs/bench_concurrency.md")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -104,6 +110,7 @@ def main() -> None:
     warm, queries = queries[-1], queries[: args.n_queries]
     everyone = list(range(len(members)))
     times: dict[str, list[float]] = {m.name: [] for m in members} | {"sequential": [], "concurrent": []}
+    routing_ms: list[float] = []
     shared: dict[str, list[float]] = {"sequential": [], "concurrent": []}
     failures: list[str] = []
     with PortfolioExecutor(runner, members, timeout_s=args.timeout) as executor:
@@ -115,6 +122,11 @@ def main() -> None:
         for i, query in enumerate(queries):
             for label, chosen, concurrent in jobs[i % len(jobs):] + jobs[: i % len(jobs)]:
                 runner.forget_queries()
+                if args.route_first:
+                    t0 = time.perf_counter()
+                    for encoder in params["encoders"]:
+                        runner.query_embeddings(encoder, [query])
+                    routing_ms.append(1000 * (time.perf_counter() - t0))
                 result = executor.run(query, chosen, concurrent=concurrent)
                 times[label].append(result.latency_ms)
                 if label in shared:
@@ -135,6 +147,9 @@ def main() -> None:
         f"sequential / concurrent (means): {np.mean(times['sequential']) / np.mean(times['concurrent']):.2f}",
         f"member failures: {len(failures)}" + (f" ({failures[:3]})" if failures else ""),
     ]
+    if routing_ms:
+        summary.append(f"query embedding with every encoder before the members (routing), not in the rows above: "
+                       f"mean {np.mean(routing_ms):.1f} ms, p95 {np.percentile(routing_ms, 95):.1f} ms")
     command = " ".join(shlex.quote(a) for a in [".venv/bin/python", "benchmarks/bench_concurrency.py", *sys.argv[1:]])
     report = "\n".join([
         f"# Concurrent portfolio members: {args.dataset}, l = {len(members)}, {len(queries)} queries",

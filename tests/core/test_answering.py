@@ -138,6 +138,19 @@ def test_make_backend_rejects_unknown_kind_and_keys(monkeypatch) -> None:
         make_backend({"kind": "openai"})
 
 
+def test_make_backend_reads_only_the_chosen_kinds_block() -> None:
+    config = {
+        "llama_cpp": {"n_ctx": 512, "n_threads": 1},
+        "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api": "completions"},
+    }
+    local = make_backend({"kind": "llama_cpp", **config})
+    assert isinstance(local, LlamaCppBackend) and local.n_ctx == 512 and local.n_threads == 1
+    remote = make_backend({"kind": "openai", **config})
+    assert isinstance(remote, OpenAICompatibleClient) and remote.url == "http://127.0.0.1:9/v1/completions"
+    with pytest.raises(ValueError, match="n_ctxx"):
+        make_backend({"kind": "llama_cpp", "llama_cpp": {"n_ctxx": 1}})
+
+
 # --- OpenAICompatibleClient against a real loopback server ---------------------------------------
 
 

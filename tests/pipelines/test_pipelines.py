@@ -37,7 +37,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
             "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,
         },
         "answering_evaluation": {
-            "max_questions_per_dataset": 1, "llm": {"kind": "llama_cpp", "n_ctx": 2048},
+            "max_questions_per_dataset": 1, "llm": {"kind": "llama_cpp", "llama_cpp": {"n_ctx": 2048}},
             "vendi_rag": {"max_iterations": 2}, "seed": 0,
         },
     }

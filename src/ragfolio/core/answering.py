@@ -275,7 +275,8 @@ def make_backend(config: Mapping[str, Any]) -> ChatBackend:
     "chat_format": None}`` or ``{"kind": "openai", "base_url": ..., "model": ...,
     "api_key_env": "OPENAI_API_KEY", "timeout_s": 60, "max_retries": 2, "backoff_s": 0.5,
     "api": "chat"}`` (the key is read from the named
-    environment variable, if set). Missing keys take the constructors' defaults.
+    environment variable, if set). Missing keys take the constructors' defaults. The settings may
+    instead sit in a block named after each kind, of which only ``kind``'s is read.
 
     Raises:
         ValueError: On an unknown ``kind`` or unknown keys (named), or ``openai`` without ``model``.
@@ -283,7 +284,9 @@ def make_backend(config: Mapping[str, Any]) -> ChatBackend:
     kind = config.get("kind")
     if kind not in _BACKEND_KEYS:
         raise ValueError(f"backend kind={kind!r} must be one of {sorted(_BACKEND_KEYS)}")
-    params = {k: v for k, v in config.items() if k != "kind"}
+    # Settings may also sit in one block per kind ({"kind": "openai", "llama_cpp": {...}, "openai": {...}}),
+    # so switching backends is one setting: only the chosen kind's block is read.
+    params = {**(config.get(kind) or {}), **{k: v for k, v in config.items() if k != "kind" and k not in _BACKEND_KEYS}}
     unknown = sorted(set(params) - _BACKEND_KEYS[kind])
     if unknown:
         raise ValueError(f"unknown keys {unknown} for backend kind={kind!r}; allowed: {sorted(_BACKEND_KEYS[kind])}")

@@ -44,6 +44,10 @@ from ragfolio.core.retrievers.iterative import expand_queries, merge_hops
 logger = logging.getLogger(__name__)
 
 Embedding = npt.NDArray[np.float32]
+
+# Bumped when a family's rankings change for the same parameters, so cached results are recomputed.
+# graph 2: short neighbourhoods are backfilled from the seeds' first-stage ranking.
+RESULT_VERSIONS = {"graph": 2}
 T = TypeVar("T")
 
 
@@ -279,6 +283,8 @@ class PoolRunner:
         """The ``(n_queries, num_docs)`` ranking of one candidate, from the disk cache when possible."""
         key = {"candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
                "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_specs}
+        if candidate.family in RESULT_VERSIONS:  # a family whose results changed: old cache entries must not match
+            key["version"] = RESULT_VERSIONS[candidate.family]
         return self._cached_result("candidates", key, lambda: self._compute(candidate, queries))
 
     def run_all(

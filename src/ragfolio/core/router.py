@@ -19,6 +19,11 @@ Training (``fit``) minimises, over a mini-batch,
 best-of-1 utility (mean over validation questions of ``U[q, argmax score]``) on a held-out part of
 the training questions.
 
+The first routed member is the top-scored one only where it leads the default member (the best
+on average over training questions) by more than a margin tuned on the validation questions: on
+most questions the default is best or tied, and a router should leave it only when a query gives
+it reason to.
+
 Routing to ``l > 1`` members is set-aware: the first member is the top-scored one; each next member
 is the greedy pick that most raises the best-of-l utility over the *training* questions, each
 weighted by its similarity to the query (``softmax(cos(x_q, x_i) / neighbour_temperature)`` over
@@ -52,6 +57,7 @@ from ragfolio.core.features import Features, n_rows, take_rows
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE, WEIGHTS_FILE = "router.json", "router.safetensors"
+SWITCH_MARGINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 2.5)
 
 
 def tied_best(U: npt.NDArray[np.floating[Any]], tolerance: float = 1e-6) -> npt.NDArray[np.bool_]:
@@ -135,10 +141,14 @@ class Router:
         val_fraction: Share of training questions held out for early stopping.
         neighbour_temperature: Softmax temperature of the training-question weights used to
             complete a routing beyond its first member (``None``: plain top-l by score).
+        switch_margin: The first routed member is the top-scored one only where its score leads
+            the *default* member's (the best on average over training questions) by more than
+            this; otherwise the default. ``None`` tunes it on the validation questions over
+            :data:`SWITCH_MARGINS` (cosines differ by at most 2, so 2.5 means "never switch").
         random_state: Seed of the validation split, initialisation and batch order.
 
     Learned attributes (after ``fit``): ``members_`` (names), ``inputs_`` (block name -> dim),
-    ``net_``, ``best_epoch_``, ``val_best_of_1_``, and the training memory ``memory_keys_``
+    ``net_``, ``best_epoch_``, ``val_best_of_1_``, ``default_`` and ``switch_margin_``, and the training memory ``memory_keys_``
     ``(n_train, d)`` (normalised dense embeddings) and ``memory_utilities_`` ``(n_train, k)``.
     """
 
@@ -154,6 +164,7 @@ class Router:
     patience: int = 25
     val_fraction: float = 0.2
     neighbour_temperature: float | None = 0.1
+    switch_margin: float | None = None
     random_state: int = 0
     members_: list[str] = field(default_factory=list, init=False, repr=False)
     inputs_: dict[str, int] = field(default_factory=dict, init=False, repr=False)
@@ -210,12 +221,15 @@ class Router:
         if best_state is not None:
             self.net_.load_state_dict(best_state)
         self.net_.eval()
+        self.default_ = int(np.argmax(U[train].mean(axis=0)))
+        self.switch_margin_ = self._tune_margin(features, U, val if n_val else train)
         self.val_best_of_1_ = float(best_score)
         self.memory_keys_ = torch.from_numpy(memory_keys)
         self.memory_utilities_ = torch.from_numpy(U)
         logger.info(
-            "router: %d questions (%d in the softmax term, %d held out), best epoch %d, validation best-of-1 %.3f",
-            n, int(keep[train].sum()), n_val, self.best_epoch_, best_score,
+            "router: %d questions (%d in the softmax term, %d held out), best epoch %d, validation best-of-1 %.3f, "
+            "switches away from member %d when its score leads by > %.2f",
+            n, int(keep[train].sum()), n_val, self.best_epoch_, best_score, self.default_, self.switch_margin_,
         )
         return self
 
@@ -226,6 +240,21 @@ class Router:
             log_p = nn.functional.log_softmax(logits[keep], dim=1)
             loss = loss - (targets[keep] * log_p).sum(dim=1).mean()
         return loss
+
+    def _tune_margin(self, features: Features, U: npt.NDArray[np.float32], rows: npt.NDArray[np.int64]) -> float:
+        """The switch margin with the best held-out best-of-1 (the largest such margin on ties)."""
+        if self.switch_margin is not None:
+            return float(self.switch_margin)
+        scores = self.scores(take_rows(features, rows))
+        values = [float(U[rows, self._first(scores, margin)].mean()) for margin in SWITCH_MARGINS]
+        best = max(values)
+        return max(m for m, v in zip(SWITCH_MARGINS, values, strict=True) if v >= best - 1e-12)
+
+    def _first(self, scores: npt.NDArray[np.float32], margin: float) -> npt.NDArray[np.int64]:
+        """The top-scored member where it leads the default member by more than ``margin``, else the default."""
+        top = scores.argmax(axis=1)
+        lead = scores[np.arange(len(scores)), top] - scores[:, self.default_]
+        return np.where(lead > margin, top, self.default_).astype(np.int64)
 
     def _best_of_1(self, features: Features, U: npt.NDArray[np.float32], rows: npt.NDArray[np.int64]) -> float:
         picks = self.scores(take_rows(features, rows)).argmax(axis=1)
@@ -254,7 +283,9 @@ class Router:
         if not 1 <= l <= k:
             raise ValueError(f"l={l} must be in 1..{k}")
         scores = self.scores(features)
+        first = self._first(scores, self.switch_margin_)
         ranked = np.argsort(-scores, axis=1, kind="stable").astype(np.int64)
+        ranked = np.array([[f, *[j for j in row if j != f]] for f, row in zip(first, ranked, strict=True)], dtype=np.int64)
         if l == 1 or self.neighbour_temperature is None:
             return ranked[:, :l]
         memory_U = self.memory_utilities_.numpy().astype(np.float64)
@@ -289,6 +320,8 @@ class Router:
             "members": self.members_,
             "inputs": self.inputs_,
             "best_epoch": self.best_epoch_,
+            "default": self.default_,
+            "switch_margin": self.switch_margin_,
             "val_best_of_1": self.val_best_of_1_,
             "torch_version": torch.__version__,
         }
@@ -308,6 +341,7 @@ class Router:
         router = cls(**config["hyperparameters"])
         router.members_, router.inputs_ = list(config["members"]), {k: int(v) for k, v in config["inputs"].items()}
         router.best_epoch_, router.val_best_of_1_ = config["best_epoch"], config["val_best_of_1"]
+        router.default_, router.switch_margin_ = int(config["default"]), float(config["switch_margin"])
         router.net_ = _RouterNet(router.inputs_, len(router.members_), router.hidden, router.embedding_dim, router.dropout)
         tensors = load_file(str(folder / WEIGHTS_FILE))
         router.net_.load_state_dict({k.removeprefix("net."): v for k, v in tensors.items() if k.startswith("net.")})

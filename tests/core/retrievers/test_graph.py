@@ -32,8 +32,10 @@ def test_ppr_ranks_a_seed_neighbour_above_a_weaker_unrelated_seed() -> None:
     # x5 = .15 r5 + .85 x5 r5, x1 = .85 x0, x0 = .15 r0 + .85 (x1 + x5 r0)
     x5 = 0.15 / 3 / (1 - 0.85 / 3)
     x0 = (0.15 * 2 / 3 + 0.85 * x5 * 2 / 3) / (1 - 0.85**2)
-    assert out.doc_ids.tolist() == [[0, 1, 5, -1]]  # seed 3 is beyond n_seeds, so 4 is not reached
+    # seed 3 is beyond n_seeds, so 4 is not reached; the short list is completed with seed 3
+    assert out.doc_ids.tolist() == [[0, 1, 5, 3]]
     np.testing.assert_allclose(out.scores[0, :3], [x0, 0.85 * x0, x5], rtol=1e-5)
+    assert out.scores[0, 3] < out.scores[0, 2]
 
 
 def test_hops_bound_the_neighbourhood() -> None:
@@ -98,8 +100,9 @@ def naive_expand(seed_ids, adj, k, n_seeds, hops, damping, n_iter):
         for _ in range(n_iter):
             moved = sub @ np.where(degree > 0, x / np.maximum(degree, 1), 0.0)
             x = (1 - damping) * restart + damping * (moved + x[degree == 0].sum() * restart)
-        ranked = sorted(zip(nodes, x), key=lambda t: (-t[1], t[0]))[:k]
-        out.append([v for v, _ in ranked] + [-1] * (k - len(ranked)))
+        ranked = [v for v, _ in sorted(zip(nodes, x), key=lambda t: (-t[1], t[0]))[:k]]
+        ranked += [int(v) for v in dict.fromkeys(int(i) for i in row) if v >= 0 and v not in ranked][: k - len(ranked)]
+        out.append(ranked + [-1] * (k - len(ranked)))
     return out
 
 

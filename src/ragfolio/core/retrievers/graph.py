@@ -61,7 +61,9 @@ def graph_expand(
         n_iter: power-iteration steps for ``rank="ppr"``.
 
     Returns:
-        ``(n_queries, k)`` ranking; scores are PageRank mass or cosines.
+        ``(n_queries, k)`` ranking; scores are PageRank mass or cosines. A neighbourhood smaller
+        than ``k`` is completed with the next passages of the first-stage ranking (scored below
+        it), so a row is padded only when the seeds themselves run out.
     """
     if rank not in ("ppr", "dense"):
         raise ValueError(f"rank={rank!r} must be 'ppr' or 'dense'")
@@ -112,7 +114,27 @@ def graph_expand(
         keep = col < k
         out_ids[lo + query[keep], col[keep]] = node[keep]
         out_scores[lo + query[keep], col[keep]] = scores[keep]
+    _backfill(out_ids, out_scores, ids)
     return RetrievalResult(out_ids, out_scores)
+
+
+def _backfill(out_ids: npt.NDArray[np.int64], out_scores: npt.NDArray[np.float32], seeds: npt.NDArray[np.int64]) -> None:
+    """Fill rows whose neighbourhood had fewer than k passages with the next first-stage passages.
+
+    Every candidate must return the same number of passages (DESIGN.md section 2): a sparse
+    graph would otherwise hand back one or two passages, and a score normalised by the number
+    returned (support recall) would reward the short list. Backfilled passages keep first-stage
+    order and score below every expanded passage of their row.
+    """
+    k = out_ids.shape[1]
+    for q in np.flatnonzero((out_ids < 0).any(axis=1)):
+        have = [int(d) for d in out_ids[q] if d >= 0]
+        extra = [int(d) for d in seeds[q] if d >= 0 and int(d) not in set(have)][: k - len(have)]
+        if not extra:
+            continue
+        floor = float(out_scores[q, : len(have)].min()) if have else 0.0
+        out_ids[q, len(have) : len(have) + len(extra)] = extra
+        out_scores[q, len(have) : len(have) + len(extra)] = floor - 1.0 - np.arange(len(extra), dtype=np.float32)
 
 
 def _seed_keys(

@@ -35,6 +35,7 @@ class AnsweringEvaluationParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_questions_per_dataset: int = Field(10, ge=1)
+    datasets: list[str] | None = None
     member_timeout_s: float = Field(30.0, gt=0)
     llm: dict[str, Any] = Field(default_factory=lambda: {"kind": "llama_cpp"})
     answerer: dict[str, Any] = Field(default_factory=dict)
@@ -65,7 +66,12 @@ def answer_test_questions(
     specs = [CandidateSpec.from_record(c) for c in candidates]
     answerer = Answerer(make_backend(p.llm), **p.answerer)
     rows = []
+    unknown = set(p.datasets or []) - set(corpora)
+    if unknown:
+        raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the corpora {sorted(corpora)}")
     for dataset, records in corpora.items():
+        if p.datasets is not None and dataset not in p.datasets:
+            continue
         sel, router = portfolios["selections"][dataset], routers[dataset]
         corpus = Corpus.from_records(records)
         runner = make_runner(corpus, cache.reader(), scoring)

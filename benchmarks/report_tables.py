@@ -1,0 +1,85 @@
+"""Print the markdown tables of a run's reports (portfolio, router and answering metrics).
+
+Reads ``<project>/data/08_reporting/{portfolio,router,answer}_metrics.json`` (whichever exist) and,
+with ``--answers``, merges several ``answers.jsonl`` files (runs split by dataset) into one
+``answer_metrics.json`` first, with the same summary the pipeline computes::
+
+    .venv/bin/python benchmarks/report_tables.py --project /tmp/ragfolio-work
+    .venv/bin/python benchmarks/report_tables.py --project /tmp/ragfolio-work \\
+        --answers /tmp/a/data/07_model_output/answers.jsonl /tmp/b/data/07_model_output/answers.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ragfolio.pipelines.answering_evaluation.nodes import summarize_answers
+from ragfolio.pipelines.router_training.nodes import ROUTERS
+
+
+def portfolio_table(metrics: dict) -> list[str]:
+    lines = ["| dataset | n test | greedy@1 | greedy@3 | avg@3 | greedy@5 | avg@5 | single best | oracle |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, entry in metrics["datasets"].items():
+        t = entry["test"]
+        g, a = t["greedy_at_k"], t["top_by_average_at_k"]
+        lines.append(f"| {key} | {t['n']} | {g[0]:.3f} | {g[2]:.3f} | {a[2]:.3f} | **{g[4]:.3f}** | {a[4]:.3f} | "
+                     f"{t['single_best']:.3f} | {t['oracle_all']:.3f} |")
+    return lines
+
+
+def router_table(metrics: dict) -> list[str]:
+    k = metrics["k"]
+    head = " | ".join(f"l={l}" for l in range(1, k + 1))
+    lines = []
+    for key, entry in metrics["datasets"].items():
+        gap = entry["gap_closed_l1"]
+        lines += [f"**{key}** (n = {entry['n_test']} test; gap closed at l = 1: "
+                  f"{'n/a' if gap is None else f'{100 * gap:.0f}%'})", "", f"| router | {head} |",
+                  "|---|" + "---|" * k]
+        for name in ROUTERS:
+            lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in entry[name]["best_of_l"]) + " |")
+        budget = entry["same_budget"]
+        lines.append("| routed union (same budget) | " + " | ".join(f"{v:.3f}" for v in budget["routed_union_recall"]) + " |")
+        lines.append("| single best, l x num_docs | " + " | ".join(f"{v:.3f}" for v in budget["single_best_recall"]) + " |")
+        lines.append("")
+    return lines
+
+
+def answer_table(metrics: dict) -> list[str]:
+    lines = ["| dataset | system | n | EM | F1 | answer recall of passages | latency mean ms | p95 ms | tokens/query |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for dataset, systems in metrics["datasets"].items():
+        for system, m in systems.items():
+            lines.append(f"| {dataset} | {system} | {m['n']} | {m['em']:.3f} | {m['f1']:.3f} | {m['answer_recall']:.3f} | "
+                         f"{m['latency_ms_mean']:.0f} | {m['latency_ms_p95']:.0f} | {m['tokens_mean']:.0f} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", type=Path, default=Path("."))
+    parser.add_argument("--answers", type=Path, nargs="*", help="answers.jsonl files to merge into answer_metrics.json")
+    args = parser.parse_args()
+    reporting = args.project / "data" / "08_reporting"
+    if args.answers:
+        frames = [pd.read_json(path, lines=True) for path in args.answers]
+        merged = pd.concat(frames, ignore_index=True)
+        out = args.project / "data" / "07_model_output" / "answers.jsonl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        merged.to_json(out, orient="records", lines=True)
+        (reporting / "answer_metrics.json").write_text(json.dumps(summarize_answers(merged), indent=1))
+    for name, table in (("portfolio_metrics", portfolio_table), ("router_metrics", router_table),
+                        ("answer_metrics", answer_table)):
+        path = reporting / f"{name}.json"
+        if path.exists():
+            print(f"### {name}\n")
+            print("\n".join(table(json.loads(path.read_text()))), "\n")
+
+
+if __name__ == "__main__":
+    main()
