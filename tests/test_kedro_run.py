@@ -62,3 +62,17 @@ def test_kedro_run_portfolio_with_test_dir(tmp_path: Path) -> None:
     for png in ("best_of_k.png", "winners_by_type.png"):
         assert (project / "data/08_reporting" / png).stat().st_size > 10_000
     assert "greedy@5" in log  # the summary table
+
+    # router_training and answering_evaluation ran too (the embedded LLM, both test questions per dataset)
+    routers = json.loads((project / "data/08_reporting/router_metrics.json").read_text())
+    assert set(routers["datasets"]) == {"hotpotqa", "musique", "all"}
+    assert len(routers["datasets"]["all"]["learned"]["best_of_l"]) == 5
+    for key in ("hotpotqa", "musique", "all"):
+        assert (project / "data/06_models/routers" / key / "router.safetensors").exists()
+    answers = [json.loads(line) for line in (project / "data/07_model_output/answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 4 * 7  # 2 test questions x 2 datasets, 7 systems
+    answer_metrics = json.loads((project / "data/08_reporting/answer_metrics.json").read_text())
+    assert set(answer_metrics["datasets"]) == {"hotpotqa", "musique", "all"}
+    assert answer_metrics["datasets"]["all"]["vendi_rag"]["tokens_mean"] > 0
+    for png in ("router_best_of_l.png", "em_vs_tokens.png"):
+        assert (project / "data/08_reporting" / png).stat().st_size > 10_000

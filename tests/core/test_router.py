@@ -99,3 +99,15 @@ def test_fit_rejects_mismatched_rows() -> None:
         Router().fit(take_rows(X, range(20)), U[:10])
     with pytest.raises(ValueError, match="2 member names for 3"):
         Router().fit(X, U, members=["a", "b"])
+
+
+def test_switch_margin_keeps_the_default_member_unless_a_query_leads_clearly() -> None:
+    X, U, topic = _synthetic(200, seed=7)
+    never = Router(hidden=32, embedding_dim=16, max_epochs=40, switch_margin=2.5, random_state=0).fit(X, U)
+    assert never.default_ == int(np.argmax(U.mean(axis=0)))
+    assert (never.predict_topl(X, 1)[:, 0] == never.default_).all()  # cosines differ by at most 2
+    tuned = Router(hidden=32, embedding_dim=16, max_epochs=40, random_state=0).fit(X, U)
+    assert tuned.switch_margin_ in (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 2.5)
+    assert (tuned.predict_topl(X, 1)[:, 0] == topic).mean() > 0.9  # here the text says which member wins
+    picks = tuned.predict_topl(X, 3)
+    assert (np.sort(picks, axis=1) == np.arange(3)).all()  # a full routing is a permutation
