@@ -43,3 +43,23 @@ def test_exact_match_and_f1() -> None:
     assert f1_score("Battle Guam", ["Battle of Guam"]) == pytest.approx(0.8)
     assert f1_score("nothing", ["Battle of Guam", "Guam"]) == 0.0
     assert f1_score("Guam", ["Battle of Guam", "Guam"]) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("pred", "aliases", "em", "f1"),
+    [
+        ("The Beatles", ["Beatles"], 1.0, 1.0),  # articles dropped
+        ("an  apple", ["a apple"], 1.0, 1.0),  # every article, any spacing
+        ("U.S.A.", ["USA"], 1.0, 1.0),  # punctuation removed, not replaced by spaces
+        ("  PARIS\n", ["paris"], 1.0, 1.0),  # case and surrounding whitespace
+        ("New   York City", ["new york city"], 1.0, 1.0),  # inner whitespace collapsed
+        ("Theatre", ["the atre"], 0.0, 0.0),  # "the" only as a whole word: "atre" != "theatre"
+        ("1944", ["June 1944", "1944"], 1.0, 1.0),  # max over aliases
+        ("June 1944", ["1944", "July 1944"], 0.0, pytest.approx(2 / 3)),  # best alias for F1: 1944 (P 1/2, R 1)
+        ("", ["Paris"], 0.0, 0.0),
+        ("the", ["a"], 1.0, 1.0),  # both normalise to empty: SQuAD counts them equal
+    ],
+)
+def test_em_f1_squad_edge_cases(pred: str, aliases: list[str], em: float, f1) -> None:
+    assert exact_match(pred, aliases) == em
+    assert f1_score(pred, aliases) == f1
