@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragfolio.pipelines.answering_evaluation.nodes import summarize_answers
+from ragfolio.pipelines.answering_evaluation.nodes import plot_em_vs_tokens, summarize_answers
 from ragfolio.pipelines.router_training.nodes import ROUTERS
 
 
@@ -64,6 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=Path("."))
     parser.add_argument("--answers", type=Path, nargs="*", help="answers.jsonl files to merge into answer_metrics.json")
+    parser.add_argument("--plot", type=Path, help="also draw EM against tokens per query of the merged answers here")
     args = parser.parse_args()
     reporting = args.project / "data" / "08_reporting"
     if args.answers:
@@ -72,7 +73,10 @@ def main() -> None:
         out = args.project / "data" / "07_model_output" / "answers.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
         merged.to_json(out, orient="records", lines=True)
-        (reporting / "answer_metrics.json").write_text(json.dumps(summarize_answers(merged), indent=1))
+        metrics = summarize_answers(merged)
+        (reporting / "answer_metrics.json").write_text(json.dumps(metrics, indent=1))
+        if args.plot:
+            plot_em_vs_tokens(metrics).savefig(args.plot, dpi=120, bbox_inches="tight")
     for name, table in (("portfolio_metrics", portfolio_table), ("router_metrics", router_table),
                         ("answer_metrics", answer_table)):
         path = reporting / f"{name}.json"
