@@ -57,11 +57,11 @@ class SystemAnswer:
 
     @property
     def prompt_tokens(self) -> int:
-        return sum(c.prompt_tokens for c in self.calls)
+        return Completion.total(self.calls).prompt_tokens
 
     @property
     def completion_tokens(self) -> int:
-        return sum(c.completion_tokens for c in self.calls)
+        return Completion.total(self.calls).completion_tokens
 
     def record(self, question_id: str, dataset: str, answers: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
         """The per-question row of ``answers.jsonl`` (scores included)."""

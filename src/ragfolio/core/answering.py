@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -67,6 +67,13 @@ class Completion:
     def tokens(self) -> int:
         """``prompt_tokens + completion_tokens``."""
         return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def total(cls, calls: Iterable[Completion]) -> Completion:
+        """The token counts and latencies of several calls added up (text left empty)."""
+        calls = list(calls)
+        return cls("", sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls),
+                   sum(c.latency_ms for c in calls))
 
     @classmethod
     def none(cls) -> Completion:

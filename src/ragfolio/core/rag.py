@@ -68,11 +68,11 @@ class RAGAnswer:
 
     @property
     def prompt_tokens(self) -> int:
-        return sum(c.prompt_tokens for c in self.calls.values())
+        return Completion.total(self.calls.values()).prompt_tokens
 
     @property
     def completion_tokens(self) -> int:
-        return sum(c.completion_tokens for c in self.calls.values())
+        return Completion.total(self.calls.values()).completion_tokens
 
     @property
     def tokens(self) -> int:
@@ -122,8 +122,8 @@ class AdaptiveRAG:
         """``(member indices, their scores, milliseconds)`` of the top-l routing of ``query``."""
         start = time.perf_counter()
         features = self.features([query])
-        picks = self.router.predict_topl(features, l)[0]
-        scores = self.router.scores(features)[0]
+        picks, scores = self.router.route(features, l)  # one forward pass for both
+        picks, scores = picks[0], scores[0]
         return [int(j) for j in picks], [float(scores[j]) for j in picks], 1000 * (time.perf_counter() - start)
 
     def retrieve(self, query: str, l: int, *, members: Sequence[int] | None = None) -> RoutedRetrieval:

@@ -278,6 +278,10 @@ class Router:
 
     def predict_topl(self, features: Features, l: int) -> npt.NDArray[np.int64]:
         """``(n, l)`` member indices, best first: the top-scored member, then greedy completion."""
+        return self.route(features, l)[0]
+
+    def route(self, features: Features, l: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """``(picks, scores)``: :meth:`predict_topl`'s ``(n, l)`` picks and the ``(n, k)`` scores they came from."""
         self._check_fitted()
         k = len(self.members_)
         if not 1 <= l <= k:
@@ -287,7 +291,7 @@ class Router:
         ranked = np.argsort(-scores, axis=1, kind="stable").astype(np.int64)
         ranked = np.array([[f, *[j for j in row if j != f]] for f, row in zip(first, ranked, strict=True)], dtype=np.int64)
         if l == 1 or self.neighbour_temperature is None:
-            return ranked[:, :l]
+            return ranked[:, :l], scores
         memory_U = self.memory_utilities_.numpy().astype(np.float64)
         sims = _neighbour_keys(features) @ self.memory_keys_.numpy().T
         weights = np.exp((sims - sims.max(axis=1, keepdims=True)) / self.neighbour_temperature)
@@ -303,7 +307,7 @@ class Router:
                 chosen.append(j)
                 best = np.maximum(best, memory_U[:, j])
             picks[q] = chosen
-        return picks
+        return picks, scores
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "net_"):

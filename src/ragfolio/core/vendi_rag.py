@@ -84,11 +84,11 @@ class VendiRagResult:
 
     @property
     def prompt_tokens(self) -> int:
-        return sum(c.prompt_tokens for c in self.completions)
+        return Completion.total(self.completions).prompt_tokens
 
     @property
     def completion_tokens(self) -> int:
-        return sum(c.completion_tokens for c in self.completions)
+        return Completion.total(self.completions).completion_tokens
 
     @property
     def tokens(self) -> int:
