@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
+from ragfolio.core.artifacts import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.router import Router
 
@@ -93,6 +94,25 @@ class RouterFolderDataset(AbstractDataset[dict[str, Router], dict[str, Router]])
 
     def _exists(self) -> bool:
         return (self._path / "index.json").exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
+
+
+class BundleDataset(AbstractDataset[PortfolioBundle, PortfolioBundle]):
+    """The served :class:`~ragfolio.core.artifacts.PortfolioBundle`, a checksummed folder."""
+
+    def __init__(self, path: str) -> None:
+        self._path = Path(path)
+
+    def load(self) -> PortfolioBundle:
+        return load_bundle(self._path)
+
+    def save(self, data: PortfolioBundle) -> None:
+        save_bundle(data, self._path)
+
+    def _exists(self) -> bool:
+        return (self._path / "manifest.json").exists()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}

@@ -69,6 +69,8 @@ class PoolRunner:
         bm25_params: The default BM25 used as a base (``k1``, ``b``, ``method``, ``stopwords``).
         graph_max_degree: Degree cap of the passage graph.
         max_query_batches: Query batches whose parts stay in memory (least recently used go first).
+        passage_embeddings: Precomputed ``(n_passages, dim)`` corpus embeddings by encoder name (a
+            saved bundle's), used instead of encoding the corpus.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class PoolRunner:
         bm25_params: Mapping[str, Any] | None = None,
         graph_max_degree: int = 50,
         max_query_batches: int = 256,
+        passage_embeddings: Mapping[str, Embedding] | None = None,
     ) -> None:
         if num_docs < 1:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
@@ -98,6 +101,10 @@ class PoolRunner:
         self.passage_texts = passage_texts(self.titles, self.texts)  # what every retriever sees
         self.corpus_key = fingerprint(self.passage_texts)
         self._memo = PartsMemo(max_query_batches)
+        self._given_embeddings = dict(passage_embeddings or {})
+        for name, emb in self._given_embeddings.items():
+            if len(emb) != len(self.texts):
+                raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
 
     # --- shared parts -------------------------------------------------------------------------
     def memo_stats(self) -> dict[str, int]:
@@ -122,6 +129,8 @@ class PoolRunner:
         """``(n_passages, dim)`` embeddings of the corpus, computed once per corpus and encoder."""
 
         def compute() -> Embedding:
+            if encoder in self._given_embeddings:
+                return self._given_embeddings[encoder]
             key = {"corpus": self.corpus_key, "encoder": self.encoder_specs.get(encoder), "name": encoder}
             texts = self.passage_texts
             logger.info("encoding %d passages with %s (cached after the first run)", len(texts), encoder)

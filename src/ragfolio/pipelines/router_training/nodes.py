@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 from ragfolio.core import routing  # noqa: E402
+from ragfolio.core.artifacts import PortfolioBundle, encoders_used  # noqa: E402
 from ragfolio.core.cache import ArrayCache  # noqa: E402
 from ragfolio.core.data import Corpus  # noqa: E402
 from ragfolio.core.features import Features, TextHasher, query_features, stack_rows, take_rows  # noqa: E402
@@ -31,6 +32,15 @@ logger = logging.getLogger(__name__)
 ROUTERS = ("learned", "random", "top_average", "greedy_prefix", "logistic", "oracle")
 
 
+class BundleParams(BaseModel):
+    """What the served bundle holds (``router_training.bundle``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    portfolio: str = ALL
+    default_l: int = Field(2, ge=1)
+
+
 class RouterTrainingParams(BaseModel):
     """``router_training`` parameters (conf/base/parameters_router_training.yml)."""
 
@@ -40,6 +50,7 @@ class RouterTrainingParams(BaseModel):
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
     router: dict[str, Any] = Field(default_factory=dict)
     logistic_c: float = Field(1.0, gt=0)
+    bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
 
     def hasher(self) -> TextHasher:
@@ -210,3 +221,46 @@ def plot_router_curves(metrics: dict[str, Any]) -> plt.Figure:
     axes[0][-1].legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def build_bundle(
+    corpora: dict[str, list[dict[str, str]]], candidates: list[dict[str, Any]], portfolios: dict[str, Any],
+    routers: dict[str, Router], router_metrics: dict[str, Any], cache: ArrayCache,
+    scoring_params: dict[str, Any], params: dict[str, Any],
+) -> PortfolioBundle:
+    """The served bundle: one portfolio and its router over its corpus (``all``: every dataset's passages).
+
+    Passage embeddings come from the retrieval cache (an encoder embeds each passage on its own, so
+    the union corpus's rows are the datasets' rows stacked); passages repeated across datasets are kept once.
+    """
+    p, scoring = RouterTrainingParams(**params), CandidateScoringParams(**scoring_params)
+    key = p.bundle.portfolio
+    if key not in portfolios["selections"]:
+        raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios['selections'])}")
+    sel, specs = portfolios["selections"][key], [CandidateSpec.from_record(c) for c in candidates]
+    members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
+    encoders = list(dict.fromkeys([*encoders_used(members, scoring.encoders), *p.encoders]))
+    records, parts, seen = [], {name: [] for name in encoders}, set()
+    for dataset in corpora if key == ALL else [key]:
+        runner = make_runner(Corpus.from_records(corpora[dataset]), cache.reader(), scoring)
+        new = [i for i, r in enumerate(corpora[dataset]) if r["id"] not in seen]
+        seen.update(corpora[dataset][i]["id"] for i in new)
+        records += [corpora[dataset][i] for i in new]
+        for name in encoders:
+            parts[name].append(runner.passage_embeddings(name)[new])
+    routed = router_metrics["datasets"].get(key, {})
+    selection = {
+        "greedy_train_values": sel["greedy_train_values"][: portfolios["k"]],
+        "certificate": sel["certificate"],
+        "n_train": sel["n_train"],
+        "test_best_of_l": {name: routed[name]["best_of_l"] for name in ROUTERS if name in routed},
+    }
+    bundle = PortfolioBundle(
+        name=key, corpus=Corpus.from_records(records), members=members, router=routers[key],
+        scoring=scoring.model_dump(include={"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders"}),
+        routing={"text_features": p.text_features, "encoders": p.encoders},
+        embeddings={name: np.concatenate(v).astype(np.float32) for name, v in parts.items()},
+        default_l=min(p.bundle.default_l, len(members)), selection=selection,
+    )
+    logger.info("bundle %r: %d members, %d passages, encoders %s", key, bundle.k, len(bundle.corpus), encoders)
+    return bundle
