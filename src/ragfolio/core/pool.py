@@ -17,6 +17,11 @@ vendi     prefilter, encoder, s
 graph     seeds (a base), n_seeds, hops, rank (ppr | dense), damping, encoder
 two_hop   first (a base), append (title | text), second (bm25 | dense:<encoder>), merge
 ========  ===========================================================================
+
+``bm25`` and ``dense`` also take ``backend``: ``inprocess`` (bm25s, FAISS; the default) or
+``elasticsearch`` (a cluster, see :mod:`ragfolio.core.retrievers.elasticsearch`). A parameter of
+:data:`OPTIONAL_PARAMS` appears in a candidate's name and parameters only when it differs from its
+default, so adding one renames no existing candidate and invalidates no cached result.
 """
 
 from __future__ import annotations
@@ -39,6 +44,13 @@ FAMILY_PARAMS: dict[str, dict[str, Any]] = {
     "two_hop": {"first": None, "append": "title", "second": None, "merge": "interleave"},
 }
 
+# Parameters added after the grid was in use: left out of names and params while at their default.
+OPTIONAL_PARAMS: dict[str, dict[str, Any]] = {
+    "bm25": {"backend": "inprocess"},
+    "dense": {"backend": "inprocess"},
+}
+BACKENDS = ("inprocess", "elasticsearch")
+
 
 @dataclass(frozen=True)
 class CandidateSpec:
@@ -60,11 +72,14 @@ def make_candidate(family: str, params: Mapping[str, Any]) -> CandidateSpec:
     """Validate ``params`` against ``family``, fill defaults and name the candidate."""
     if family not in FAMILY_PARAMS:
         raise ValueError(f"family={family!r} is not one of {sorted(FAMILY_PARAMS)}")
-    allowed = FAMILY_PARAMS[family]
-    unknown = sorted(set(params) - set(allowed))
+    allowed, optional = FAMILY_PARAMS[family], OPTIONAL_PARAMS.get(family, {})
+    unknown = sorted(set(params) - set(allowed) - set(optional))
     if unknown:
-        raise ValueError(f"{family}: unknown parameter(s) {unknown}; allowed: {sorted(allowed)}")
+        raise ValueError(f"{family}: unknown parameter(s) {unknown}; allowed: {sorted({**allowed, **optional})}")
+    if params.get("backend", "inprocess") not in BACKENDS:
+        raise ValueError(f"{family}: backend={params['backend']!r} must be one of {BACKENDS}")
     full = {key: params.get(key, default) for key, default in allowed.items()}
+    full.update({key: params[key] for key, default in optional.items() if params.get(key, default) != default})
     missing = [key for key, value in full.items() if value is None and key != "encoder"]
     if family in ("dense", "hybrid", "ds", "mmr", "vendi") and full.get("encoder") is None:
         missing.append("encoder")

@@ -37,6 +37,11 @@ from ragfolio.core.retrievers.base import RetrievalResult
 from ragfolio.core.retrievers.bm25 import BM25Retriever, tokenize
 from ragfolio.core.retrievers.dense import DenseRetriever
 from ragfolio.core.retrievers.diversity import discounted_similarity, mmr, vendi
+from ragfolio.core.retrievers.elasticsearch import (
+    ElasticsearchBM25Retriever,
+    ElasticsearchDenseRetriever,
+    ElasticsearchSettings,
+)
 from ragfolio.core.retrievers.fusion import reciprocal_rank_fusion, score_fusion
 from ragfolio.core.retrievers.graph import PassageGraph, graph_expand
 from ragfolio.core.retrievers.iterative import expand_queries, merge_hops
@@ -71,6 +76,9 @@ class PoolRunner:
         max_query_batches: Query batches whose parts stay in memory (least recently used go first).
         passage_embeddings: Precomputed ``(n_passages, dim)`` corpus embeddings by encoder name (a
             saved bundle's), used instead of encoding the corpus.
+        elasticsearch: Connection settings of ``backend: elasticsearch`` candidates (keys of
+            :class:`ElasticsearchSettings`); unset keys come from ``ELASTICSEARCH_*`` variables or
+            conf/local/credentials.yml.
     """
 
     def __init__(
@@ -86,6 +94,7 @@ class PoolRunner:
         graph_max_degree: int = 50,
         max_query_batches: int = 256,
         passage_embeddings: Mapping[str, Embedding] | None = None,
+        elasticsearch: Mapping[str, Any] | None = None,
     ) -> None:
         if num_docs < 1:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
@@ -102,6 +111,7 @@ class PoolRunner:
         self.corpus_key = fingerprint(self.passage_texts)
         self._memo = PartsMemo(max_query_batches)
         self._given_embeddings = dict(passage_embeddings or {})
+        self.elasticsearch = dict(elasticsearch or {})
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
@@ -154,14 +164,24 @@ class PoolRunner:
 
         return self._remember(("query_emb", encoder), compute, qkey)
 
-    def _bm25(self, params: Mapping[str, Any]) -> BM25Retriever:
+    def _bm25(self, params: Mapping[str, Any]) -> BM25Retriever | ElasticsearchBM25Retriever:
         full = {**self.bm25_params, **params}
+        if full.pop("backend", "inprocess") == "elasticsearch":  # indexed once per corpus and parameters
+            return self._remember(("es_bm25", tuple(sorted(full.items()))), lambda: ElasticsearchBM25Retriever(
+                ElasticsearchSettings.resolve(self.elasticsearch), **full
+            ).index(self.passage_texts, corpus_key=self.corpus_key))
         stopwords = full["stopwords"]
         tokens = self._remember(("tokens", stopwords), lambda: tokenize(self.passage_texts, stopwords))
         key = ("bm25", tuple(sorted(full.items())))
         return self._remember(key, lambda: BM25Retriever(**full).index(self.texts, tokens=tokens))
 
-    def _dense(self, encoder: str, index_type: str = "flat") -> DenseRetriever:
+    def _dense(
+        self, encoder: str, index_type: str = "flat", backend: str = "inprocess"
+    ) -> DenseRetriever | ElasticsearchDenseRetriever:
+        if backend == "elasticsearch":
+            return self._remember(("es_dense", encoder, index_type), lambda: ElasticsearchDenseRetriever(
+                ElasticsearchSettings.resolve(self.elasticsearch), index_type=index_type
+            ).index(self.passage_embeddings(encoder)))
         return self._remember(
             ("dense", encoder, index_type),
             lambda: DenseRetriever(index_type=index_type).index(self.passage_embeddings(encoder)),
@@ -245,7 +265,7 @@ class PoolRunner:
             if family == "bm25":
                 corpus.append(partial(self._bm25, p))
             elif family == "dense":
-                corpus.append(partial(self._dense, p["encoder"], p["index_type"]))
+                corpus.append(partial(self._dense, p["encoder"], p["index_type"], p.get("backend", "inprocess")))
                 encoders[p["encoder"]] = None
             elif family == "hybrid":
                 bases.update({"bm25": None, f"dense:{p['encoder']}": None})
@@ -307,7 +327,7 @@ class PoolRunner:
         if family == "bm25":
             return self._bm25(p).retrieve(queries, k)
         if family == "dense":
-            return self._dense(p["encoder"], p["index_type"]).retrieve_embedded(
+            return self._dense(p["encoder"], p["index_type"], p.get("backend", "inprocess")).retrieve_embedded(
                 self.query_embeddings(p["encoder"], queries), k
             )
         if family == "hybrid":
