@@ -11,6 +11,10 @@ date as ``S`` grows, reading ``U`` in blocks of :data:`BLOCK_ROWS` rows and, aft
 the rows whose best changed. The optimizers that decide which gains to look at (naive, lazy and
 stochastic greedy) live in :mod:`ragfolio.core.portfolio`, as in apricot; the input checks they
 share live here with the objective.
+
+``U`` may be float16, float32 or float64, in memory or an ``np.memmap``. float16 halves the bytes
+read and stored; each block is widened to float32 when read (:func:`widen`), which is exact, so
+results equal those on ``U.astype(np.float32)``.
 """
 
 from __future__ import annotations
@@ -32,15 +36,39 @@ BLOCK_ROWS = 2048  # rows per block: 2048 x 360 float32 is 2.9 MB, a share of L3
 
 
 def as_utility(U: npt.ArrayLike) -> FloatMatrix:
-    """Return ``U`` as a 2-d float32/float64 array (a memmap stays a memmap) or raise."""
+    """Return ``U`` as a 2-d float16/32/64 array (a memmap stays a memmap, unread) or raise.
+
+    Other dtypes are converted to float64 in memory.
+    """
     arr = U if isinstance(U, np.ndarray) else np.asarray(U)
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"U must be a non-empty 2-d (n_queries, m) array, not shape {arr.shape}")
-    if arr.dtype not in (np.float32, np.float64):
+    if arr.dtype not in (np.float16, np.float32, np.float64):
         arr = np.asarray(arr, dtype=np.float64)
     if not isinstance(arr, np.memmap) and not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)  # row blocks of a Fortran array would be strided
     return arr
+
+
+def work_dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
+    """The dtype blocks of ``U`` are computed in: float32 for float16 storage, else ``dtype``."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
+def widen(block: FloatMatrix) -> FloatMatrix:
+    """``block`` in :func:`work_dtype`: a float16 block is copied to float32 (exactly)."""
+    return block.astype(np.float32) if block.dtype == np.float16 else block
+
+
+def take_into(
+    src: FloatMatrix, indices: npt.NDArray[np.intp], axis: int, out: FloatMatrix
+) -> FloatMatrix:
+    """``np.take(src, indices, axis)`` written into ``out``, widening float16 on the way."""
+    if src.dtype == out.dtype:
+        return np.take(src, indices, axis=axis, out=out, mode="clip")
+    out[...] = np.take(src, indices, axis=axis, mode="clip")
+    return out
 
 
 def check_k(k: int, m: int) -> None:
@@ -69,7 +97,7 @@ def column_sums(U: FloatMatrix, block_rows: int = BLOCK_ROWS) -> npt.NDArray[np.
     """``(m,)`` float64 ``sum_q U[q, r]``, checking every block for NaN, inf and negatives."""
     total = np.zeros(U.shape[1])
     for s, e in row_blocks(U.shape[0], block_rows):
-        block = U[s:e]
+        block = widen(U[s:e])
         check_values(block, f"rows {s}..{e - 1}")
         total += block.sum(axis=0, dtype=np.float64)
     return total
@@ -94,6 +122,7 @@ class GainTracker:
     k = 10) instead of k times. A column refreshed lazily catches up in one go from the snapshot
     of ``b`` taken when it was last fresh. Row chunks are spread over threads (numpy releases the
     GIL) and their sums are added in chunk order, so the thread count does not change results.
+    Every read of ``U`` covers at most ``block_rows`` rows, so a memmap is never loaded whole.
     """
 
     def __init__(self, U: FloatMatrix, block_rows: int, n_threads: int | None) -> None:
@@ -107,8 +136,9 @@ class GainTracker:
         self.blocks = row_blocks(self.n, block_rows)
         self.workers = max(1, min(n_threads, len(self.blocks) // 4))  # threads cost ~1 ms
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
-        self._buffers = [np.empty(block_rows * self.m, dtype=U.dtype) for _ in range(self.workers)]
-        self.best = np.zeros(self.n, dtype=U.dtype)  # b
+        dtype = work_dtype(U.dtype)
+        self._buffers = [np.empty(block_rows * self.m, dtype=dtype) for _ in range(self.workers)]
+        self.best = np.zeros(self.n, dtype=dtype)  # b
         self.best_sum = 0.0  # sum_q b[q]
         self.step = 0  # number of picks so far
         self.live = np.ones(self.m, dtype=bool)  # not yet picked
@@ -140,7 +170,8 @@ class GainTracker:
     def add(self, p: int) -> None:
         """Pick column ``p``: ``b = max(b, U[:, p])``."""
         self._snapshots[self.step] = self.best.copy()
-        np.maximum(self.best, self.U[:, p], out=self.best)  # one strided read of column p
+        for s, e in self.blocks:  # a strided read of column p, block by block
+            np.maximum(self.best[s:e], self.U[s:e, p], out=self.best[s:e])
         self.best_sum = float(self.best.sum(dtype=np.float64))
         self.live[p] = False
         self.step += 1
@@ -172,7 +203,7 @@ class GainTracker:
 
     def _scan_block(self, worker: int, block: tuple[int, int]) -> npt.NDArray[np.float64]:
         s, e = block
-        values = self.U[s:e]
+        values = widen(self.U[s:e])
         check_values(values, f"rows {s}..{e - 1}", check_max=False)  # +inf shows in the sums
         return values.sum(axis=0, dtype=np.float64)
 
@@ -190,14 +221,14 @@ class GainTracker:
             lo, hi, src = old[s:e], self.best[s:e], self.U[s:e]
             work = self._buffers[worker][: (e - s) * width].reshape(e - s, width)
             if cols is not None:
-                src = np.take(src, cols, axis=1, out=work, mode="clip")
+                src = take_into(src, cols, 1, work)
         else:
             lo, hi = old[chunk], self.best[chunk]
             work = self._buffers[worker][: chunk.size * width].reshape(chunk.size, width)
             if cols is None:
-                src = np.take(self.U, chunk, axis=0, out=work, mode="clip")
+                src = take_into(self.U, chunk, 0, work)
             else:
-                src = np.take(self.U[chunk], cols, axis=1, out=work, mode="clip")
+                src = take_into(self.U[chunk], cols, 1, work)
         if lo.any():  # the first pick has b_old = 0 <= U: the lower clip is a no-op
             src = np.maximum(src, lo[:, None], out=work)
         np.minimum(src, hi[:, None], out=work)

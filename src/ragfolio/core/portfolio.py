@@ -12,9 +12,11 @@ here (naive, lazy, stochastic greedy) only decide which gains to look at, as in 
 Exhaustive search, the paper's baselines and the a-posteriori certificate sit beside them.
 
 Every function reads ``U`` in blocks of rows, so an ``np.memmap`` (``np.load(path, mmap_mode="r")``)
-is never loaded whole (:func:`select_exhaustive` excepted). Sums are accumulated in float64; for
-utilities on a coarse grid (0, 1/3, 1/2, ... as support recall gives) they are exact, so every
-optimizer here breaks ties identically: among equal gains the lowest column index wins.
+is never loaded whole (:func:`select_exhaustive` excepted); a float16 ``U`` is widened to float32 a
+block at a time, which is exact, so it gives the results of ``U.astype(np.float32)``.
+Sums are accumulated in float64; for utilities on a coarse grid (0, 1/3, 1/2, ... as support
+recall gives) they are exact, so every optimizer here breaks ties identically: among equal gains
+the lowest column index wins.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ragfolio.core.gains import (
     column_sums,
     row_blocks,
     top_gains,
+    widen,
 )
 
 logger = logging.getLogger(__name__)
@@ -109,8 +112,9 @@ def select_greedy(
     w.r.t. the final portfolio (one more cheap update).
 
     Args:
-        U: ``(N, m)`` utilities in ``[0, 1]`` (any finite non-negative scale works); float32 is
-            used as is, an ``np.memmap`` is read by row blocks.
+        U: ``(N, m)`` utilities in ``[0, 1]`` (any finite non-negative scale works); float16,
+            float32 and float64 are used as is (float16 widened per block), an ``np.memmap`` is
+            read by row blocks of at most ``block_rows`` rows and never loaded whole.
         k: portfolio size, ``1 <= k <= m``.
         block_rows: rows per block (about 2 MB of ``U`` per block fits in cache).
         n_threads: threads over row blocks; ``None`` uses every available core.
@@ -317,7 +321,7 @@ def portfolio_value(U: npt.ArrayLike, indices: Sequence[int] | None) -> float:
         return 0.0
     total = 0.0
     for s, e in row_blocks(U.shape[0], BLOCK_ROWS):
-        best = (U[s:e] if idx is None else U[s:e][:, idx]).max(axis=1)
+        best = widen(U[s:e] if idx is None else U[s:e][:, idx]).max(axis=1)
         check_values(best, f"rows {s}..{e - 1}")
         total += float(best.sum(dtype=np.float64))
     return total / U.shape[0]
@@ -329,7 +333,7 @@ def best_of_k_curve(U: npt.ArrayLike, order: Sequence[int]) -> list[float]:
     idx = _check_indices(order, U.shape[1])
     totals = np.zeros(idx.size)
     for s, e in row_blocks(U.shape[0], BLOCK_ROWS):
-        block = U[s:e][:, idx]
+        block = widen(U[s:e][:, idx])
         check_values(block, f"rows {s}..{e - 1}")
         totals += np.maximum.accumulate(block, axis=1).sum(axis=0, dtype=np.float64)
     return (totals / U.shape[0]).tolist()
@@ -414,8 +418,8 @@ def _exact_gain_bounds(U: FloatMatrix, indices: list[int], k: int) -> npt.NDArra
     n, m = U.shape
     sums = np.zeros((len(indices) + 1, m))
     for s, e in row_blocks(n, BLOCK_ROWS):
-        block = U[s:e]
-        best = np.zeros(e - s, dtype=U.dtype)
+        block = widen(U[s:e])  # float16 differences would round
+        best = np.zeros(e - s, dtype=block.dtype)
         for i in range(len(indices) + 1):
             if i:
                 np.maximum(best, block[:, indices[i - 1]], out=best)
