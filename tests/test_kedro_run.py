@@ -41,17 +41,30 @@ def _split_fixture(tmp_path: Path) -> tuple[Path, Path]:
     return raw, test
 
 
-def test_kedro_run_portfolio_with_test_dir(tmp_path: Path) -> None:
-    project = _project_copy(tmp_path)
-    raw, test = _split_fixture(tmp_path)
-    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+def _kedro(project: Path, env: dict[str, str], *args: str) -> str:
     kedro = Path(sys.executable).with_name("kedro")
-    out = subprocess.run(
-        [str(kedro), "run", "--pipeline=portfolio", f"--params=data_prep.raw_dir={raw},data_prep.test_dir={test}"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=900,
-    )
+    out = subprocess.run([str(kedro), *args], cwd=project, env=env, capture_output=True, text=True, timeout=900)
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
+    return log
+
+
+@pytest.fixture(scope="module")
+def portfolio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], str]:
+    """One `kedro run --pipeline=portfolio` on the split tiny fixtures, tracked in a temporary MLflow store."""
+    tmp_path = tmp_path_factory.mktemp("kedro_run")
+    project = _project_copy(tmp_path)
+    raw, test = _split_fixture(tmp_path)
+    env = {
+        **os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "RAGFOLIO_MLFLOW": "1",
+    }
+    log = _kedro(project, env, "run", "--pipeline=portfolio", f"--params=data_prep.raw_dir={raw},data_prep.test_dir={test}")
+    return project, env, log
+
+
+def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, str], str]) -> None:
+    project, _, log = portfolio_run
     assert "triviaqa" in log and "left out of retrieval metrics" in log
 
     metrics = json.loads((project / "data/08_reporting/portfolio_metrics.json").read_text())
@@ -76,3 +89,67 @@ def test_kedro_run_portfolio_with_test_dir(tmp_path: Path) -> None:
     assert answer_metrics["datasets"]["all"]["vendi_rag"]["tokens_mean"] > 0
     for png in ("router_best_of_l.png", "em_vs_tokens.png"):
         assert (project / "data/08_reporting" / png).stat().st_size > 10_000
+    for csv in ("best_of_k.csv", "em_vs_tokens.csv"):  # the plots' data for `dvc plots show`
+        assert len((project / "data/08_reporting" / csv).read_text().splitlines()) > 5
+    manifest = json.loads((project / "data/06_models/bundle/manifest.json").read_text())
+    assert manifest["name"] == "all" and manifest["k"] == 5 and len(manifest["checksum"]) == 64
+
+
+def _mlflow_client(env: dict[str, str]):  # type: ignore[no-untyped-def]
+    import mlflow
+
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    return mlflow.MlflowClient()
+
+
+def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tuple[Path, dict[str, str], str]) -> None:
+    project, env, _ = portfolio_run
+    client = _mlflow_client(env)
+    experiment = client.get_experiment_by_name("ragfolio")
+    (run,) = client.search_runs([experiment.experiment_id])
+    params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
+    assert params["portfolio_selection.k"] == "5" and params["data_prep.test_fraction"] == "0.3"
+    assert "candidate_scoring.grid.bm25" in params and "router_training.router.hidden" in params
+    report = json.loads((project / "data/08_reporting/portfolio_metrics.json").read_text())
+    assert metrics["hotpotqa.test.greedy_at_5"] == pytest.approx(report["datasets"]["hotpotqa"]["test"]["greedy_at_k"][4])
+    assert "router.all.learned.best_of_l_1" in metrics and "answers.all.routed_l1.em" in metrics
+    assert tags["kedro.pipeline"] == "portfolio" and "data.sha256" in tags and "git.commit" in tags
+    manifest = json.loads((project / "data/06_models/bundle/manifest.json").read_text())
+    assert tags["bundle.checksum"] == manifest["checksum"]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
+    assert {"plots/best_of_k.png", "plots/router_best_of_l.png", "plots/em_vs_tokens.png", "plots/best_of_k.csv"} <= artifacts
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "reports")} >= {"reports/portfolio_metrics.json"}
+    (version,) = client.search_model_versions("name='ragfolio'")
+    assert version.version == "1" and version.run_id == run.info.run_id
+
+
+def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tuple[Path, dict[str, str], str]) -> None:
+    import mlflow
+    import pandas as pd
+
+    from ragfolio.core.artifacts import load_bundle
+
+    project, env, _ = portfolio_run
+    _mlflow_client(env)
+    model = mlflow.pyfunc.load_model("models:/ragfolio/1")
+    questions = ["Which magazine was started first, Arthur's Magazine or First for Women?", "Who founded the city?"]
+    predicted = model.predict(pd.DataFrame({"question": questions}), params={"l": 2})
+    bundle = load_bundle(project / "data/06_models/bundle")
+    rag = bundle.rag()
+    for row, question in zip(predicted.itertuples(), questions, strict=True):
+        routed = rag.retrieve(question, 2)
+        assert row.members == [bundle.members[j].name for j in routed.members]
+        assert row.passages == [[bundle.corpus.ids[d] for d in run.doc_ids] for run in routed.results.ok_runs]
+
+
+def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
+    portfolio_run: tuple[Path, dict[str, str], str],
+) -> None:
+    project, env, _ = portfolio_run
+    files = ["data/06_models/portfolios.json", "data/08_reporting/router_metrics.json",
+             "data/06_models/routers/all/router.safetensors", "data/06_models/bundle/manifest.json"]
+    before = {name: (project / name).read_bytes() for name in files}
+    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipeline=portfolio_selection")
+    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipeline=router_training")
+    for name in files:
+        assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"

@@ -85,7 +85,10 @@ def test_every_pipeline_in_order(catalog: DataCatalog) -> None:
         assert all(g >= t - 1e-6 for g, t in zip(train["greedy_at_k"], train["top_by_average_at_k"]))
         assert 0 < entry["certificate"]["ratio"] <= 1
     assert metrics["datasets"]["all"]["n_test"] == sum(metrics["datasets"][d]["n_test"] for d in ("hotpotqa", "musique"))
-    assert set(figures) == {"best_of_k_plot", "winners_heatmap"}
+    assert set(figures) == {"best_of_k_plot", "winners_heatmap", "best_of_k_data"}
+    table = catalog.load("best_of_k_data")  # the all portfolio's test curves, for `dvc plots`
+    assert list(table["greedy"]) == metrics["datasets"]["all"]["test"]["greedy_at_k"] and list(table["k"]) == [1, 2, 3, 4]
+    assert metrics["datasets"]["all"]["test"]["at_portfolio_k"]["greedy"] == metrics["datasets"]["all"]["test"]["greedy_at_k"][2]
 
     # router_training: one router per portfolio, every ablation, the same-budget check
     SequentialRunner().run(pipelines["router_training"], catalog)
@@ -101,6 +104,11 @@ def test_every_pipeline_in_order(catalog: DataCatalog) -> None:
         assert len(entry["same_budget"]["routed_union_recall"]) == 3
         assert len(entry["same_budget"]["single_best_recall"]) == 3
         assert "gap_closed_l1" in entry
+    bundle = catalog.load("bundle")  # the served portfolio: all, over both datasets' passages
+    assert bundle.name == "all" and bundle.members[0].name == metrics["datasets"]["all"]["portfolio"][0]
+    corpora = catalog.load("corpora")
+    assert len(bundle.corpus) == len({r["id"] for records in corpora.values() for r in records})
+    assert all(len(emb) == len(bundle.corpus) for emb in bundle.embeddings.values())
 
     # answering_evaluation: every system answers with the embedded LLM
     SequentialRunner().run(pipelines["answering_evaluation"], catalog)

@@ -119,3 +119,15 @@ def plot_em_vs_tokens(metrics: dict[str, Any]) -> plt.Figure:
     axes[0][0].set_ylabel("exact match")
     fig.tight_layout()
     return fig
+
+
+def em_vs_tokens_table(metrics: dict[str, Any]) -> pd.DataFrame:
+    """Rows ``(system, tokens_mean, em, f1, latency_ms_mean)`` over every dataset (``all``).
+
+    The data behind ``em_vs_tokens.png``, for ``dvc plots show`` (a scatter of ``em`` on ``tokens_mean``).
+    """
+    systems = metrics["datasets"]["all"]
+    return pd.DataFrame([
+        {"system": system, **{key: m[key] for key in ("tokens_mean", "em", "f1", "latency_ms_mean")}}
+        for system, m in systems.items()
+    ], columns=["system", "tokens_mean", "em", "f1", "latency_ms_mean"])

@@ -1,6 +1,11 @@
 from kedro.pipeline import Pipeline, node
 
-from ragfolio.pipelines.answering_evaluation.nodes import answer_test_questions, plot_em_vs_tokens, summarize_answers
+from ragfolio.pipelines.answering_evaluation.nodes import (
+    answer_test_questions,
+    em_vs_tokens_table,
+    plot_em_vs_tokens,
+    summarize_answers,
+)
 
 
 def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
@@ -24,6 +29,7 @@ def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
                 name="answer_test_questions",
             ),
             node(summarize_answers, inputs={"answers": "answers"}, outputs="answer_metrics", name="summarize_answers"),
+            node(em_vs_tokens_table, inputs={"metrics": "answer_metrics"}, outputs="em_vs_tokens_data", name="em_vs_tokens_table"),
             node(plot_em_vs_tokens, inputs={"metrics": "answer_metrics"}, outputs="em_vs_tokens_plot", name="plot_em_vs_tokens"),
         ]
     )

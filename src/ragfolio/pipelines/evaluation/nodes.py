@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # nodes run headless; set before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from pydantic import BaseModel, ConfigDict  # noqa: E402
 
 from ragfolio.core.evaluation import split_report, win_shares  # noqa: E402
@@ -61,6 +62,11 @@ def evaluate_portfolios(
             entry[f"n_{split}"] = int(len(U))
             orders = (sel["greedy"], sel["top_by_average"], sel["random"])
             entry[split] = split_report(U, *orders)
+            if len(U):  # scalars at the portfolio's k: `dvc metrics show/diff` reads scalars only, not lists
+                k = portfolios["k"]
+                entry[split]["at_portfolio_k"] = {
+                    name: entry[split][f"{name}_at_k"][k - 1] for name in ("greedy", "top_by_average", "random")
+                }
             if split == "test" and len(U):
                 labels = np.asarray(test_types[key])
                 entry[split]["by_type"] = {
@@ -129,3 +135,17 @@ def plot_winners(
     fig.colorbar(image, ax=ax, fraction=0.03)
     fig.tight_layout()
     return fig
+
+
+def best_of_k_table(metrics: dict[str, Any]) -> pd.DataFrame:
+    """The ``all`` portfolio's test best-of-k curves: rows ``(k, greedy, top_by_average, random, single_best, oracle)``.
+
+    The data behind ``best_of_k.png``'s ``all`` panel, in a form ``dvc plots show`` renders and
+    ``dvc plots diff`` compares (per-dataset curves are in ``portfolio_metrics.json``).
+    """
+    test = metrics["datasets"][ALL]["test"]
+    return pd.DataFrame({
+        "k": np.arange(1, len(test["greedy_at_k"]) + 1), "greedy": test["greedy_at_k"],
+        "top_by_average": test["top_by_average_at_k"], "random": test["random_at_k"],
+        "single_best": test["single_best"], "oracle": test["oracle_all"],
+    })

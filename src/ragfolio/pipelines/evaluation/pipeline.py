@@ -1,6 +1,6 @@
 from kedro.pipeline import Pipeline, node
 
-from ragfolio.pipelines.evaluation.nodes import evaluate_portfolios, plot_best_of_k, plot_winners
+from ragfolio.pipelines.evaluation.nodes import best_of_k_table, evaluate_portfolios, plot_best_of_k, plot_winners
 
 UTILITY = {"utility_matrices": "utility_matrices", "utility_index": "utility_index", "portfolios": "portfolios"}
 
@@ -15,6 +15,7 @@ def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
                 name="evaluate_portfolios",
             ),
             node(plot_best_of_k, inputs={"metrics": "portfolio_metrics"}, outputs="best_of_k_plot", name="plot_best_of_k"),
+            node(best_of_k_table, inputs={"metrics": "portfolio_metrics"}, outputs="best_of_k_data", name="best_of_k_table"),
             node(plot_winners, inputs=UTILITY, outputs="winners_heatmap", name="plot_winners"),
         ]
     )

@@ -185,6 +185,10 @@ def evaluate_routers(
         single = entry["top_average"]["best_of_l"][0]  # the member with the best train mean, on test
         entry["single_best_member"] = single
         entry["gap_closed_l1"] = routing.gap_closed(entry["learned"]["best_of_l"][0], single, entry["oracle"]["best_of_l"][0])
+        entry["summary"] = {  # scalars for `dvc metrics show/diff`, which skips lists
+            f"{name}_l{l}": entry[name]["best_of_l"][l - 1]
+            for name in ("learned", "greedy_prefix", "top_average", "logistic") for l in (1, 2) if l <= k
+        }
         datasets = list(utility_index["datasets"]) if key == ALL else [key]
         entry["same_budget"] = _same_budget(retrieval, specs, datasets, members, sel["top_by_average"][0], picks["learned"])
         report["datasets"][key] = entry

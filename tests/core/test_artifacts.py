@@ -1,0 +1,126 @@
+"""The served bundle: a lossless round trip, checksums that catch any change, and a working portfolio."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragfolio.core.artifacts import BundleIntegrityError, PortfolioBundle, encoders_used, load_bundle, save_bundle
+from ragfolio.core.data import Corpus
+from ragfolio.core.features import TextHasher, query_features
+from ragfolio.core.pool import make_candidate
+from ragfolio.core.router import Router
+
+PASSAGES = [
+    ("Danube", "The Danube is the second-longest river in Europe."),
+    ("Rhine", "The Rhine river flows from the Alps to the North Sea."),
+    ("Everest", "Mount Everest is the highest mountain above sea level."),
+    ("K2", "K2 is the second-highest mountain on Earth."),
+    ("Stradivari", "Antonio Stradivari made violins in Cremona."),
+    ("Paganini", "Niccolo Paganini was a violin virtuoso."),
+]
+TEXT_FEATURES = {"n_features": 64, "word_ngrams": [1, 1], "char_ngrams": [3, 3]}
+
+
+def _bundle() -> PortfolioBundle:
+    members = [make_candidate("bm25", {"k1": k1, "b": 0.75}) for k1 in (0.9, 1.5)]
+    rng = np.random.default_rng(0)
+    questions = [f"which {w} is {rng.choice(['long', 'high', 'famous'])}" for w in rng.choice(["river", "mountain"], 60)]
+    U = np.array([[1.0, 0.0] if "river" in q else [0.0, 1.0] for q in questions], dtype=np.float32)
+    hasher = TextHasher(n_features=64, word_ngrams=(1, 1), char_ngrams=(3, 3))
+    router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0)
+    router.fit(query_features(questions, {}, hasher), U, [m.name for m in members])
+    corpus = Corpus.from_records([{"id": f"p{i}", "title": t, "text": x} for i, (t, x) in enumerate(PASSAGES)])
+    return PortfolioBundle(
+        name="tiny", corpus=corpus, members=members, router=router,
+        scoring={"num_docs": 2, "prefilter_depth": 4, "bm25_base": {}, "graph_max_degree": 5, "encoders": {}},
+        routing={"text_features": TEXT_FEATURES, "encoders": []},
+        embeddings={"fake": rng.normal(size=(len(PASSAGES), 3)).astype(np.float32)},
+        default_l=1, selection={"greedy_train_values": [0.5, 1.0]},
+    )
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    save_bundle(_bundle(), tmp_path / "bundle")
+    return tmp_path / "bundle"
+
+
+def test_round_trip_keeps_everything_and_records_checksums(saved: Path) -> None:
+    original, loaded = _bundle(), load_bundle(saved)
+    assert loaded.corpus == original.corpus and [m.name for m in loaded.members] == [m.name for m in original.members]
+    assert loaded.default_l == 1 and loaded.selection == original.selection and loaded.k == 2
+    np.testing.assert_array_equal(loaded.embeddings["fake"], original.embeddings["fake"])
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert len(loaded.checksum) == 64 and loaded.version == loaded.checksum[:12] == manifest["version"]
+    assert set(manifest["files"]) == {"corpus.jsonl", "router/router.json", "router/router.safetensors", "embeddings/fake.npy"}
+    assert manifest["ragfolio_version"]
+
+
+def test_same_content_gives_the_same_version(tmp_path: Path) -> None:
+    first = save_bundle(_bundle(), tmp_path / "a")
+    second = save_bundle(_bundle(), tmp_path / "b")
+    assert first["checksum"] == second["checksum"]
+
+
+def test_loaded_bundle_routes_like_the_saved_router_and_retrieves(saved: Path) -> None:
+    rag, original = load_bundle(saved).rag(), _bundle().rag()
+    for query in ("which river is long", "which mountain is high"):
+        assert rag.route(query, 2)[:2] == original.route(query, 2)[:2]
+    river = rag.retrieve("which river is long", 2, members=[0])
+    (run,) = river.results.ok_runs
+    assert not river.results.degraded and len(run.doc_ids) == 2
+    assert {rag.runner.titles[d] for d in run.doc_ids} == {"Danube", "Rhine"}
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "router/router.safetensors", "embeddings/fake.npy"])
+def test_a_changed_byte_is_caught_naming_the_file(saved: Path, name: str) -> None:
+    path = saved / name
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(BundleIntegrityError, match=name.replace(".", r"\.")):
+        load_bundle(saved)
+
+
+def test_missing_extra_and_edited_manifest_are_caught(saved: Path) -> None:
+    (saved / "embeddings" / "extra.npy").write_bytes(b"x")
+    with pytest.raises(BundleIntegrityError, match="extra.npy is not part of the bundle"):
+        load_bundle(saved)
+    (saved / "embeddings" / "extra.npy").unlink()
+    (saved / "embeddings" / "fake.npy").unlink()
+    with pytest.raises(BundleIntegrityError, match="fake.npy is listed in the manifest but missing"):
+        load_bundle(saved)
+
+
+def test_an_edited_manifest_is_caught(saved: Path) -> None:
+    manifest = json.loads((saved / "manifest.json").read_text())
+    manifest["default_l"] = 2
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleIntegrityError, match="manifest.json does not match"):
+        load_bundle(saved)
+
+
+def test_not_a_bundle_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="router_training"):
+        load_bundle(tmp_path)
+
+
+def test_members_must_match_the_router() -> None:
+    bundle = _bundle()
+    with pytest.raises(ValueError, match="router's members"):
+        PortfolioBundle(**{**bundle.__dict__, "members": bundle.members[::-1]})
+    with pytest.raises(ValueError, match="default_l=3"):
+        PortfolioBundle(**{**bundle.__dict__, "default_l": 3})
+
+
+def test_encoders_used_reads_encoder_params_and_bases() -> None:
+    members = [
+        make_candidate("mmr", {"prefilter": "hybrid:e5", "encoder": "minilm", "lambda": 0.5}),
+        make_candidate("bm25", {"k1": 1.2, "b": 0.75}),
+        make_candidate("two_hop", {"first": "dense:mpnet", "append": "title", "second": "bm25"}),
+    ]
+    assert encoders_used(members, {"minilm": {}, "e5": {}, "mpnet": {}}) == ["e5", "minilm", "mpnet"]
