@@ -61,3 +61,10 @@ def tiny_runner(tiny_dir: Path, runner_class: type[PoolRunner] = PoolRunner, **k
         num_docs=3, prefilter_depth=8, **kwargs,
     )
     return runner, [q.question for q in questions]
+
+
+def register_hashing_kind() -> None:
+    """Register kind ``hashing`` for good in this process (Dask workers: ``client.run`` it there)."""
+    from ragfolio.core import encoders  # the module itself, so that a pickled copy of this still edits it
+
+    encoders.ENCODER_KINDS["hashing"] = lambda **options: HashingEncoder([], **options)

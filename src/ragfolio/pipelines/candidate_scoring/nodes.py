@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import Corpus, Question
+from ragfolio.core.distributed import CorpusPart, RunnerConfig, ScoringJob, score_in_process, score_on_cluster
 from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid
-from ragfolio.core.pool_runner import PoolRunner, passage_texts
-from ragfolio.core.scoring import answer_recall_matrix, support_recall_matrix
+from ragfolio.core.pool_runner import PoolRunner
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,8 @@ class CandidateScoringParams(BaseModel):
     graph_max_degree: int = Field(50, ge=1)
     encoders: dict[str, dict[str, Any]]
     grid: dict[str, Any]
+    scheduler_address: str | None = None  # a Dask scheduler (tcp://host:8786); None scores in process
+    query_block_size: int = Field(256, ge=1)  # queries per block (per task on a cluster), both paths
 
 
 def expand_candidates(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,13 +42,18 @@ def expand_candidates(params: dict[str, Any]) -> list[dict[str, Any]]:
     return [c.to_record() for c in candidates]
 
 
+def runner_config(cache: ArrayCache, p: CandidateScoringParams, num_docs: int | None = None) -> RunnerConfig:
+    """How candidate scoring builds its pool runners (``num_docs`` overridable)."""
+    options = {
+        "num_docs": num_docs or p.num_docs, "prefilter_depth": max(p.prefilter_depth, num_docs or 0),
+        "bm25_params": p.bm25_base or None, "graph_max_degree": p.graph_max_degree,
+    }
+    return RunnerConfig(p.encoders, cache, options)
+
+
 def make_runner(corpus: Corpus, cache: ArrayCache, p: CandidateScoringParams, num_docs: int | None = None) -> PoolRunner:
     """The pool runner of ``corpus`` configured as candidate scoring ran it (``num_docs`` overridable)."""
-    return PoolRunner(
-        corpus.titles, corpus.texts, p.encoders, cache, num_docs=num_docs or p.num_docs,
-        prefilter_depth=max(p.prefilter_depth, num_docs or 0), bm25_params=p.bm25_base or None,
-        graph_max_degree=p.graph_max_degree,
-    )
+    return runner_config(cache, p, num_docs).build(corpus.titles, corpus.texts)
 
 
 def scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
@@ -71,34 +78,40 @@ def score_candidates(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Run every candidate over each dataset's corpus and score it per question.
 
+    Queries go in blocks of ``query_block_size``; with ``scheduler_address`` set, one Dask task per
+    block (:func:`ragfolio.core.distributed.score_on_cluster`), else one after another here. Both
+    give the same float32 matrices.
+
     Returns:
         ``{dataset: U}`` with ``U`` of shape ``(n_questions, n_candidates)`` float32, and an index
         naming U's columns (candidates) and rows (question id, split and type per dataset).
     """
     p = CandidateScoringParams(**params)
     specs = [CandidateSpec.from_record(c) for c in candidates]
-    matrices, rows = {}, {}
+    jobs, rows = [], {}
     for dataset, records in corpora.items():
         corpus = Corpus.from_records(records)
         qs, splits = scoreable_questions(questions, dataset)
-        runner = make_runner(corpus, cache, p)
-        start = time.perf_counter()
-        results = runner.run_all(specs, [q.question for q in qs], desc=f"{dataset} candidates")
         if p.score == "support_recall":
             row_of = corpus.row_of()
-            utility = support_recall_matrix(results, [[row_of[g] for g in q.gold_passage_ids()] for q in qs])
+            targets = tuple(tuple(row_of[g] for g in q.gold_passage_ids()) for q in qs)
         else:
-            utility = answer_recall_matrix(results, passage_texts(corpus.titles, corpus.texts), [q.answers for q in qs])
-        logger.info(
-            "%s: utility matrix %s in %.1f s, mean %s %.3f",
-            dataset, utility.shape, time.perf_counter() - start, p.score, float(utility.mean()),
-        )
-        matrices[dataset] = utility
+            targets = tuple(tuple(q.answers) for q in qs)
+        jobs.append(ScoringJob(dataset, CorpusPart.of(corpus.titles, corpus.texts), tuple(q.question for q in qs), targets))
         rows[dataset] = {
             "ids": [q.id for q in qs],
             "split": splits,
             "type": [q.type or "unknown" for q in qs],
         }
+    start, config = time.perf_counter(), runner_config(cache, p)
+    if p.scheduler_address:
+        matrices = score_on_cluster(jobs, specs, config, p.score, p.query_block_size, p.scheduler_address)
+    else:
+        matrices = score_in_process(jobs, specs, config, p.score, p.query_block_size)
+    for dataset, utility in matrices.items():
+        logger.info("%s: utility matrix %s, mean %s %.3f", dataset, utility.shape, p.score,
+                    float(utility.mean()) if utility.size else float("nan"))
+    logger.info("utility matrices in %.1f s (%s)", time.perf_counter() - start, p.scheduler_address or "in process")
     index = {
         "score": p.score,
         "num_docs": p.num_docs,
