@@ -120,7 +120,7 @@ def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tupl
     assert {"plots/best_of_k.png", "plots/router_best_of_l.png", "plots/em_vs_tokens.png", "plots/best_of_k.csv"} <= artifacts
     assert {a.path for a in client.list_artifacts(run.info.run_id, "reports")} >= {"reports/portfolio_metrics.json"}
     (version,) = client.search_model_versions("name='ragfolio'")
-    assert version.version == "1" and version.run_id == run.info.run_id
+    assert int(version.version) == 1 and version.run_id == run.info.run_id
 
 
 def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tuple[Path, dict[str, str], str]) -> None:
