@@ -1,0 +1,219 @@
+"""Load test of the HTTP service over loopback: /retrieve at concurrency 16, /answer at concurrency 4.
+
+Starts ``bentoml serve`` from the repository root on a free 127.0.0.1 port with the default
+settings (conf/base/serving.yml: the pipeline's bundle, the embedded Gemma-3-270M) and measures
+its time to ready (process start to ``/readyz`` 200), or targets an already running service with
+``--url`` (loopback addresses only). Then, bounded in count and in time:
+
+* ``--retrieve-requests`` (500) ``POST /retrieve`` with ``--retrieve-concurrency`` (16) in flight;
+* ``--answer-requests`` (50) ``POST /answer`` with ``--answer-concurrency`` (4) in flight.
+
+Queries are the sample's questions (data/02_intermediate/questions.json, 300 of them) in a fixed
+shuffled order, cycled. The service keeps the query parts of its last 256 queries in memory, so a
+cycle of 300 misses every time, as new queries would. A phase stops at ``--max-phase-s`` with the
+requests not sent counted as not run. Reported per phase: throughput, p50/p95/p99 latency,
+errors (any non-200 or failed connection), 5xx, and responses with ``degraded: true``.
+
+Run from the repository root (client and server share the machine's cores)::
+
+    .venv/bin/python benchmarks/bench_service.py --out docs/bench_service.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass
+class Phase:
+    """Outcome of one endpoint's load."""
+
+    endpoint: str
+    requests: int
+    concurrency: int
+    latencies_ms: list[float] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)  # 0: the connection failed
+    degraded: int = 0
+    wall_s: float = 0.0
+
+    def row(self) -> str:
+        done = len(self.statuses)
+        errors = sum(s != 200 for s in self.statuses)
+        server_errors = sum(s >= 500 for s in self.statuses)
+        p50, p95, p99 = np.percentile(self.latencies_ms, [50, 95, 99]) if self.latencies_ms else (np.nan,) * 3
+        return (f"| `{self.endpoint}` | {done}/{self.requests} | {self.concurrency} | {done / self.wall_s:.2f} | "
+                f"{p50:.0f} | {p95:.0f} | {p99:.0f} | {errors} | {server_errors} | {self.degraded} |")
+
+
+def questions() -> list[str]:
+    path = ROOT / "data" / "02_intermediate" / "questions.json"
+    if path.is_file():
+        texts = [q["question"] for q in json.loads(path.read_text())]
+    else:  # a fresh clone before `kedro run`: the test fixtures' questions
+        texts = [json.loads(line)["question"] for f in sorted((ROOT / "tests/fixtures/tiny").glob("*.jsonl"))
+                 for line in f.read_text().splitlines() if line.strip()]
+    random.Random(0).shuffle(texts)
+    return texts
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(timeout_s: float) -> Iterator[tuple[str, float]]:
+    """``bentoml serve`` on a free loopback port; yields ``(url, seconds to ready)``, then stops it."""
+    port = free_port()
+    env = {**os.environ, "BENTOML_HOME": tempfile.mkdtemp(prefix="bentoml_home_"), "BENTOML_DO_NOT_TRACK": "true",
+           "DO_NOT_TRACK": "1"}
+    log = Path(env["BENTOML_HOME"]) / "serve.log"
+    start = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("bentoml")), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"bentoml serve exited with {proc.returncode}; see {log}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.perf_counter() - start > timeout_s:
+                raise RuntimeError(f"not ready after {timeout_s} s; see {log}")
+            time.sleep(0.1)
+        yield url, time.perf_counter() - start
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def run_phase(url: str, phase: Phase, queries: list[str], max_s: float) -> Phase:
+    """Send ``phase.requests`` requests with ``phase.concurrency`` in flight, stopping at ``max_s``."""
+    pending = iter(range(phase.requests))
+    start = time.perf_counter()
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        for i in pending:
+            if time.perf_counter() - start > max_s:
+                return
+            sent = time.perf_counter()
+            try:
+                response = await client.post(phase.endpoint, json={"query": queries[i % len(queries)]})
+                status = response.status_code
+                if status == 200 and response.json().get("degraded"):
+                    phase.degraded += 1
+            except httpx.HTTPError:
+                status = 0
+            phase.latencies_ms.append(1000 * (time.perf_counter() - sent))
+            phase.statuses.append(status)
+
+    limits = httpx.Limits(max_connections=phase.concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=max_s, limits=limits) as client:
+        await asyncio.gather(*(worker(client) for _ in range(phase.concurrency)))
+    phase.wall_s = time.perf_counter() - start
+    return phase
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor() or "unknown")
+    return f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}"
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def report(phases: list[Phase], ready_s: float | None, url: str, portfolio: dict, loads: tuple[str, str]) -> str:
+    command = "python " + shlex.join(sys.argv)
+    ready = f"{ready_s:.1f} s (process start to `/readyz` 200, warm-up included)" if ready_s is not None else (
+        "not measured (`--url` targeted a running service)")
+    lines = [
+        "# Service load benchmark", "",
+        f"Command: `{command}` (from the repository root).", "",
+        f"- Machine: {machine()}; client and server share it. Load average (1/5/15 min) before: {loads[0]}; "
+        f"after: {loads[1]}.",
+        f"- Service: `bentoml serve` at {url}, one worker; bundle `{portfolio.get('name')}` version "
+        f"`{portfolio.get('version')}` (k={portfolio.get('k')}, default l={portfolio.get('default_l')}, "
+        f"num_docs={portfolio.get('num_docs')}, {portfolio.get('n_passages')} passages); LLM "
+        f"`{portfolio.get('limits', {}).get('llm')}`.",
+        f"- Time to ready: {ready}.", "",
+        "| endpoint | done/asked | concurrency | throughput (req/s) | p50 (ms) | p95 (ms) | p99 (ms) | errors | 5xx | degraded |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *[p.row() for p in phases], "",
+        "Errors count every response other than 200 and every failed connection; degraded counts 200 responses in "
+        "which a member failed or timed out. Latency is per request, from send to the full response.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", help="a running service (loopback only); default: start `bentoml serve`")
+    parser.add_argument("--retrieve-requests", type=int, default=500)
+    parser.add_argument("--retrieve-concurrency", type=int, default=16)
+    parser.add_argument("--answer-requests", type=int, default=50)
+    parser.add_argument("--answer-concurrency", type=int, default=4)
+    parser.add_argument("--max-phase-s", type=float, default=900.0, help="stop sending after this many seconds")
+    parser.add_argument("--ready-timeout-s", type=float, default=180.0)
+    parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
+    args = parser.parse_args()
+    if args.url and urlparse(args.url).hostname not in LOOPBACK:
+        parser.error(f"--url {args.url}: only loopback addresses ({sorted(LOOPBACK)}) are benchmarked")
+
+    queries = questions()
+    loads = [load_average()]
+    with contextlib.ExitStack() as stack:
+        if args.url:
+            url, ready_s = args.url.rstrip("/"), None
+        else:
+            url, ready_s = stack.enter_context(serve(args.ready_timeout_s))
+            print(f"ready after {ready_s:.1f} s at {url}", flush=True)
+        portfolio = httpx.get(f"{url}/portfolio", timeout=30).json()
+        phases = []
+        for endpoint, n, c in [("/retrieve", args.retrieve_requests, args.retrieve_concurrency),
+                               ("/answer", args.answer_requests, args.answer_concurrency)]:
+            phase = asyncio.run(run_phase(url, Phase(endpoint, n, c), queries, args.max_phase_s))
+            print(phase.row(), flush=True)
+            phases.append(phase)
+    loads.append(load_average())
+    text = report(phases, ready_s, url, portfolio, (loads[0], loads[1]))
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The service's settings: ``conf/base/serving.yml`` (key ``serving``) with environment overrides.
+
+``RAGFOLIO_SERVING_CONFIG`` names another YAML file; ``RAGFOLIO_BUNDLE`` and ``RAGFOLIO_<FIELD>``
+(upper-case name of a top-level scalar field, e.g. ``RAGFOLIO_MEMBER_TIMEOUT_S=2``) override single
+values. Settings come only from the operator: nothing in a request can change them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_CONFIG = Path("conf/base/serving.yml")
+CONFIG_ENV = "RAGFOLIO_SERVING_CONFIG"
+ENV_PREFIX = "RAGFOLIO_"
+EMBEDDED_LLM: dict[str, Any] = {"kind": "llama_cpp", "llama_cpp": {"n_ctx": 2048, "n_threads": 2}}
+
+
+class AnswererConfig(BaseModel):
+    """Keyword arguments of :class:`ragfolio.core.answering.Answerer`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_answer_tokens: int = Field(16, ge=1)
+    max_selector_tokens: int = Field(16, ge=1)
+    max_passage_words: int = Field(80, ge=1)
+
+
+class ServingConfig(BaseModel):
+    """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
+
+    Attributes:
+        bundle: Folder of the portfolio bundle (relative paths: to the working directory).
+        default_l: Members a query is routed to when the request does not say; None: the bundle's.
+        max_query_chars: Longest query accepted, in characters.
+        max_batch: Most queries in one ``/batch_retrieve`` request.
+        max_num_docs: Largest ``num_docs`` a request may ask for.
+        member_timeout_s: Deadline of each routed member, counted from when members start.
+        request_timeout_s: Deadline of a ``/retrieve`` or ``/batch_retrieve`` request.
+        answer_timeout_s: Deadline of an ``/answer`` request.
+        retrieve_threads: Retrievals in progress at once (each runs its members concurrently).
+        answer_threads: ``/answer`` requests in progress at once.
+        warm_up: Build the corpus parts (indexes, passage graph, encoders) and load the embedded LLM
+            before the service reports ready.
+        llm: A :func:`ragfolio.core.answering.make_backend` config.
+        answerer: The answer and selector prompt limits.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bundle: Path = Path("data/06_models/bundle")
+    default_l: int | None = Field(None, ge=1)
+    max_query_chars: int = Field(2000, ge=1)
+    max_batch: int = Field(64, ge=1)
+    max_num_docs: int = Field(20, ge=1)
+    member_timeout_s: float = Field(10.0, gt=0)
+    request_timeout_s: float = Field(30.0, gt=0)
+    answer_timeout_s: float = Field(120.0, gt=0)
+    retrieve_threads: int = Field(16, ge=1)
+    answer_threads: int = Field(4, ge=1)
+    warm_up: bool = True
+    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
+    answerer: AnswererConfig = Field(default_factory=AnswererConfig)
+
+    @field_validator("llm")
+    @classmethod
+    def _llm_has_kind(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "kind" not in value:
+            raise ValueError("llm needs a 'kind' (llama_cpp or openai)")
+        return value
+
+
+SCALAR_FIELDS = ("bundle", "default_l", "max_query_chars", "max_batch", "max_num_docs", "member_timeout_s",
+                 "request_timeout_s", "answer_timeout_s", "retrieve_threads", "answer_threads", "warm_up")
+
+
+def load_config(
+    path: str | Path | None = None, env: Mapping[str, str] | None = None, root: str | Path | None = None
+) -> ServingConfig:
+    """The settings from ``path`` (default: ``$RAGFOLIO_SERVING_CONFIG`` or conf/base/serving.yml).
+
+    A missing default file means the defaults; a missing named file is an error. Relative paths
+    (the config file's, the bundle's) are taken from ``root``, the service's working directory
+    (the project root, or a bento's ``src`` folder; default: the current directory).
+
+    Raises:
+        FileNotFoundError: The named config file does not exist.
+        ValueError: The file has no top-level ``serving`` key.
+        pydantic.ValidationError: A setting is unknown or out of range (named).
+    """
+    env = os.environ if env is None else env
+    base = Path(root) if root is not None else Path.cwd()
+    named = path if path is not None else env.get(CONFIG_ENV)
+    file = base / (Path(named) if named else DEFAULT_CONFIG)  # an absolute path stays as it is
+    values: dict[str, Any] = {}
+    if file.is_file():
+        raw = yaml.safe_load(file.read_text()) or {}
+        if not isinstance(raw, dict) or "serving" not in raw:
+            raise ValueError(f"{file}: expected a top-level 'serving' key, found {sorted(raw) if isinstance(raw, dict) else raw!r}")
+        values = dict(raw["serving"] or {})
+    elif named:
+        raise FileNotFoundError(f"{file} does not exist (named by {'the path argument' if path else CONFIG_ENV})")
+    for name in SCALAR_FIELDS:
+        if (value := env.get(f"{ENV_PREFIX}{name.upper()}")) is not None:
+            values[name] = None if value.lower() in ("", "null", "none") else value
+    config = ServingConfig(**values)
+    return config.model_copy(update={"bundle": base / config.bundle})

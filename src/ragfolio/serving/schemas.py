@@ -1,0 +1,240 @@
+"""Request and response bodies of the service.
+
+Requests are validated twice by the same models: BentoML parses the JSON body against them
+(types, unknown fields, ``l >= 1``), then the endpoint validates again with :class:`Limits` as
+the validation context, which adds the limits known only at run time (``l <= k`` of the loaded
+bundle, the configured query length, batch size and ``num_docs``). Either way a bad request
+raises :class:`pydantic.ValidationError`, which BentoML answers with a 400 whose ``detail`` lists
+each error's ``loc`` (the field) and ``msg`` (the limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Run-time limits of a request: ``k`` of the bundle and the configured maxima."""
+
+    k: int
+    max_query_chars: int
+    max_batch: int
+    max_num_docs: int
+
+
+def _limits(info: ValidationInfo) -> Limits | None:
+    return info.context.get("limits") if isinstance(info.context, dict) else None
+
+
+def check_query(query: str, limits: Limits | None, field: str = "query") -> str:
+    """``query`` if it has a non-space character and at most ``limits.max_query_chars`` characters."""
+    if not query.strip():
+        raise PydanticCustomError("string_blank", "{field} is empty or whitespace only", {"field": field})
+    if limits is not None and len(query) > limits.max_query_chars:
+        raise PydanticCustomError(
+            "string_too_long", "{field} has {length} characters; the limit is max_query_chars={limit}",
+            {"field": field, "length": len(query), "limit": limits.max_query_chars},
+        )
+    return query
+
+
+def check_l(l: int | None, limits: Limits | None) -> int | None:  # noqa: E741 - the API's name
+    if l is not None and limits is not None and l > limits.k:
+        raise PydanticCustomError(
+            "less_than_equal", "l={l} must be in 1..{k} (k, the bundle's members)", {"l": l, "k": limits.k}
+        )
+    return l
+
+
+def check_num_docs(num_docs: int | None, limits: Limits | None) -> int | None:
+    if num_docs is not None and limits is not None and num_docs > limits.max_num_docs:
+        raise PydanticCustomError(
+            "less_than_equal", "num_docs={n} must be in 1..{limit} (max_num_docs)",
+            {"n": num_docs, "limit": limits.max_num_docs},
+        )
+    return num_docs
+
+
+class RetrieveRequest(BaseModel):
+    """``POST /retrieve``: route one query and return the routed members' passages."""
+
+    model_config = _STRICT
+
+    query: str = Field(description="The question.")
+    l: int | None = Field(None, ge=1, description="Members to route to; default: the configured default_l.")  # noqa: E741
+    num_docs: int | None = Field(None, ge=1, description="Passages per member; default: the bundle's num_docs.")
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: str, info: ValidationInfo) -> str:
+        return check_query(value, _limits(info))
+
+    @field_validator("l")
+    @classmethod
+    def _l(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return check_l(value, _limits(info))
+
+    @field_validator("num_docs")
+    @classmethod
+    def _num_docs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return check_num_docs(value, _limits(info))
+
+
+class BatchRetrieveRequest(BaseModel):
+    """``POST /batch_retrieve``: :class:`RetrieveRequest` for a list of queries."""
+
+    model_config = _STRICT
+
+    queries: list[str] = Field(min_length=1, description="The questions (at most max_batch).")
+    l: int | None = Field(None, ge=1)  # noqa: E741
+    num_docs: int | None = Field(None, ge=1)
+
+    @field_validator("queries")
+    @classmethod
+    def _queries(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        limits = _limits(info)
+        if limits is not None and len(value) > limits.max_batch:
+            raise PydanticCustomError(
+                "too_long", "queries has {n} items; the limit is max_batch={limit}",
+                {"n": len(value), "limit": limits.max_batch},
+            )
+        return [check_query(q, limits, f"queries[{i}]") for i, q in enumerate(value)]
+
+    @field_validator("l")
+    @classmethod
+    def _l(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return check_l(value, _limits(info))
+
+    @field_validator("num_docs")
+    @classmethod
+    def _num_docs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return check_num_docs(value, _limits(info))
+
+
+class AnswerRequest(BaseModel):
+    """``POST /answer``: route, retrieve, answer with each routed member's passages, select."""
+
+    model_config = _STRICT
+
+    query: str = Field(description="The question.")
+    l: int | None = Field(None, ge=1, description="Members to route to; default: the configured default_l.")  # noqa: E741
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: str, info: ValidationInfo) -> str:
+        return check_query(value, _limits(info))
+
+    @field_validator("l")
+    @classmethod
+    def _l(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return check_l(value, _limits(info))
+
+
+# --- responses ------------------------------------------------------------------------------------
+class Passage(BaseModel):
+    """A corpus passage; ``score`` is the member's own score (not comparable across members)."""
+
+    id: str
+    title: str
+    text: str
+    score: float | None = None
+
+
+class MergedPassage(BaseModel):
+    """A passage of the merged list, with the members that returned it (router order)."""
+
+    id: str
+    title: str
+    text: str
+    members: list[str]
+
+
+class MemberResult(BaseModel):
+    """One routed member's answer to the query."""
+
+    name: str
+    family: str
+    router_score: float | None = Field(description="The router's cosine score; null when not routed.")
+    ok: bool
+    error: str | None = Field(None, description="Why the member was left out (timeout or exception).")
+    latency_ms: float
+    passages: list[Passage]
+
+
+class RetrieveResponse(BaseModel):
+    """The routed members, their passages and the passages merged by rank (all rank-1s first)."""
+
+    query: str
+    l: int  # noqa: E741
+    num_docs: int
+    members: list[MemberResult]
+    passages: list[MergedPassage]
+    degraded: bool
+    reasons: list[str] = Field(description="'<member>: <error>' for each member left out.")
+    latency_ms: dict[str, float] = Field(description="route, shared (query parts), members (wall), total.")
+
+
+class BatchRetrieveResponse(BaseModel):
+    results: list[RetrieveResponse]
+    degraded: bool
+    latency_ms: float
+
+
+class Candidate(BaseModel):
+    member: str
+    answer: str
+
+
+class Tokens(BaseModel):
+    prompt: int
+    completion: int
+    total: int
+    calls: dict[str, dict[str, Any]] = Field(description="Per LLM call: prompt/completion tokens, latency_ms.")
+
+
+class AnswerResponse(BaseModel):
+    """The selected answer, every member's candidate answer and what it cost."""
+
+    query: str
+    l: int  # noqa: E741
+    answer: str
+    chosen: int = Field(description="Index into candidates of the selected answer; -1: closed-book.")
+    chosen_member: str | None
+    fallback: bool = Field(description="The selector named no candidate, so the top-routed answer was taken.")
+    candidates: list[Candidate]
+    members: list[MemberResult] = Field(description="The routed members and the passages each answer used.")
+    passages: list[MergedPassage]
+    degraded: bool
+    reasons: list[str]
+    latency_ms: dict[str, float] = Field(description="route, retrieve, answer, select, total.")
+    tokens: Tokens
+
+
+class MemberInfo(BaseModel):
+    name: str
+    family: str
+    params: dict[str, Any]
+
+
+class PortfolioInfo(BaseModel):
+    """``GET /portfolio``: what is served."""
+
+    name: str
+    version: str
+    checksum: str
+    ragfolio_version: str
+    k: int
+    default_l: int
+    num_docs: int
+    n_passages: int
+    members: list[MemberInfo]
+    selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
+    routing: dict[str, Any]
+    limits: dict[str, Any]

@@ -1,0 +1,159 @@
+"""The trained portfolio and router as a BentoML service: ``bentoml serve`` from the project root.
+
+Endpoints (JSON): ``POST /retrieve``, ``POST /batch_retrieve``, ``POST /answer``, ``GET /portfolio``,
+plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus).
+
+The class only translates: requests are validated by :mod:`ragfolio.serving.schemas`, work is done
+by :class:`ragfolio.serving.engine.ServingEngine` (core calls) in two thread pools, one for
+retrieval and one for answering, so that many requests proceed at once and slow ``/answer``
+requests (the embedded LLM answers one call at a time) never hold up ``/retrieve``. Inside a
+request the l routed members run concurrently (:class:`ragfolio.core.inference.PortfolioExecutor`).
+
+Errors: a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit (``msg``);
+past ``request_timeout_s`` / ``answer_timeout_s`` a 504; an LLM that cannot be reached a 503 (and
+``/retrieve`` keeps working); an LLM that rejects the request a 502. A member that fails or times
+out is left out and the response says ``degraded: true`` with the reasons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import bentoml
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ragfolio.core.answering import LLMRequestError, LLMUnavailableError
+from ragfolio.core.artifacts import BundleIntegrityError, verify_bundle
+from ragfolio.serving.config import load_config
+from ragfolio.serving.engine import ServingEngine
+from ragfolio.serving.schemas import (
+    AnswerRequest,
+    AnswerResponse,
+    BatchRetrieveRequest,
+    BatchRetrieveResponse,
+    RetrieveRequest,
+    RetrieveResponse,
+)
+
+logger = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+
+
+def error(status: int, message: str, **extra: Any) -> JSONResponse:
+    """A JSON error response ``{"error": message, ...}``."""
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+async def portfolio_view(request: Request) -> JSONResponse:
+    """``GET /portfolio``: the members, their parameters and selection metrics, version and checksum."""
+    service = bentoml.get_current_service()
+    return JSONResponse(service.engine.portfolio().model_dump(mode="json"))
+
+
+# BentoML APIs are POST; the GET route lives in a small Starlette app mounted next to them.
+portfolio_app = Starlette(routes=[Route("/portfolio", portfolio_view, methods=["GET"])])
+
+
+@bentoml.asgi_app(portfolio_app, path="/")
+@bentoml.service(name="ragfolio", workers=1, traffic={"timeout": 600, "max_concurrency": 256})
+class RagfolioService:
+    """Routes a query to l of the k portfolio members, retrieves with them concurrently, answers.
+
+    The bundle is loaded and verified once, here; a file that differs from its recorded checksum
+    stops the start-up with an error naming the file. Settings: :mod:`ragfolio.serving.config`.
+    """
+
+    def __init__(self) -> None:
+        self.config = load_config(root=RagfolioService.working_dir)
+        try:
+            self.engine = ServingEngine(self.config)
+        except (BundleIntegrityError, FileNotFoundError) as exc:
+            logger.error("refusing to start: %s", exc)
+            raise
+        if self.config.warm_up:
+            self.engine.warm_up()
+        self._retrieve_pool = ThreadPoolExecutor(self.config.retrieve_threads, thread_name_prefix="ragfolio-retrieve")
+        self._answer_pool = ThreadPoolExecutor(self.config.answer_threads, thread_name_prefix="ragfolio-answer")
+        self._ready = True
+
+    @bentoml.on_deployment
+    def check_bundle() -> None:  # type: ignore[misc] - a staticmethod hook
+        """Verify the bundle once in ``bentoml serve``'s main process, before any worker starts.
+
+        A mismatch then stops the command with the file's name; a worker that failed in
+        ``__init__`` would instead be restarted by the server over and over.
+        """
+        verify_bundle(load_config(root=RagfolioService.working_dir).bundle)
+
+    def __is_ready__(self) -> bool:
+        """``/readyz``: true once the bundle is loaded (and warmed up)."""
+        return getattr(self, "_ready", False)
+
+    @bentoml.on_shutdown
+    def shutdown(self) -> None:
+        self._retrieve_pool.shutdown(wait=False, cancel_futures=True)
+        self._answer_pool.shutdown(wait=False, cancel_futures=True)
+        self.engine.close()
+
+    def _validate(self, model: type[M], **fields: Any) -> M:
+        """Validate again with the run-time limits; a pydantic ValidationError becomes BentoML's 400."""
+        return model.model_validate(fields, context={"limits": self.engine.limits})
+
+    async def _in_pool(self, pool: ThreadPoolExecutor, timeout_s: float, call: Callable[[], Any]) -> Any:
+        """``call()`` in ``pool``; raises TimeoutError past ``timeout_s`` (the thread runs on, unobserved)."""
+        future = asyncio.get_running_loop().run_in_executor(pool, call)
+        return await asyncio.wait_for(future, timeout_s)
+
+    @bentoml.api(input_spec=RetrieveRequest, output_spec=RetrieveResponse)
+    async def retrieve(
+        self, query: str, l: int | None = None, num_docs: int | None = None  # noqa: E741 - the API's name
+    ) -> RetrieveResponse | JSONResponse:
+        """Route the query to l members and return each one's passages and the merged list."""
+        request = self._validate(RetrieveRequest, query=query, l=l, num_docs=num_docs)
+        call = functools.partial(self.engine.retrieve, request.query, request.l, request.num_docs)
+        try:
+            return await self._in_pool(self._retrieve_pool, self.config.request_timeout_s, call)
+        except TimeoutError:
+            return error(504, f"retrieval took longer than request_timeout_s={self.config.request_timeout_s}")
+
+    @bentoml.api(input_spec=BatchRetrieveRequest, output_spec=BatchRetrieveResponse)
+    async def batch_retrieve(
+        self, queries: list[str], l: int | None = None, num_docs: int | None = None  # noqa: E741
+    ) -> BatchRetrieveResponse | JSONResponse:
+        """``/retrieve`` for each query (at most max_batch), concurrently; results in query order."""
+        request = self._validate(BatchRetrieveRequest, queries=queries, l=l, num_docs=num_docs)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        calls = [functools.partial(self.engine.retrieve, q, request.l, request.num_docs) for q in request.queries]
+        futures = [loop.run_in_executor(self._retrieve_pool, call) for call in calls]
+        try:
+            results = await asyncio.wait_for(asyncio.gather(*futures), self.config.request_timeout_s)
+        except TimeoutError:
+            return error(504, f"the batch took longer than request_timeout_s={self.config.request_timeout_s}")
+        return BatchRetrieveResponse(results=results, degraded=any(r.degraded for r in results),
+                                     latency_ms=1000 * (loop.time() - start))
+
+    @bentoml.api(input_spec=AnswerRequest, output_spec=AnswerResponse)
+    async def answer(self, query: str, l: int | None = None) -> AnswerResponse | JSONResponse:  # noqa: E741
+        """Retrieve with l routed members, answer from each member's passages, select one answer."""
+        request = self._validate(AnswerRequest, query=query, l=l)
+        call = functools.partial(self.engine.answer, request.query, request.l)
+        try:
+            return await self._in_pool(self._answer_pool, self.config.answer_timeout_s, call)
+        except TimeoutError:
+            return error(504, f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}")
+        except (LLMUnavailableError, ImportError) as exc:
+            logger.warning("/answer: the LLM is unavailable: %s", exc)
+            return error(503, f"the LLM is unavailable: {exc}", llm=self.config.llm.get("kind"),
+                         hint="/retrieve still works")
+        except LLMRequestError as exc:
+            return error(502, f"the LLM rejected the request: {exc}", llm=self.config.llm.get("kind"))

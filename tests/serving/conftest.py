@@ -1,0 +1,124 @@
+"""Fixtures of the service tests: a tiny bundle, a fake OpenAI-compatible LLM and service clients."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from tiny_bundle import write_tiny_bundle
+
+
+class FakeLLM(BaseHTTPRequestHandler):
+    """``POST /v1/completions``: answers with the title of the first passage shown, selects "2".
+
+    A question containing ``slow`` is answered after ``FakeLLM.delay_s`` seconds.
+    """
+
+    delay_s = 1.5
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["prompt"]
+        if "Candidate answers" in prompt:
+            text = "2"
+        elif "Passages:" in prompt:
+            last = prompt.rsplit("Passages:\n", 1)[1]  # after the prompt's worked example
+            text = last.split("[1] ", 1)[1].split(":")[0]
+        else:
+            text = "unknown"
+        if "slow" in prompt.rsplit("Question:", 1)[1]:
+            time.sleep(self.delay_s)
+        payload = {"choices": [{"text": text}], "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}}
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prometheus_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """BentoML's /metrics reads per-process files from here (``bentoml serve`` sets it itself)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path_factory.mktemp("prometheus")))
+        yield
+
+
+@pytest.fixture(scope="session")
+def fake_llm_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeLLM)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bundle") / "bundle"
+    write_tiny_bundle(path)
+    return path
+
+
+def closed_port_url() -> str:
+    """An OpenAI base URL on a loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def write_config(path: Path, bundle: Path, llm_url: str, **overrides: object) -> Path:
+    """A serving.yml for ``bundle`` answering with the OpenAI-compatible endpoint ``llm_url``."""
+    serving = {
+        "bundle": str(bundle), "max_num_docs": 10, "warm_up": True,
+        "llm": {"kind": "openai", "openai": {"base_url": llm_url, "model": "fake", "api": "completions",
+                                             "timeout_s": 10, "max_retries": 0}},
+        **overrides,
+    }
+    path.write_text(yaml.safe_dump({"serving": serving}))
+    return path
+
+
+@functools.cache
+def asgi_app() -> object:
+    """``RagfolioService.to_asgi()``, built once: a second app would register its Prometheus
+    metrics again. Each TestClient start runs the lifespan, which makes a new service instance
+    that reads the settings then."""
+    from ragfolio.serving.service import RagfolioService
+
+    return RagfolioService.to_asgi()
+
+
+@contextlib.contextmanager
+def service_client(config: Path, **env: str) -> Iterator[object]:
+    """A starlette TestClient on the service with the settings in ``config`` and ``env``."""
+    from starlette.testclient import TestClient
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGFOLIO_SERVING_CONFIG", str(config))
+        for name, value in env.items():
+            mp.setenv(name, value)
+        with TestClient(asgi_app()) as client:
+            yield client
+
+
+@pytest.fixture(scope="module")
+def client(tiny_bundle: Path, fake_llm_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    config = write_config(tmp_path_factory.mktemp("conf") / "serving.yml", tiny_bundle, fake_llm_url)
+    with service_client(config) as c:
+        yield c

@@ -1,0 +1,49 @@
+"""``bentoml build`` packs the service, its settings and the bundle, and nothing else of the project.
+
+The build runs on a copy of the files bentofile.yaml names, with the tiny bundle in place of the
+pipeline's, so the test does not depend on (or race with) a pipeline run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+BENTOML = str(Path(sys.executable).with_name("bentoml"))
+
+
+def test_build_packs_the_service_settings_and_bundle_only(tiny_bundle, tmp_path) -> None:
+    ctx = tmp_path / "ctx"
+    for part in ("src/ragfolio/core", "src/ragfolio/serving", "src/ragfolio/pipelines"):
+        shutil.copytree(ROOT / part, ctx / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("src/ragfolio/__init__.py", "src/ragfolio/settings.py", "conf/base/serving.yml",
+                 "conf/base/catalog.yml", "bentofile.yaml", "pyproject.toml"):
+        (ctx / part).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / part, ctx / part)
+    shutil.copytree(tiny_bundle, ctx / "data/06_models/bundle")
+    (ctx / "tests").mkdir()
+    (ctx / "tests/test_nothing.py").write_text("")
+    env = {**os.environ, "BENTOML_HOME": str(tmp_path / "home"), "BENTOML_DO_NOT_TRACK": "true", "DO_NOT_TRACK": "1"}
+
+    built = subprocess.run([BENTOML, "build", str(ctx)], cwd=ctx, env=env, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    listed = subprocess.run([BENTOML, "list"], env=env, capture_output=True, text=True, timeout=120)
+    assert "ragfolio:" in listed.stdout, listed.stdout + listed.stderr
+
+    (bento,) = (tmp_path / "home" / "bentos" / "ragfolio").glob("[!l]*")  # the tag folder, not `latest`
+    files = {p.relative_to(bento / "src").as_posix() for p in (bento / "src").rglob("*") if p.is_file()}
+    assert {"ragfolio/__init__.py", "ragfolio/serving/service.py", "ragfolio/core/artifacts.py",
+            "conf/base/serving.yml", "data/06_models/bundle/manifest.json"} <= files
+    bundle_files = {f.removeprefix("data/06_models/bundle/") for f in files if f.startswith("data/")}
+    assert bundle_files == {p.relative_to(tiny_bundle).as_posix() for p in tiny_bundle.rglob("*") if p.is_file()}
+    unexpected = [f for f in files if f.startswith(("ragfolio/pipelines", "tests", "src/")) or f.endswith(
+        ("settings.py", "catalog.yml", "pyproject.toml", ".pyc"))]
+    assert unexpected == []

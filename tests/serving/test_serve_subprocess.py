@@ -1,0 +1,154 @@
+"""A real ``bentoml serve`` on a free loopback port: readiness, every endpoint over HTTP, a slow
+request that does not hold up the others, a member timeout, and a refused start."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import write_config
+from tiny_bundle import MEMBERS, questions
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+BENTOML = str(Path(sys.executable).with_name("bentoml"))
+K = len(MEMBERS)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_env(config: Path, home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "RAGFOLIO_SERVING_CONFIG": str(config), "BENTOML_HOME": str(home),
+            "BENTOML_DO_NOT_TRACK": "true", "DO_NOT_TRACK": "1", **extra}
+
+
+@contextlib.contextmanager
+def bentoml_serve(config: Path, home: Path, timeout_s: float = 120.0, **env: str) -> Iterator[str]:
+    """``bentoml serve`` from the project root; yields its URL once /readyz answers 200, then stops it."""
+    port = free_port()
+    log = home / f"serve-{port}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [BENTOML, "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+            env=serve_env(config, home, **env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"bentoml serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"bentoml serve not ready after {timeout_s} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)  # its own process group: the server and its workers
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_bundle, fake_llm_url, tmp_path_factory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("bentoml_home")
+    config = write_config(home / "serving.yml", tiny_bundle, fake_llm_url)
+    with bentoml_serve(config, home) as url:
+        yield url
+
+
+def test_every_endpoint_over_http(server) -> None:
+    query = questions()[0]
+    with httpx.Client(base_url=server, timeout=30) as http:
+        assert http.get("/healthz").status_code == 200 and http.get("/readyz").status_code == 200
+        portfolio = http.get("/portfolio").json()
+        assert portfolio["k"] == K and len(portfolio["version"]) == 12
+        retrieved = http.post("/retrieve", json={"query": query, "l": 2, "num_docs": 4}).json()
+        assert len(retrieved["members"]) == 2 and all(len(m["passages"]) == 4 for m in retrieved["members"])
+        batch = http.post("/batch_retrieve", json={"queries": questions()[:2]}).json()
+        assert [r["query"] for r in batch["results"]] == questions()[:2]
+        answered = http.post("/answer", json={"query": query}).json()
+        assert answered["answer"] and answered["tokens"]["total"] > 0
+        bad = http.post("/retrieve", json={"query": "q", "l": K + 1})
+        assert bad.status_code == 400 and bad.json()["detail"][0]["loc"] == ["l"]
+        malformed = http.post("/retrieve", content=b"{", headers={"Content-Type": "application/json"})
+        assert malformed.status_code == 400
+        metrics = http.get("/metrics").text
+        assert 'bentoml_service_request_total{endpoint="/retrieve"' in metrics
+
+
+def test_python_client(server) -> None:
+    import bentoml
+
+    with bentoml.SyncHTTPClient(server) as client:
+        result = client.retrieve(query=questions()[1], l=1)
+        assert len(result["members"]) == 1
+        batch = client.batch_retrieve(queries=questions()[:2], num_docs=2)
+        assert [len(r["members"][0]["passages"]) for r in batch["results"]] == [2, 2]
+        reply = client.answer(query=questions()[1])
+        assert reply["answer"] == reply["candidates"][reply["chosen"]]["answer"]
+
+
+def test_a_slow_answer_does_not_hold_up_retrieval(server) -> None:
+    """The fake LLM takes 1.5 s per call on a question containing "slow"; /retrieve meanwhile answers."""
+    slow: dict[str, float] = {}
+
+    def ask() -> None:
+        start = time.perf_counter()
+        httpx.post(f"{server}/answer", json={"query": "a slow question about the von Trapp family"}, timeout=60)
+        slow["s"] = time.perf_counter() - start
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    time.sleep(0.3)
+    times = []
+    for query in questions()[:4]:
+        start = time.perf_counter()
+        assert httpx.post(f"{server}/retrieve", json={"query": query}, timeout=30).status_code == 200
+        times.append(time.perf_counter() - start)
+    retrieved_while_answering = "s" not in slow
+    thread.join()
+    assert slow["s"] >= 1.5 and retrieved_while_answering, (slow, times)
+
+
+def test_member_timeout_is_reported_as_degraded(tiny_bundle, fake_llm_url, tmp_path) -> None:
+    config = write_config(tmp_path / "serving.yml", tiny_bundle, fake_llm_url, warm_up=False)
+    with bentoml_serve(config, tmp_path, RAGFOLIO_MEMBER_TIMEOUT_S="0.000001") as url:
+        bodies = [httpx.post(f"{url}/retrieve", json={"query": q, "l": K}, timeout=30).json() for q in questions()[:4]]
+    degraded = [b for b in bodies if b["degraded"]]
+    assert degraded, bodies
+    assert all(r.endswith("timeout after 1e-06 s") for b in degraded for r in b["reasons"])
+
+
+def test_serve_refuses_to_start_on_an_altered_bundle(tiny_bundle, fake_llm_url, tmp_path) -> None:
+    import shutil
+
+    altered = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, altered)
+    (altered / "router" / "router.json").write_text((altered / "router" / "router.json").read_text() + " ")
+    config = write_config(tmp_path / "serving.yml", altered, fake_llm_url)
+    done = subprocess.run([BENTOML, "serve", "--host", "127.0.0.1", "--port", str(free_port())], cwd=ROOT,
+                          env=serve_env(config, tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"{altered / 'router' / 'router.json'} does not match its recorded sha256 checksum" in done.stderr + done.stdout
