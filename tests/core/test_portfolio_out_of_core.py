@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragfolio.core.gains import GainTracker
 from ragfolio.core.portfolio import (
     GreedyResult,
     best_of_k_curve,
@@ -141,3 +142,55 @@ def test_float16_memmap_is_not_materialised(
         tracemalloc.stop()
     assert peak < U16.nbytes / 2, f"peak {peak} bytes for a {U16.nbytes}-byte file"
     assert result.indices == select(U16.astype(np.float32)).indices
+
+
+class TopLevelMemmap(np.memmap):
+    """Records the rows of every read of the mapped matrix itself, as the benchmark counts them:
+    a block view it hands out is a read, and what is then taken from that view is not another."""
+
+    top: np.memmap | None = None
+    rows_read: list[int] = []
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        out = super().__getitem__(key)
+        if self is TopLevelMemmap.top and isinstance(out, np.ndarray) and out.ndim >= 1:
+            self.rows_read.append(out.shape[0])
+        return out
+
+    def take(self, indices, axis=None, out=None, mode="raise"):  # type: ignore[no-untyped-def]
+        if self is TopLevelMemmap.top:
+            self.rows_read.append(np.size(indices) if axis == 0 else self.shape[0])
+        return np.asarray(self).take(indices, axis=axis, out=out, mode=mode)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        lambda U: select_lazy_greedy(U, 8, block_rows=BLOCK_ROWS, n_threads=2),
+        lambda U: select_stochastic_greedy(U, 8, 0.1, 3, block_rows=BLOCK_ROWS, n_threads=2),
+    ],
+    ids=["lazy", "stochastic"],
+)
+def test_every_refresh_reads_each_row_at_most_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, select: Callable[[np.ndarray], GreedyResult]
+) -> None:
+    """Columns stale since different steps catch up from one read of the changed rows."""
+    U = low_rank_utility(4, (4000, 48)).astype(np.float16)
+    mapped = on_disk(tmp_path, U, "U16.npy").view(TopLevelMemmap)
+    TopLevelMemmap.top, TopLevelMemmap.rows_read = mapped, []
+    per_call: list[tuple[int, int]] = []  # (rows read, staleness versions) per refresh
+    refresh = GainTracker.refresh
+
+    def recorded(self: GainTracker, cols: np.ndarray | None = None) -> None:
+        before = sum(TopLevelMemmap.rows_read)
+        cols = np.flatnonzero(self.live) if cols is None else np.asarray(cols)
+        stale = self.version[cols][self.version[cols] < self.step]
+        refresh(self, cols)
+        per_call.append((sum(TopLevelMemmap.rows_read) - before, np.unique(stale).size))
+
+    monkeypatch.setattr(GainTracker, "refresh", recorded)
+    result = select(mapped)
+    assert max(rows for rows, _ in per_call) <= U.shape[0]
+    assert max(versions for _, versions in per_call) >= 2  # several staleness groups met
+    monkeypatch.undo()
+    assert same_result(result, select(U.astype(np.float32)))

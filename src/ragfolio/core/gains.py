@@ -120,8 +120,11 @@ class GainTracker:
     enter it again). The j-th pick raises ``b`` on about ``N / j`` rows when the candidates are
     alike, so a greedy run reads ``U`` about ``1 + H_k = 2 + 1/2 + ... + 1/k`` times (3.9 for
     k = 10) instead of k times. A column refreshed lazily catches up in one go from the snapshot
-    of ``b`` taken when it was last fresh. Row chunks are spread over threads (numpy releases the
-    GIL) and their sums are added in chunk order, so the thread count does not change results.
+    of ``b`` taken when it was last fresh; columns stale since different steps catch up together,
+    from one read of the rows changed since the oldest of those steps, which holds the rows
+    changed since every later one (:meth:`refresh`). Row chunks are spread over threads (numpy
+    releases the GIL) and their sums are added in chunk order, so the thread count does not
+    change results.
     Every read of ``U`` covers at most ``block_rows`` rows, so a memmap is never loaded whole.
     """
 
@@ -138,6 +141,8 @@ class GainTracker:
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
         dtype = work_dtype(U.dtype)
         self._buffers = [np.empty(block_rows * self.m, dtype=dtype) for _ in range(self.workers)]
+        # Gathered rows of U (its dtype), for refreshes that serve several staleness groups.
+        self._raw: list[np.ndarray | None] = [None] * self.workers
         self.best = np.zeros(self.n, dtype=dtype)  # b
         self.best_sum = 0.0  # sum_q b[q]
         self.step = 0  # number of picks so far
@@ -177,29 +182,52 @@ class GainTracker:
         self.step += 1
 
     def refresh(self, cols: npt.NDArray[np.intp] | None = None) -> None:
-        """Bring ``S`` up to date for ``cols`` (default: every unpicked column)."""
+        """Bring ``S`` up to date for ``cols`` (default: every unpicked column).
+
+        The stale columns among ``cols`` may date from different steps; all of them catch up in
+        one read of the rows changed since the oldest of those steps (:meth:`_catch_up`).
+        """
         cols = np.flatnonzero(self.live) if cols is None else np.asarray(cols, dtype=np.intp)
         stale = cols[self.version[cols] < self.step]
         self.n_evaluations += stale.size
-        for v in np.unique(self.version[stale]):
-            group = stale[self.version[stale] == v]
-            old = self._snapshots[int(v)]
-            # Most columns: compute all of them, which avoids gathering columns.
-            subset = None if 2 * group.size > self.m else group
-            rows = np.flatnonzero(self.best > old)
-            chunks: list[Any]
-            if 10 * rows.size > 7 * self.n:  # read whole blocks; unchanged rows add exactly 0
-                chunks = self.blocks
-            else:  # gather the changed rows, block_rows at a time
-                size = self.block_rows
-                chunks = [rows[i : i + size] for i in range(0, rows.size, size)]
-            parts = self._map(lambda w, chunk: self._delta(w, chunk, old, subset), chunks)
-            delta = self._total(parts, self.m if subset is None else subset.size)
-            self.sums[group] += delta if subset is not None else delta[group]
-            self.version[group] = self.step
+        if stale.size:
+            self._catch_up(stale)
+            self.version[stale] = self.step
         oldest = int(self.version[self.live].min()) if self.live.any() else self.step
         for v in [v for v in self._snapshots if v < oldest]:
             del self._snapshots[v]
+
+    def _catch_up(self, stale: npt.NDArray[np.intp]) -> None:
+        """``S[stale] += sum_q (b[q] - clip(U[q, r], b_v[q], b[q]))``, ``v`` each column's version.
+
+        ``b`` only grows, so the rows changed since the oldest version ``v0`` hold the rows changed
+        since every later one: they are read once, in chunks of at most ``block_rows`` rows, and
+        every staleness group takes its delta from the same chunk (rows a group has not seen
+        change add exactly 0 to it). The matrix is thus read once per call, not once per group.
+        """
+        versions = self.version[stale]
+        steps = np.unique(versions)  # ascending, so steps[0] is the oldest
+        groups = [stale[versions == v] for v in steps]
+        olds = [self._snapshots[int(v)] for v in steps]
+        chunks = self._chunks(np.flatnonzero(self.best > olds[0]))
+        if len(groups) == 1:  # one group: no need to hold the rows for other groups
+            group, old = groups[0], olds[0]
+            # Most columns: compute all of them, which avoids gathering columns.
+            subset = None if 2 * group.size > self.m else group
+            parts = self._map(lambda w, chunk: self._delta(w, chunk, old, subset), chunks)
+            delta = self._total(parts, self.m if subset is None else subset.size)
+            self.sums[group] += delta if subset is not None else delta[group]
+            return
+        parts = self._map(lambda w, chunk: self._group_deltas(w, chunk, olds, groups), chunks)
+        self.sums[np.concatenate(groups)] += self._total(parts, stale.size)
+
+    def _chunks(self, rows: npt.NDArray[np.intp]) -> list[Any]:
+        """The changed ``rows`` as whole row blocks when they are most rows (unchanged rows add
+        exactly 0), else as index arrays of at most ``block_rows`` rows."""
+        if 10 * rows.size > 7 * self.n:
+            return self.blocks
+        size = self.block_rows
+        return [rows[i : i + size] for i in range(0, rows.size, size)]
 
     def _scan_block(self, worker: int, block: tuple[int, int]) -> npt.NDArray[np.float64]:
         s, e = block
@@ -233,6 +261,51 @@ class GainTracker:
             src = np.maximum(src, lo[:, None], out=work)
         np.minimum(src, hi[:, None], out=work)
         return hi.sum(dtype=np.float64) - work.sum(axis=0, dtype=np.float64)
+
+    def _group_deltas(
+        self,
+        worker: int,
+        chunk: tuple[int, int] | npt.NDArray[np.intp],
+        olds: list[np.ndarray],
+        groups: list[npt.NDArray[np.intp]],
+    ) -> npt.NDArray[np.float64]:
+        """Per-group deltas over one row chunk, read from ``U`` once.
+
+        Returns ``(sum of group sizes,)`` float64: for each group ``g`` in order, ``sum_q (b[q] -
+        clip(U[q, g], old_g[q], b[q]))`` over the rows of ``chunk`` changed since ``old_g``.
+        """
+        rows = np.arange(*chunk) if isinstance(chunk, tuple) else chunk
+        raw = self._read_rows(worker, chunk)  # (rows, m) in U's dtype
+        best = self.best[rows]
+        out = []
+        for old, cols in zip(olds, groups, strict=True):
+            lo, hi, src = old[rows], best, raw
+            changed = np.flatnonzero(hi > lo)
+            if 10 * changed.size <= 7 * rows.size:  # keep the changed rows; the others add 0
+                lo, hi, src = lo[changed], hi[changed], raw.take(changed, axis=0)
+            work = self._buffers[worker][: src.shape[0] * cols.size].reshape(-1, cols.size)
+            take_into(src, cols, 1, work)
+            if lo.any():  # the first pick has b_old = 0 <= U: the lower clip is a no-op
+                np.maximum(work, lo[:, None], out=work)
+            np.minimum(work, hi[:, None], out=work)
+            out.append(hi.sum(dtype=np.float64) - work.sum(axis=0, dtype=np.float64))
+        return np.concatenate(out)
+
+    def _read_rows(
+        self, worker: int, chunk: tuple[int, int] | npt.NDArray[np.intp]
+    ) -> FloatMatrix:
+        """``(rows, m)``: the rows of ``chunk`` in ``U``'s dtype, taken from ``U`` once.
+
+        A block is a view: its pages are read from the file on first touch and, a block being a
+        few MB, stay in the CPU cache while the other staleness groups use them; copying it would
+        cost a pass over memory per call. Listed rows are gathered into a per-worker buffer.
+        """
+        if isinstance(chunk, tuple):
+            return self.U[chunk[0] : chunk[1]]
+        if self._raw[worker] is None:
+            self._raw[worker] = np.empty(self.block_rows * self.m, dtype=self.U.dtype)
+        raw = self._raw[worker][: chunk.size * self.m].reshape(chunk.size, self.m)
+        return take_into(self.U, chunk, 0, raw)
 
     def _map(self, fn: Callable[[int, Any], Any], chunks: list[Any]) -> list[Any]:
         """``fn(worker, chunk)`` for every chunk, spread over the workers; results in order."""

@@ -159,16 +159,18 @@ def select_lazy_greedy(
     """Lazy greedy (Minoux): re-evaluate only columns whose stale gain could still be the best.
 
     Gains only shrink as the portfolio grows (submodularity), so a stale gain is an upper bound.
-    Columns wait in a max-heap keyed by ``(stale gain, index)``. Each step refreshes the top
-    ``batch_size`` stale columns together, then, if the top is still stale, every stale column
-    whose bound reaches the best fresh gain; a fresh column on top is then the argmax (the lowest
-    index among ties), so the picks are exactly those of :func:`select_greedy`. ``gain_bounds``
-    holds the heap's bounds (valid upper bounds, not always tight).
+    Columns wait in a max-heap keyed by ``(stale gain, index)``. Each step first refreshes the
+    ``batch_size`` columns with the largest bounds among those fresh at the previous step (their
+    catch-up reads only the rows the last pick changed), then, if the top is still stale, every
+    stale column whose bound reaches the best fresh gain, in one read of ``U``; a fresh column on
+    top is then the argmax (the lowest index among ties), so the picks are exactly those of
+    :func:`select_greedy`. ``gain_bounds`` holds the heap's bounds (valid upper bounds, not
+    always tight).
 
     Args:
         U: ``(N, m)`` utilities, as for :func:`select_greedy`.
         k: portfolio size, ``1 <= k <= m``.
-        batch_size: stale columns refreshed in the first round of a step.
+        batch_size: columns refreshed in the first round of a step.
         block_rows: rows per block.
         n_threads: threads over row blocks; ``None`` uses every available core.
 
@@ -190,13 +192,16 @@ def select_lazy_greedy(
         for step in range(k):
             best_fresh = -np.inf  # the largest gain refreshed in this step
             while tracker.version[heap[0][1]] != tracker.step:
-                # First the top batch_size stale columns; then every stale column whose bound
-                # reaches the best fresh gain, after which the top of the heap is fresh.
-                stale: list[int] = []
-                while heap and tracker.version[heap[0][1]] != tracker.step and (
-                    len(stale) < batch_size if best_fresh == -np.inf else -heap[0][0] >= best_fresh
-                ):
-                    stale.append(heapq.heappop(heap)[1])
+                # First a cheap batch for a good best fresh gain; then every stale column whose
+                # bound reaches it, after which the top of the heap is fresh.
+                if best_fresh == -np.inf:
+                    stale = _pop_recent(heap, tracker.version, tracker.step - 1, batch_size)
+                else:
+                    stale = []
+                    while heap and tracker.version[heap[0][1]] != tracker.step and (
+                        -heap[0][0] >= best_fresh
+                    ):
+                        stale.append(heapq.heappop(heap)[1])
                 cols = np.array(stale, dtype=np.intp)
                 tracker.refresh(cols)
                 fresh = tracker.gains(cols).tolist()
@@ -214,6 +219,24 @@ def select_lazy_greedy(
         bounds[k] = top_gains(np.array([-key for key, _ in heapq.nsmallest(k, heap)]), k) / n
         n_evaluations = tracker.n_evaluations
     return GreedyResult(indices, values, gains, bounds, n_evaluations)
+
+
+def _pop_recent(
+    heap: list[tuple[float, int]], version: npt.NDArray[np.int64], recent: int, size: int
+) -> list[int]:
+    """Pop and return the ``size`` columns with the largest bounds among those last fresh at step
+    ``recent`` (the top ``size`` of the heap when none is).
+
+    Catching up from the previous step reads only the rows the last pick changed, as one step of
+    :func:`select_greedy` does, so this first batch costs little of a matrix on disk; any batch
+    gives a valid best fresh gain, so the picks do not depend on the choice.
+    """
+    ranked = sorted(heap)  # (-bound, index): the largest bound (then lowest index) first
+    chosen = [r for _, r in ranked if version[r] == recent][:size] or [r for _, r in ranked[:size]]
+    keep = set(chosen)
+    heap[:] = [entry for entry in heap if entry[1] not in keep]
+    heapq.heapify(heap)
+    return chosen
 
 
 def select_stochastic_greedy(
