@@ -62,24 +62,23 @@ def check_num_docs(num_docs: int | None, limits: Limits | None) -> int | None:
     return num_docs
 
 
-class RetrieveRequest(BaseModel):
-    """``POST /retrieve``: route one query and return the routed members' passages."""
+class _Routed(BaseModel):
+    """The ``l`` field every request has: members to route to, 1..k."""
 
     model_config = _STRICT
 
-    query: str = Field(description="The question.")
     l: int | None = Field(None, ge=1, description="Members to route to; default: the configured default_l.")  # noqa: E741
-    num_docs: int | None = Field(None, ge=1, description="Passages per member; default: the bundle's num_docs.")
-
-    @field_validator("query")
-    @classmethod
-    def _query(cls, value: str, info: ValidationInfo) -> str:
-        return check_query(value, _limits(info))
 
     @field_validator("l")
     @classmethod
     def _l(cls, value: int | None, info: ValidationInfo) -> int | None:
         return check_l(value, _limits(info))
+
+
+class _RoutedRetrieval(_Routed):
+    """``l`` and ``num_docs``: the retrieval requests' common fields."""
+
+    num_docs: int | None = Field(None, ge=1, description="Passages per member; default: the bundle's num_docs.")
 
     @field_validator("num_docs")
     @classmethod
@@ -87,14 +86,21 @@ class RetrieveRequest(BaseModel):
         return check_num_docs(value, _limits(info))
 
 
-class BatchRetrieveRequest(BaseModel):
+class RetrieveRequest(_RoutedRetrieval):
+    """``POST /retrieve``: route one query and return the routed members' passages."""
+
+    query: str = Field(description="The question.")
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: str, info: ValidationInfo) -> str:
+        return check_query(value, _limits(info))
+
+
+class BatchRetrieveRequest(_RoutedRetrieval):
     """``POST /batch_retrieve``: :class:`RetrieveRequest` for a list of queries."""
 
-    model_config = _STRICT
-
     queries: list[str] = Field(min_length=1, description="The questions (at most max_batch).")
-    l: int | None = Field(None, ge=1)  # noqa: E741
-    num_docs: int | None = Field(None, ge=1)
 
     @field_validator("queries")
     @classmethod
@@ -107,34 +113,16 @@ class BatchRetrieveRequest(BaseModel):
             )
         return [check_query(q, limits, f"queries[{i}]") for i, q in enumerate(value)]
 
-    @field_validator("l")
-    @classmethod
-    def _l(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return check_l(value, _limits(info))
 
-    @field_validator("num_docs")
-    @classmethod
-    def _num_docs(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return check_num_docs(value, _limits(info))
-
-
-class AnswerRequest(BaseModel):
+class AnswerRequest(_Routed):
     """``POST /answer``: route, retrieve, answer with each routed member's passages, select."""
 
-    model_config = _STRICT
-
     query: str = Field(description="The question.")
-    l: int | None = Field(None, ge=1, description="Members to route to; default: the configured default_l.")  # noqa: E741
 
     @field_validator("query")
     @classmethod
     def _query(cls, value: str, info: ValidationInfo) -> str:
         return check_query(value, _limits(info))
-
-    @field_validator("l")
-    @classmethod
-    def _l(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return check_l(value, _limits(info))
 
 
 # --- responses ------------------------------------------------------------------------------------
