@@ -86,8 +86,10 @@ class _RoutedRetrieval(_Routed):
         return check_num_docs(value, _limits(info))
 
 
-class RetrieveRequest(_RoutedRetrieval):
-    """``POST /retrieve``: route one query and return the routed members' passages."""
+class _Query(BaseModel):
+    """The ``query`` field: non-empty, at most ``max_query_chars``."""
+
+    model_config = _STRICT
 
     query: str = Field(description="The question.")
 
@@ -95,6 +97,10 @@ class RetrieveRequest(_RoutedRetrieval):
     @classmethod
     def _query(cls, value: str, info: ValidationInfo) -> str:
         return check_query(value, _limits(info))
+
+
+class RetrieveRequest(_Query, _RoutedRetrieval):
+    """``POST /retrieve``: route one query and return the routed members' passages."""
 
 
 class BatchRetrieveRequest(_RoutedRetrieval):
@@ -114,15 +120,8 @@ class BatchRetrieveRequest(_RoutedRetrieval):
         return [check_query(q, limits, f"queries[{i}]") for i, q in enumerate(value)]
 
 
-class AnswerRequest(_Routed):
+class AnswerRequest(_Query, _Routed):
     """``POST /answer``: route, retrieve, answer with each routed member's passages, select."""
-
-    query: str = Field(description="The question.")
-
-    @field_validator("query")
-    @classmethod
-    def _query(cls, value: str, info: ValidationInfo) -> str:
-        return check_query(value, _limits(info))
 
 
 # --- responses ------------------------------------------------------------------------------------
