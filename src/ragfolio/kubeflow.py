@@ -40,6 +40,7 @@ def run_kedro_pipeline(project_dir: str, pipeline: str, data_root: str, params: 
     project's value stays. A relative ``data_root`` lies in the run's KFP ``workspace`` when there is
     one. (KFP copies this function's source into the step: imports stay inside.)
     """
+    import logging
     import os
     import subprocess
     import sys
@@ -50,7 +51,8 @@ def run_kedro_pipeline(project_dir: str, pipeline: str, data_root: str, params: 
     pairs.append(f"data_root={data_root}")
     command = [sys.executable, "-m", "kedro", "run", f"--pipeline={pipeline}", "--params=" + ",".join(pairs)]
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
-    print(f"[{pipeline}] in {project_dir}: {' '.join(command)}", flush=True)  # the step's log; no logging set up here
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # a fresh step process: nothing set up yet
+    logging.getLogger("ragfolio.kubeflow").info("[%s] in %s: %s", pipeline, project_dir, " ".join(command))
     subprocess.run(command, cwd=project_dir, env=env, check=True)
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core.artifacts import BundleIntegrityError, PortfolioBundle, encoders_used, load_bundle, save_bundle
+from ragfolio.core.artifacts import BundleIntegrityError, PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.data import Corpus
 from ragfolio.core.features import TextHasher, query_features
-from ragfolio.core.pool import make_candidate
+from ragfolio.core.pool import encoders_used, make_candidate
 from ragfolio.core.router import Router
 
 PASSAGES = [
@@ -123,4 +123,4 @@ def test_encoders_used_reads_encoder_params_and_bases() -> None:
         make_candidate("bm25", {"k1": 1.2, "b": 0.75}),
         make_candidate("two_hop", {"first": "dense:mpnet", "append": "title", "second": "bm25"}),
     ]
-    assert encoders_used(members, {"minilm": {}, "e5": {}, "mpnet": {}}) == ["e5", "minilm", "mpnet"]
+    assert encoders_used(members) == ["e5", "minilm", "mpnet"]

@@ -97,7 +97,7 @@ class PortfolioBundle:
 
     def hasher(self) -> TextHasher:
         """The router's text features."""
-        return TextHasher(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.routing["text_features"].items()})
+        return TextHasher.from_dict(self.routing["text_features"])
 
     def runner(self, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
         """A pool runner over the bundle's corpus that encodes no passage and writes nothing to disk."""
@@ -120,18 +120,6 @@ class PortfolioBundle:
             self.runner(num_docs=num_docs), self.members, self.router, self.hasher(), self.routing["encoders"],
             answerer, timeout_s=timeout_s,
         )
-
-
-def encoders_used(members: Sequence[CandidateSpec], encoders: Mapping[str, Any]) -> list[str]:
-    """Encoder names ``members`` read: an ``encoder`` parameter, or a ``dense:<enc>`` / ``hybrid:<enc>`` base."""
-    used: dict[str, None] = {}
-    for member in members:
-        for value in member.params.values():
-            if isinstance(value, str):
-                name = value.partition(":")[2] or value
-                if name in encoders:
-                    used[name] = None
-    return list(used)
 
 
 def _sha256(path: Path) -> str:

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
-from ragfolio.core.pool import CandidateSpec
+from ragfolio.core.pool import CandidateSpec, encoders_used
 from ragfolio.core.pool_runner import PoolRunner, passage_texts
 from ragfolio.core.scoring import answer_recall_matrix, support_recall_matrix
 
@@ -187,18 +187,6 @@ def _score_block(
     """A cluster task: one block's utilities (``warmed`` only orders it after the warm-up)."""
     runner = worker_runner(corpus, config)
     return utility_block(runner, candidates, queries, targets, score)
-
-
-def encoders_used(candidates: Sequence[CandidateSpec]) -> list[str]:
-    """Encoders whose passage embeddings some candidate needs, directly or through a base."""
-    names: dict[str, None] = {}
-    for candidate in candidates:
-        for key, value in candidate.params.items():
-            if key == "encoder" and value:
-                names[str(value)] = None
-            elif isinstance(value, str) and value.partition(":")[0] in ("dense", "hybrid") and ":" in value:
-                names[value.partition(":")[2]] = None
-    return list(names)
 
 
 def score_on_cluster(

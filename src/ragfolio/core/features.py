@@ -56,11 +56,8 @@ class TextHasher:
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> TextHasher:
-        return cls(
-            n_features=int(config["n_features"]),
-            word_ngrams=tuple(config["word_ngrams"]),  # type: ignore[arg-type]
-            char_ngrams=tuple(config["char_ngrams"]),  # type: ignore[arg-type]
-        )
+        """The hasher of a (possibly partial) :meth:`to_dict` mapping; missing keys take the defaults."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
 
 
 def query_features(

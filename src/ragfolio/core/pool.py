@@ -90,6 +90,18 @@ def make_candidate(family: str, params: Mapping[str, Any]) -> CandidateSpec:
     return CandidateSpec(name=name, family=family, params=full)
 
 
+def encoders_used(candidates: Sequence[CandidateSpec]) -> list[str]:
+    """Encoders whose embeddings some candidate reads: its ``encoder``, or a ``dense:<enc>`` / ``hybrid:<enc>`` base."""
+    names: dict[str, None] = {}  # a dict as an ordered set
+    for candidate in candidates:
+        for key, value in candidate.params.items():
+            if key == "encoder" and value:
+                names[str(value)] = None
+            elif isinstance(value, str) and value.partition(":")[0] in ("dense", "hybrid") and ":" in value:
+                names[value.partition(":")[2]] = None
+    return list(names)
+
+
 def expand_grid(grid: Mapping[str, Mapping[str, Any] | Sequence[Mapping[str, Any]]]) -> list[CandidateSpec]:
     """Expand ``{family: block | [blocks]}`` into candidates, in grid order, names unique."""
     candidates: list[CandidateSpec] = []

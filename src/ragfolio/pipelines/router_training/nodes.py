@@ -13,7 +13,8 @@ import numpy as np  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 from ragfolio.core import routing  # noqa: E402
-from ragfolio.core.artifacts import PortfolioBundle, encoders_used  # noqa: E402
+from ragfolio.core.artifacts import PortfolioBundle  # noqa: E402
+from ragfolio.core.pool import encoders_used  # noqa: E402
 from ragfolio.core.cache import ArrayCache  # noqa: E402
 from ragfolio.core.data import Corpus  # noqa: E402
 from ragfolio.core.features import Features, TextHasher, query_features, stack_rows, take_rows  # noqa: E402
@@ -54,7 +55,7 @@ class RouterTrainingParams(BaseModel):
     seed: int = 42
 
     def hasher(self) -> TextHasher:
-        return TextHasher(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.text_features.items()})
+        return TextHasher.from_dict(self.text_features)
 
     def new_router(self) -> Router:
         return Router(**{"random_state": self.seed, **self.router})
@@ -243,7 +244,7 @@ def build_bundle(
         raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios['selections'])}")
     sel, specs = portfolios["selections"][key], [CandidateSpec.from_record(c) for c in candidates]
     members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
-    encoders = list(dict.fromkeys([*encoders_used(members, scoring.encoders), *p.encoders]))
+    encoders = list(dict.fromkeys([*encoders_used(members), *p.encoders]))
     records, parts, seen = [], {name: [] for name in encoders}, set()
     for dataset in corpora if key == ALL else [key]:
         runner = make_runner(Corpus.from_records(corpora[dataset]), cache.reader(), scoring)
@@ -262,7 +263,7 @@ def build_bundle(
     bundle = PortfolioBundle(
         name=key, corpus=Corpus.from_records(records), members=members, router=routers[key],
         scoring=scoring.model_dump(include={"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders"}),
-        routing={"text_features": p.text_features, "encoders": p.encoders},
+        routing={"text_features": p.hasher().to_dict(), "encoders": p.encoders},
         embeddings={name: np.concatenate(v).astype(np.float32) for name, v in parts.items()},
         default_l=min(p.bundle.default_l, len(members)), selection=selection,
     )
