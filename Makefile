@@ -1,10 +1,14 @@
 # The two commands of the README: `make run` and `make test`. Both create .venv when missing and
-# install the project into it (torch's CPU build first, so nothing pulls a CUDA build).
+# install into it the exact versions of requirements.lock (torch's CPU build first, so nothing
+# pulls a CUDA build), then the project itself without dependencies. Nothing compiles.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Extra pip options, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu" where
-# PyPI's torch 2.13.0 would be a CUDA build.
+LOCK := requirements.lock
+PIP_VERSION := 26.3
+PIP_TOOLS_VERSION := 7.6.2
+# Extra pip options for torch, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+# where no CPU build of torch 2.13.0 is on pip's path (the lock pins 2.13.0+cpu).
 TORCH_PIP_ARGS ?=
 
 export KEDRO_DISABLE_TELEMETRY := true
@@ -13,13 +17,15 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test clean-data
+.PHONY: install run test lock clean-data
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet pip==$(PIP_VERSION)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
-	$(BIN)/python -m pip install --quiet torch==2.13.0 -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip check
 	touch $@
 
 install: $(BIN)/.installed
@@ -29,6 +35,12 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# Re-resolve requirements.lock from pyproject.toml's ranges (pip-tools; needs the package index).
+lock: install
+	$(BIN)/python -m pip install --quiet pip-tools==$(PIP_TOOLS_VERSION)
+	$(BIN)/pip-compile --quiet --allow-unsafe --extra=dev --strip-extras --no-emit-index-url --no-emit-find-links \
+		--output-file=$(LOCK) pyproject.toml
 
 clean-data:
 	find data/0[2-8]_* -mindepth 1 ! -name .gitkeep -exec rm -rf {} +

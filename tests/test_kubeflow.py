@@ -132,7 +132,7 @@ TINY_PARAMS = {
     "answering_evaluation": {
         "max_questions_per_dataset": 1, "datasets": ["musique"],
         "answerer": {"max_answer_tokens": 8, "max_selector_tokens": 8, "max_passage_words": 30},
-        "llm": {"kind": "llama_cpp", "llama_cpp": {"n_ctx": 2048}, "openai": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}},
+        "llm": {"kind": "transformers", "transformers": {"n_ctx": 2048}, "openai": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}},
         "vendi_rag": {"encoder": "minilm", "max_iterations": 2}, "seed": 0,
     },
 }

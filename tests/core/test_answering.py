@@ -1,5 +1,6 @@
 """Answering: reply cleaning and selection on hand-worked cases, the HTTP client against a real
-loopback server, the embedded Gemma model in-process and behind a real llama.cpp server."""
+loopback server, the embedded Gemma model in-process (transformers) and behind a real llama.cpp
+server (the optional ``llama`` extra; skipped, with the reason, where it is not installed)."""
 
 from __future__ import annotations
 
@@ -17,18 +18,19 @@ import pytest
 
 from ragfolio.core.answering import (
     Answerer,
-    Completion,
-    LlamaCppBackend,
-    LLMRequestError,
-    PLAIN_STOP,
-    LLMUnavailableError,
-    OpenAICompatibleClient,
     answer_messages,
     clean_answer,
-    embedded_model_path,
     make_backend,
     parse_selection,
     selector_messages,
+)
+from ragfolio.core.embedded_llm import LlamaCppBackend, TransformersBackend, embedded_model_path
+from ragfolio.core.llm import (
+    PLAIN_STOP,
+    Completion,
+    LLMRequestError,
+    LLMUnavailableError,
+    OpenAICompatibleClient,
 )
 
 PASSAGES = [
@@ -129,7 +131,8 @@ def test_make_backend_rejects_unknown_kind_and_keys(monkeypatch) -> None:
     client = make_backend({"kind": "openai", "model": "m", "api_key_env": "MY_KEY", "timeout_s": 5})
     assert isinstance(client, OpenAICompatibleClient) and client.api_key == "sk-test"
     assert client.url == "http://127.0.0.1:8000/v1/chat/completions"
-    assert isinstance(make_backend({"kind": "llama_cpp", "n_ctx": 512}), LlamaCppBackend)  # lazy: no load
+    assert isinstance(make_backend({"kind": "transformers", "n_ctx": 512}), TransformersBackend)  # lazy: no load
+    assert isinstance(make_backend({"kind": "llama_cpp", "n_ctx": 512}), LlamaCppBackend)
     with pytest.raises(ValueError, match="'vllm'"):
         make_backend({"kind": "vllm"})
     with pytest.raises(ValueError, match="n_ctxx"):
@@ -140,15 +143,15 @@ def test_make_backend_rejects_unknown_kind_and_keys(monkeypatch) -> None:
 
 def test_make_backend_reads_only_the_chosen_kinds_block() -> None:
     config = {
-        "llama_cpp": {"n_ctx": 512, "n_threads": 1},
+        "transformers": {"n_ctx": 512, "n_threads": 1},
         "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api": "completions"},
     }
-    local = make_backend({"kind": "llama_cpp", **config})
-    assert isinstance(local, LlamaCppBackend) and local.n_ctx == 512 and local.n_threads == 1
+    local = make_backend({"kind": "transformers", **config})
+    assert isinstance(local, TransformersBackend) and local.n_ctx == 512 and local.n_threads == 1
     remote = make_backend({"kind": "openai", **config})
     assert isinstance(remote, OpenAICompatibleClient) and remote.url == "http://127.0.0.1:9/v1/completions"
     with pytest.raises(ValueError, match="n_ctxx"):
-        make_backend({"kind": "llama_cpp", "llama_cpp": {"n_ctxx": 1}})
+        make_backend({"kind": "transformers", "transformers": {"n_ctxx": 1}})
 
 
 # --- OpenAICompatibleClient against a real loopback server ---------------------------------------
@@ -248,9 +251,8 @@ QUESTION = "In which city is Big Ben?"  # not the prompts' worked example (the E
 
 
 @pytest.fixture(scope="module")
-def gemma() -> LlamaCppBackend:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    return LlamaCppBackend()
+def gemma() -> TransformersBackend:
+    return TransformersBackend()
 
 
 @pytest.mark.slow
@@ -262,10 +264,36 @@ def test_embedded_model_answers_from_passage(gemma) -> None:
     assert again == answer  # greedy decoding is deterministic
 
 
+@pytest.mark.slow
+def test_embedded_model_refuses_a_prompt_longer_than_its_context(gemma) -> None:
+    long = [{"role": "user", "content": "word " * 3000}]
+    with pytest.raises(LLMRequestError, match="exceeds n_ctx=2048"):
+        gemma.complete(long, max_tokens=4)
+
+
+@pytest.mark.slow
+def test_gguf_is_converted_once_per_file_and_transformers_version(gemma, monkeypatch, tmp_path) -> None:
+    import transformers
+
+    from ragfolio.core.embedded_llm import conversion_dir, converted_gguf
+
+    gemma.complete([{"role": "user", "content": "Answer:"}], max_tokens=1)  # converted into the cache
+    first = converted_gguf(embedded_model_path())
+    assert first == conversion_dir(embedded_model_path()) and (first / "config.json").is_file()
+    assert converted_gguf(embedded_model_path()) == first  # found again, not reconverted
+    assert not any(p.name.startswith(".converting-") for p in first.parent.iterdir())
+    monkeypatch.setattr(transformers, "__version__", "0.0.0-other")  # an upgrade misses the old folder
+    other = conversion_dir(embedded_model_path())
+    assert other != first and other.name.endswith("transformers0.0.0-other") and not other.exists()
+    other_file = tmp_path / "copy.gguf"
+    other_file.write_bytes(b"not the same file")
+    assert conversion_dir(other_file).name != first.name
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory) -> Iterator[str]:
     """``"<base_url>|<model id>"`` of a real ``llama_cpp.server`` on the embedded model."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the optional 'llama' extra) is not installed")
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", embedded_model_path(),
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]

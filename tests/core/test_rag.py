@@ -7,7 +7,8 @@ import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
 from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize
-from ragfolio.core.answering import Answerer, Completion
+from ragfolio.core.answering import Answerer
+from ragfolio.core.llm import Completion
 from ragfolio.core.features import TextHasher
 from ragfolio.core.pool import CandidateSpec, expand_grid
 from ragfolio.core.rag import AdaptiveRAG

@@ -16,8 +16,9 @@ def test_support_recall_matrix_hand_worked() -> None:
     gold = [[0, 1], [4, 5, 6]]
     U = support_recall_matrix([a, b], gold)
     # q0: a finds 0 and 1 -> 2/min(4,2) = 1; b finds 0 -> 1/2.
-    # q1: a returns 2 passages, both gold -> 2/min(2,3) = 1; b finds 4 -> 1/min(4,3) = 1/3.
-    np.testing.assert_allclose(U, [[1.0, 0.5], [1.0, 1 / 3]], rtol=1e-6)
+    # q1: a returns 2 of 4 passages, both gold -> 2/min(4,3) = 2/3 (a short list earns no bonus:
+    # the denominator is the list length asked for); b finds 4 -> 1/min(4,3) = 1/3.
+    np.testing.assert_allclose(U, [[1.0, 0.5], [2 / 3, 1 / 3]], rtol=1e-6)
     assert U.dtype == np.float32
 
 

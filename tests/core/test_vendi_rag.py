@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragfolio.core.answering import Answerer, Completion, LlamaCppBackend
+from ragfolio.core.answering import Answerer
+from ragfolio.core.embedded_llm import TransformersBackend
+from ragfolio.core.llm import Completion
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import build_corpus
 from ragfolio.core.loading import load_folder
@@ -91,8 +93,7 @@ def test_invalid_settings_name_the_value(runner) -> None:
 
 @pytest.mark.slow
 def test_real_model_answers_within_max_iterations(runner) -> None:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    result = VendiRAG(Answerer(LlamaCppBackend()), runner, max_iterations=2).run(QUESTION)
+    result = VendiRAG(Answerer(TransformersBackend()), runner, max_iterations=2).run(QUESTION)
     assert result.answer and 1 <= result.iterations <= 2
     assert len(result.completions) in range(result.iterations, 2 * result.iterations + 1)
     assert result.tokens == sum(c.tokens for c in result.completions) > 0

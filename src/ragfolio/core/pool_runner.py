@@ -30,11 +30,12 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
-from ragfolio.core.encoders import make_encoder
+from ragfolio.core.encoders import encoder_identity, make_encoder
 from ragfolio.core.memo import PartsMemo
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.retrievers.base import RetrievalResult
 from ragfolio.core.retrievers.bm25 import BM25Retriever, tokenize
+from ragfolio.core.retrievers.completion import check_full, complete_rows
 from ragfolio.core.retrievers.dense import DenseRetriever
 from ragfolio.core.retrievers.diversity import discounted_similarity, mmr, vendi
 from ragfolio.core.retrievers.elasticsearch import (
@@ -50,9 +51,15 @@ logger = logging.getLogger(__name__)
 
 Embedding = npt.NDArray[np.float32]
 
-# Bumped when a family's rankings change for the same parameters, so cached results are recomputed.
+# Bumped when a family's rankings change for the same parameters, so cached results are recomputed
+# (every candidate's cache key carries its family's version; a family not listed is at 1).
 # graph 2: short neighbourhoods are backfilled from the seeds' first-stage ranking.
 RESULT_VERSIONS = {"graph": 2}
+# Bumped when the completion of short rows (applied to every family, see completion.py) changes.
+COMPLETION_VERSION = 1
+# The first-stage ranking each family builds on, by the parameter naming it: a short row is
+# completed from it first (bm25, dense and hybrid rank the corpus themselves).
+FIRST_STAGE = {"ds": "prefilter", "mmr": "prefilter", "vendi": "prefilter", "graph": "seeds", "two_hop": "first"}
 T = TypeVar("T")
 
 
@@ -100,8 +107,12 @@ class PoolRunner:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
         if prefilter_depth < num_docs:
             raise ValueError(f"prefilter_depth={prefilter_depth} must be >= num_docs={num_docs}")
+        if len(texts) < num_docs:
+            raise ValueError(f"the corpus has {len(texts)} passages, fewer than num_docs={num_docs}")
         self.titles, self.texts = list(titles), list(texts)
         self.encoder_specs = {name: dict(spec) for name, spec in encoders.items()}
+        # Settings and package versions of each encoder: part of every cache key that vectors feed.
+        self.encoder_ids = {name: encoder_identity(spec) for name, spec in self.encoder_specs.items()}
         self.cache = cache
         self.num_docs = num_docs
         self.prefilter_depth = prefilter_depth
@@ -141,7 +152,7 @@ class PoolRunner:
         def compute() -> Embedding:
             if encoder in self._given_embeddings:
                 return self._given_embeddings[encoder]
-            key = {"corpus": self.corpus_key, "encoder": self.encoder_specs.get(encoder), "name": encoder}
+            key = {"corpus": self.corpus_key, "encoder": self.encoder_ids.get(encoder), "name": encoder}
             texts = self.passage_texts
             logger.info("encoding %d passages with %s (cached after the first run)", len(texts), encoder)
             arrays = self.cache.get_or_compute(
@@ -156,7 +167,7 @@ class PoolRunner:
         qkey = fingerprint(queries)
 
         def compute() -> Embedding:
-            key = {"queries": qkey, "encoder": self.encoder_specs.get(encoder), "name": encoder}
+            key = {"queries": qkey, "encoder": self.encoder_ids.get(encoder), "name": encoder}
             arrays = self.cache.get_or_compute(
                 "query_embeddings", key, lambda: {"emb": self._encode(encoder, list(queries), queries=True)}
             )
@@ -213,7 +224,7 @@ class PoolRunner:
         """A shared first-stage ranking ``prefilter_depth`` deep, cached in memory and on disk."""
         qkey = fingerprint(queries)
         key = {"base": name, "queries": qkey, "depth": self.prefilter_depth, "bm25": self.bm25_params,
-               "encoders": self.encoder_specs}
+               "encoders": self.encoder_ids}
 
         def compute() -> RetrievalResult:
             family, _, encoder = name.partition(":")
@@ -309,12 +320,30 @@ class PoolRunner:
 
     # --- candidates ---------------------------------------------------------------------------
     def run(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult:
-        """The ``(n_queries, num_docs)`` ranking of one candidate, from the disk cache when possible."""
+        """The ``(n_queries, num_docs)`` ranking of one candidate, from the disk cache when possible.
+
+        Every row holds exactly ``num_docs`` distinct passages: rows a family leaves short are
+        completed by :meth:`_complete`, and :func:`check_full` checks the result, cached or not.
+        """
         key = {"candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
-               "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_specs}
-        if candidate.family in RESULT_VERSIONS:  # a family whose results changed: old cache entries must not match
-            key["version"] = RESULT_VERSIONS[candidate.family]
-        return self._cached_result("candidates", key, lambda: self._compute(candidate, queries))
+               "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
+               "version": [RESULT_VERSIONS.get(candidate.family, 1), COMPLETION_VERSION]}
+        result = self._cached_result(
+            "candidates", key, lambda: self._complete(candidate, queries, self._compute(candidate, queries))
+        )
+        check_full(result, len(queries), self.num_docs, candidate.name)
+        return result
+
+    def _complete(self, candidate: CandidateSpec, queries: Sequence[str], result: RetrievalResult) -> RetrievalResult:
+        """``result`` with short rows completed from the candidate's first stage, then the first
+        encoder's dense ranking, then corpus order (see :func:`complete_rows`)."""
+        fallbacks = []
+        stage = FIRST_STAGE.get(candidate.family)
+        if stage:
+            fallbacks.append(partial(self.base, candidate.params[stage], queries))
+        if self.encoder_specs:
+            fallbacks.append(partial(self.base, f"dense:{next(iter(self.encoder_specs))}", queries))
+        return complete_rows(result, fallbacks, len(self.texts))
 
     def run_all(
         self, candidates: Sequence[CandidateSpec], queries: Sequence[str], desc: str = "candidates"

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragfolio.core.answering import Answerer, Completion
+from ragfolio.core.answering import Answerer
+from ragfolio.core.llm import Completion
 from ragfolio.core.features import Features, TextHasher, query_features
 from ragfolio.core.inference import MemberResults, PortfolioExecutor
 from ragfolio.core.pool import CandidateSpec
@@ -143,7 +144,7 @@ class AdaptiveRAG:
 
         Raises:
             RuntimeError: This instance has no answerer.
-            ragfolio.core.answering.LLMUnavailableError: The LLM endpoint cannot be reached.
+            ragfolio.core.llm.LLMUnavailableError: The LLM endpoint cannot be reached.
         """
         if self.answerer is None:
             raise RuntimeError("this AdaptiveRAG was built without an answerer (retrieval only)")

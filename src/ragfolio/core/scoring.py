@@ -2,7 +2,10 @@
 
 ``U[q, r] = s(q, r)`` in [0, 1]. Two scores are built in:
 
-* ``support_recall``: ``|pred ∩ gold| / min(|pred|, |gold|)`` over passage ids (the paper's default);
+* ``support_recall``: ``|pred ∩ gold| / min(num_docs, |gold|)`` over passage ids (the paper's
+  default). The denominator is the list length asked for, not the passages a candidate returned,
+  so a short list cannot score higher than a full one with the same hits (the pool returns full
+  lists anyway; see :mod:`ragfolio.core.retrievers.completion`);
 * ``answer_recall``: 1 if some retrieved passage contains a gold answer alias (SQuAD-normalised).
 """
 
@@ -45,11 +48,9 @@ def support_recall_matrix(
         gold_arr = np.unique(np.asarray(gold, dtype=np.int64))
         if gold_arr.size == 0:
             raise ValueError(f"query {q} has no gold passages; support recall is undefined")
-        rows = docs[q]  # (m, num_docs); candidates return distinct passages, -1 padded
+        rows = docs[q]  # (m, num_docs) distinct passages; a -1 pad never matches gold
         hits = np.isin(rows, gold_arr).sum(axis=1)
-        n_pred = (rows >= 0).sum(axis=1)
-        denom = np.minimum(n_pred, gold_arr.size)
-        utility[q] = np.where(denom > 0, hits / np.maximum(denom, 1), 0.0)
+        utility[q] = hits / min(rows.shape[1], gold_arr.size)
     return utility
 
 

@@ -21,7 +21,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragfolio.core.answering import Answerer, Completion, Messages, format_passages
+from ragfolio.core.answering import Answerer, format_passages
+from ragfolio.core.llm import Completion, Messages
 from ragfolio.core.pool_runner import PoolRunner
 from ragfolio.core.retrievers.diversity import vendi
 

@@ -15,10 +15,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragfolio.core.answering import EMBEDDED_LLM
+
 DEFAULT_CONFIG = Path("conf/base/serving.yml")
 CONFIG_ENV = "RAGFOLIO_SERVING_CONFIG"
 ENV_PREFIX = "RAGFOLIO_"
-EMBEDDED_LLM: dict[str, Any] = {"kind": "llama_cpp", "llama_cpp": {"n_ctx": 2048, "n_threads": 2}}
 
 
 class AnswererConfig(BaseModel):
@@ -71,7 +72,7 @@ class ServingConfig(BaseModel):
     @classmethod
     def _llm_has_kind(cls, value: dict[str, Any]) -> dict[str, Any]:
         if "kind" not in value:
-            raise ValueError("llm needs a 'kind' (llama_cpp or openai)")
+            raise ValueError("llm needs a 'kind' (transformers, llama_cpp or openai)")
         return value
 
 

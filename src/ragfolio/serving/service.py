@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ragfolio.core.answering import LLMRequestError, LLMUnavailableError
+from ragfolio.core.llm import LLMRequestError, LLMUnavailableError
 from ragfolio.core.artifacts import BundleIntegrityError, verify_bundle
 from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import ServingEngine

