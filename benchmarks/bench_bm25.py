@@ -40,7 +40,7 @@ K = 4
 def sample_corpus(root: Path) -> tuple[list[str], list[str]]:
     corpora = json.loads((root / "data/03_primary/corpora.json").read_text())
     seen: dict[str, str] = {}
-    for passages in corpora.values():
+    for passages in corpora["corpora"].values():  # ragfolio.core.corpora.Corpora.to_json
         for p in passages:
             seen.setdefault(p["id"], f"{p['title']}. {p['text']}")
     questions = json.loads((root / "data/02_intermediate/questions.json").read_text())

@@ -54,7 +54,7 @@ def encode_corpora(corpora: dict, params: dict, cache_dir: str) -> None:
     from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams, make_runner
 
     p = CandidateScoringParams(**params)
-    for records in corpora.values():
+    for records in corpora["corpora"].values():  # ragfolio.core.corpora.Corpora.to_json
         runner = make_runner(Corpus.from_records(records), ArrayCache(cache_dir), p)
         for encoder in p.encoders:
             runner.passage_embeddings(encoder)
@@ -86,13 +86,13 @@ def main() -> None:
     conf = yaml.safe_load((ROOT / "conf/base/parameters_candidate_scoring.yml").read_text())["candidate_scoring"]
     prep = yaml.safe_load((ROOT / "conf/base/parameters_data_prep.yml").read_text())["data_prep"]
     questions = load_questions({**prep, "raw_dir": str(args.raw_dir)})
-    corpora = build_corpora(questions)
+    corpora = build_corpora(questions, {**prep, "raw_dir": str(args.raw_dir)})
     params = {**conf, "query_block_size": args.block_size, "scheduler_address": None}
     pool = expand_candidates(params)
     candidates = subset(pool, args.max_candidates, args.encoders)
     if args.encoders:
         params["encoders"] = {name: spec for name, spec in conf["encoders"].items() if name in args.encoders}
-    n_passages = {name: len(records) for name, records in corpora.items()}
+    n_passages = {name: len(records) for name, records in corpora["corpora"].items()}
     load_before = uptime()
 
     warm = tempfile.mkdtemp(prefix="ragfolio-warm-") if args.warm_corpus else None

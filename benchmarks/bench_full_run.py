@@ -67,7 +67,8 @@ def main() -> None:
         first_s, first_mem, log = run(project, f"data_prep.raw_dir={raw}{extra}")
         rerun_s, _, _ = run(project, f"data_prep.raw_dir={raw},portfolio_selection.k_max=10{extra}")
         metrics = json.loads((project / "data/08_reporting/portfolio_metrics.json").read_text())
-        n_passages = {d: len(c) for d, c in json.loads((project / "data/03_primary/corpora.json").read_text()).items()}
+        corpora = json.loads((project / "data/03_primary/corpora.json").read_text())  # Corpora.to_json
+        n_passages = {name: len(records) for name, records in corpora["corpora"].items()}
     k5 = {key: e["test"]["greedy_at_k"][4] - e["test"]["top_by_average_at_k"][4] for key, e in metrics["datasets"].items()}
     report = "\n".join([
         f"Command: `.venv/bin/python benchmarks/bench_full_run.py --raw-dir {args.raw_dir}"
@@ -75,7 +76,7 @@ def main() -> None:
         f"Machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
         "",
         f"- candidates: {metrics['n_candidates']} {metrics['candidates_by_family']}",
-        f"- corpus passages per dataset: {n_passages} (total {sum(n_passages.values())})",
+        f"- corpus passages per corpus ({corpora['mode']}): {n_passages} (total {sum(n_passages.values())})",
         f"- first run ({'warm' if warm else 'empty'} retrieval cache): {first_s / 60:.1f} min, peak RSS {first_mem:.1f} GiB",
         f"- rerun after changing only k_max: {rerun_s:.0f} s",
         "",

@@ -93,6 +93,9 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
         assert len((project / "data/08_reporting" / csv).read_text().splitlines()) > 5
     manifest = json.loads((project / "data/06_models/bundle/manifest.json").read_text())
     assert manifest["name"] == "all" and manifest["k"] == 5 and len(manifest["checksum"]) == 64
+    # the served corpus is the measured one: the union corpus (the default), named alike everywhere
+    assert metrics["corpus"]["mode"] == "union"
+    assert manifest["corpus"]["fingerprint"] == metrics["corpus"]["fingerprint"] == routers["corpus"]["fingerprint"]
 
 
 def _mlflow_client(env: dict[str, str]):  # type: ignore[no-untyped-def]

@@ -97,3 +97,16 @@ def test_a_range_the_lock_violates_is_reported(monkeypatch) -> None:
     monkeypatch.setitem(globals(), "project_requirements", lambda: [Requirement("numpy<1")])
     with pytest.raises(AssertionError, match="outside pyproject.toml's numpy<1"):
         test_every_pyproject_requirement_is_locked_at_a_version_it_admits()
+
+
+def test_the_bento_pins_the_locked_versions() -> None:
+    import yaml
+
+    packages = yaml.safe_load((ROOT / "bentofile.yaml").read_text())["python"]["packages"]
+    pins = locked()
+    for spec in packages:
+        req = Requirement(spec)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"bentofile.yaml installs {name}, which requirements.lock does not hold"
+        assert str(req.specifier).startswith("=="), f"bentofile.yaml: {spec} is not an exact pin"
+        assert req.specifier.contains(pins[name], prereleases=True), f"bentofile.yaml {spec} != lock {pins[name]}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -93,6 +94,38 @@ def test_missing_extra_and_edited_manifest_are_caught(saved: Path) -> None:
     (saved / "embeddings" / "extra.npy").unlink()
     (saved / "embeddings" / "fake.npy").unlink()
     with pytest.raises(BundleIntegrityError, match="fake.npy is listed in the manifest but missing"):
+        load_bundle(saved)
+
+
+def test_manifest_names_the_corpus_by_its_fingerprint(saved: Path) -> None:
+    manifest = json.loads((saved / "manifest.json").read_text())
+    corpus = _bundle().corpus
+    assert manifest["corpus"] == {"n_passages": len(PASSAGES), "fingerprint": corpus.fingerprint}
+    assert load_bundle(saved).corpus.fingerprint == corpus.fingerprint
+
+
+def _resign(folder: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    """Apply ``edit`` to the manifest, then record every file's sha256 and the checksum afresh."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    manifest["files"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in manifest["files"]}
+    body = {k: v for k, v in manifest.items() if k not in ("checksum", "version")}
+    manifest["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_bundle_whose_corpus_was_altered_does_not_load(saved: Path, verify: bool) -> None:
+    corpus = saved / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace("second-longest", "longest"))
+    _resign(saved, lambda manifest: None)  # checksums that match the altered file: only the fingerprint tells
+    with pytest.raises(BundleIntegrityError, match=r"corpus\.jsonl: corpus of 6 passages with fingerprint"):
+        load_bundle(saved, verify=verify)
+
+
+def test_a_bundle_without_a_corpus_fingerprint_does_not_load(saved: Path) -> None:
+    _resign(saved, lambda manifest: manifest["corpus"].pop("fingerprint"))
+    with pytest.raises(BundleIntegrityError, match="names no corpus fingerprint"):
         load_bundle(saved)
 
 

@@ -14,6 +14,7 @@ from ragfolio.core.data import (
     DataFormatError,
     Question,
     build_corpus,
+    normalize_whitespace,
     passage_id,
 )
 
@@ -45,6 +46,14 @@ def test_passage_id_is_stable_and_content_based() -> None:
     assert passage_id("Other", "Some text.") != passage_id("Title", "Some text.")
 
 
+def test_passage_id_ignores_whitespace_differences() -> None:
+    double = "First sentence.  Second sentence."  # older HotpotQA rows
+    assert normalize_whitespace(f"  {double}\n\t") == "First sentence. Second sentence."
+    assert passage_id("T", double) == passage_id(" T ", "First sentence. Second sentence.")
+    assert passage_id("T", double) == passage_id("T", "First sentence.\nSecond sentence.")
+    assert passage_id("T", "First sentence. Second sentence.") != passage_id("T", "First sentence.Second sentence.")
+
+
 def test_gold_passage_ids_keep_order_and_drop_duplicates() -> None:
     ctx = [
         {"title": "B", "text": "b", "is_supporting": True},
@@ -70,6 +79,28 @@ def test_build_corpus_deduplicates_in_order_of_first_appearance() -> None:
     rows = corpus.row_of()
     assert [rows[p] for p in q2.gold_passage_ids()] == [1]
     assert build_corpus([q1, q2]) == corpus  # stable across calls
+
+
+def test_build_corpus_merges_spacing_variants_and_adds_passages() -> None:
+    old = Question.from_record(row("q1", contexts=[{"title": "A", "text": "One.  Two.", "is_supporting": True}]))
+    new = Question.from_record(row("q2", contexts=[{"title": "A", "text": "One. Two.", "is_supporting": True}]))
+    corpus = build_corpus([old, new], [("A", "One. Two. "), ("C", "Extra passage."), ("C", "Extra  passage.")])
+    assert corpus.texts == ("One.  Two.", "Extra passage.")  # the first copy's spacing is kept
+    rows = corpus.row_of()
+    assert [rows[g] for q in (old, new) for g in q.gold_passage_ids()] == [0, 0]
+
+
+def test_corpus_fingerprint_names_its_rows_in_order() -> None:
+    corpus = Corpus(ids=("p1", "p2"), titles=("A", "B"), texts=("a", "b"))
+    assert len(corpus.fingerprint) == 20
+    assert corpus.fingerprint == Corpus.from_records(corpus.to_records()).fingerprint
+    changed = [
+        Corpus(ids=("p2", "p1"), titles=("B", "A"), texts=("b", "a")),  # order
+        Corpus(ids=("p1", "p2"), titles=("A", "B"), texts=("a", "b!")),  # a text
+        Corpus(ids=("p1", "p3"), titles=("A", "B"), texts=("a", "b")),  # an id
+        Corpus(ids=("p1",), titles=("A",), texts=("a",)),  # a passage fewer
+    ]
+    assert len({corpus.fingerprint, *(c.fingerprint for c in changed)}) == 5
 
 
 def test_corpus_row_of_is_cached_and_corpus_is_frozen() -> None:

@@ -12,6 +12,7 @@ import fake_encoders
 from fake_encoders import HASHING, install_hashing_encoder, register_hashing_kind
 from ragfolio.core import distributed as dist
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data import Corpus
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
@@ -38,10 +39,11 @@ def _params(score: str, scheduler_address: str | None = None) -> dict:
             "grid": GRID, "query_block_size": 3, "scheduler_address": scheduler_address}
 
 
-@pytest.fixture
-def prepared(tiny_dir: Path) -> tuple[list, dict]:
-    questions = load_questions({"raw_dir": str(tiny_dir), "seed": 0})
-    return questions, build_corpora(questions)
+@pytest.fixture(params=["union", "per_dataset"])
+def prepared(request: pytest.FixtureRequest, tiny_dir: Path) -> tuple[list, dict]:
+    params = {"raw_dir": str(tiny_dir), "seed": 0, "corpus": request.param}
+    questions = load_questions(params)
+    return questions, build_corpora(questions, params)
 
 
 @pytest.fixture(autouse=True)
@@ -75,8 +77,8 @@ def test_thread_workers_give_the_in_process_matrices(prepared, tmp_path, monkeyp
     assert got_index == index
     _assert_same(expected, got)
     _assert_same(expected, again)
-    # Workers kept one runner per corpus and configuration, not one per block.
-    assert len(dist._RUNNERS) == 2 * len(expected)
+    # Workers kept one runner per distinct corpus and configuration, not one per block or dataset.
+    assert len(dist._RUNNERS) == 2 * len(prepared[1]["corpora"])
 
 
 def test_process_workers_give_the_in_process_matrices(prepared, tmp_path, monkeypatch) -> None:
@@ -105,7 +107,7 @@ def test_encoders_used_follows_bases() -> None:
 
 
 def test_blocks_cover_every_query_in_order() -> None:
-    corpus = dist.CorpusPart.of(["t"], ["x"])
+    corpus = dist.CorpusPart.of(Corpus(("p",), ("t",), ("x",)))
     job = dist.ScoringJob("d", corpus, tuple("abcdefg"), tuple((i,) for i in range(7)))
     blocks = list(job.blocks(3))
     assert [q for q, _ in blocks] == [("a", "b", "c"), ("d", "e", "f"), ("g",)]

@@ -2,14 +2,21 @@ import numpy as np
 import pytest
 
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.corpora import Corpora
+from ragfolio.core.distributed import RunnerConfig
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 
 
+def _prepare(tiny_dir, corpus: str = "union"):
+    params = {"raw_dir": str(tiny_dir), "seed": 0, "corpus": corpus}
+    questions = load_questions(params)
+    return questions, build_corpora(questions, params)
+
+
 @pytest.fixture
 def prepared(tiny_dir):
-    questions = load_questions({"raw_dir": str(tiny_dir), "seed": 0})
-    return questions, build_corpora(questions)
+    return _prepare(tiny_dir)
 
 
 def _params(score: str) -> dict:
@@ -40,6 +47,24 @@ def test_rerun_reads_the_cache(prepared, tmp_path) -> None:
     assert len(list(tmp_path.rglob("*.npz"))) == n_files > 0
     for dataset in first:
         np.testing.assert_array_equal(first[dataset], again[dataset])
+
+
+@pytest.mark.parametrize("mode", ["union", "per_dataset"])
+def test_one_runner_per_distinct_corpus(tiny_dir, tmp_path, monkeypatch, mode) -> None:
+    questions, corpora = _prepare(tiny_dir, mode)
+    built, build = [], RunnerConfig.build
+
+    def counting_build(self, titles, texts):  # type: ignore[no-untyped-def]
+        built.append(len(texts))
+        return build(self, titles, texts)
+
+    monkeypatch.setattr(RunnerConfig, "build", counting_build)
+    params = _params("support_recall")
+    matrices, index = score_candidates(questions, corpora, expand_candidates(params), ArrayCache(tmp_path), params)
+    sets = Corpora.from_json(corpora)
+    assert set(matrices) == set(sets.datasets) == {"hotpotqa", "musique"}
+    assert built == [len(c) for c in sets.corpora.values()] and len(built) == (1 if mode == "union" else 2)
+    assert index["corpus"] == sets.describe() and index["corpus"]["mode"] == mode
 
 
 def test_unknown_parameter_is_named() -> None:

@@ -9,7 +9,9 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 
+from ragfolio.core.artifacts import save_bundle
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.corpora import Corpora
 from ragfolio.core.answer_eval import SYSTEMS
 from ragfolio.datasets import ArrayFolderDataset, RouterFolderDataset
 from ragfolio.pipeline_registry import register_pipelines
@@ -37,7 +39,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
             "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,
         },
         "answering_evaluation": {
-            "max_questions_per_dataset": 1, "llm": {"kind": "llama_cpp", "llama_cpp": {"n_ctx": 2048}},
+            "max_questions_per_dataset": 1, "llm": {"kind": "transformers", "transformers": {"n_ctx": 2048}},
             "vendi_rag": {"max_iterations": 2}, "seed": 0,
         },
     }
@@ -54,7 +56,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
     return DataCatalog(datasets)
 
 
-def test_every_pipeline_in_order(catalog: DataCatalog) -> None:
+def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     pipelines = register_pipelines()
     assert pipelines["portfolio"].all_outputs() >= pipelines["evaluation"].all_outputs()
     for name in ("data_prep", "candidate_scoring", "portfolio_selection"):
@@ -104,11 +106,16 @@ def test_every_pipeline_in_order(catalog: DataCatalog) -> None:
         assert len(entry["same_budget"]["routed_union_recall"]) == 3
         assert len(entry["same_budget"]["single_best_recall"]) == 3
         assert "gap_closed_l1" in entry
-    bundle = catalog.load("bundle")  # the served portfolio: all, over both datasets' passages
+    bundle = catalog.load("bundle")  # the served portfolio: all, over the union corpus every number was measured on
     assert bundle.name == "all" and bundle.members[0].name == metrics["datasets"]["all"]["portfolio"][0]
     corpora = catalog.load("corpora")
-    assert len(bundle.corpus) == len({r["id"] for records in corpora.values() for r in records})
+    assert corpora["datasets"] == {"hotpotqa": "union", "musique": "union"} and list(corpora["corpora"]) == ["union"]
+    assert len(bundle.corpus) == len(corpora["corpora"]["union"])
     assert all(len(emb) == len(bundle.corpus) for emb in bundle.embeddings.values())
+    fingerprint = bundle.corpus.fingerprint  # the served corpus is the measured one
+    assert metrics["corpus"] == router_metrics["corpus"] == bundle.selection["corpus"] == {
+        "mode": "union", "fingerprint": fingerprint, "n_passages": len(bundle.corpus)}
+    assert save_bundle(bundle, tmp_path / "bundle")["corpus"]["fingerprint"] == fingerprint
 
     # answering_evaluation: every system answers with the embedded LLM
     SequentialRunner().run(pipelines["answering_evaluation"], catalog)
@@ -125,3 +132,20 @@ def test_every_pipeline_in_order(catalog: DataCatalog) -> None:
             assert m["latency_ms_p95"] >= m["latency_ms_mean"] * 0 and m["tokens_mean"] > 0
     by_system = answers.groupby("system")["tokens"].mean()
     assert by_system["routed_lk"] > by_system["routed_l1"]  # k answers cost more than one
+
+
+def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny_dir) -> None:
+    """``data_prep.corpus: per_dataset``: each dataset retrieves from its own corpus, and reports say so."""
+    catalog.save("params:data_prep", {"raw_dir": str(tiny_dir), "test_fraction": 0.3, "seed": 0, "corpus": "per_dataset"})
+    pipelines = register_pipelines()
+    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training"):
+        SequentialRunner().run(pipelines[name], catalog)
+    corpora = catalog.load("corpora")
+    assert corpora["datasets"] == {"hotpotqa": "hotpotqa", "musique": "musique"}
+    expected = Corpora.from_json(corpora).describe()
+    assert set(expected["fingerprints"]) == {"hotpotqa", "musique"} and "fingerprint" not in expected
+    assert catalog.load("portfolio_metrics")["corpus"] == catalog.load("router_metrics")["corpus"] == expected
+    bundle = catalog.load("bundle")  # all: both datasets' corpora stacked, each passage once
+    assert len(bundle.corpus) == len({r["id"] for records in corpora["corpora"].values() for r in records})
+    assert all(len(emb) == len(bundle.corpus) for emb in bundle.embeddings.values())
+    assert bundle.selection["corpus"] == expected

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_bundle import MEMBERS, questions
+from tiny_bundle import FIXTURES, MEMBERS, questions
 
+from ragfolio.core.data import build_corpus
+from ragfolio.core.loading import load_folder
 from ragfolio.core.pool_runner import PoolRunner
 
 K = len(MEMBERS)
@@ -82,6 +84,9 @@ def test_portfolio_describes_the_bundle(client, tiny_bundle) -> None:
     assert [m["name"] for m in body["members"]] == [m["name"] for m in manifest["members"]]
     assert [m["family"] for m in body["members"]] == [family for family, _ in MEMBERS]
     assert body["selection"] == manifest["selection"] and body["k"] == K and body["default_l"] == 2
+    # the served corpus, named as the manifest (and the pipeline's reports) name it
+    assert body["corpus_fingerprint"] == manifest["corpus"]["fingerprint"] == build_corpus(load_folder(FIXTURES)).fingerprint
+    assert body["n_passages"] == manifest["corpus"]["n_passages"]
 
 
 BAD_REQUESTS = [

@@ -2,7 +2,8 @@
 
 A bundle is an inspectable folder; nothing in it is a pickle::
 
-    manifest.json        members, parameters, selection metrics, per-file sha256 and the checksum
+    manifest.json        members, parameters, selection metrics, the corpus's size and fingerprint,
+                         per-file sha256 and the checksum
     corpus.jsonl         the passages served ({"id", "title", "text"} per line)
     router/              router.json + router.safetensors (:meth:`Router.save`)
     embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
@@ -10,7 +11,9 @@ A bundle is an inspectable folder; nothing in it is a pickle::
 The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
 the sha256 of every file, so changing any byte of the bundle is caught by :func:`load_bundle`
 (:class:`BundleIntegrityError` names the file). ``version`` is the checksum's first 12 hex digits:
-two bundles with the same content have the same version.
+two bundles with the same content have the same version. ``corpus.fingerprint`` is the served
+corpus's :attr:`~ragfolio.core.data.Corpus.fingerprint`, the name the pipeline's reports give the
+corpus they measured; :func:`load_bundle` checks the corpus it reads has it.
 """
 
 from __future__ import annotations
@@ -169,7 +172,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "scoring": bundle.scoring,
             "routing": bundle.routing,
             "selection": bundle.selection,
-            "corpus": {"n_passages": len(bundle.corpus)},
+            "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
             "files": {p.relative_to(tmp).as_posix(): _sha256(p) for p in files},
         }
         manifest["checksum"] = _manifest_checksum(manifest)
@@ -212,13 +215,34 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> None:
+    """Raise if ``corpus`` is not the one the manifest names (size and fingerprint)."""
+    expected = manifest.get("corpus", {})
+    if "fingerprint" not in expected:
+        raise BundleIntegrityError(f"{path.parent / MANIFEST} names no corpus fingerprint (a bundle from an older "
+                                   "ragfolio): rebuild it with the router_training pipeline")
+    if expected["fingerprint"] != corpus.fingerprint or expected.get("n_passages") != len(corpus):
+        raise BundleIntegrityError(
+            f"{path}: corpus of {len(corpus)} passages with fingerprint {corpus.fingerprint}, but the manifest names "
+            f"{expected.get('n_passages')} passages with fingerprint {expected['fingerprint']}"
+        )
+
+
 def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
-    """The bundle saved at ``path``; with ``verify`` (the default) every file is checked first."""
+    """The bundle saved at ``path``; with ``verify`` (the default) every file is checked first.
+
+    The corpus is checked against the manifest's ``corpus.fingerprint`` even without ``verify``.
+
+    Raises:
+        BundleIntegrityError: A file differs from the manifest (see :func:`verify_bundle`), or the
+            corpus read is not the one the manifest names.
+    """
     folder = Path(path)
     manifest = verify_bundle(folder) if verify else json.loads((folder / MANIFEST).read_text())
     with (folder / CORPUS).open(encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
     corpus = Corpus.from_records(records)
+    _check_corpus(corpus, manifest, folder / CORPUS)
     embeddings = {
         p.stem: np.load(p, allow_pickle=False) for p in sorted((folder / EMBEDDINGS).glob("*.npy"))
     }

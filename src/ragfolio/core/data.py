@@ -18,8 +18,9 @@ raises :class:`DataFormatError` naming the file, the line and the field):
   non-empty string ``text`` and a boolean ``is_supporting``.
 * Any other key (``split``, ``sources``, ``supporting_facts`` ...) is allowed and ignored.
 
-A passage is identified by :func:`passage_id`, a hash of its title and text, so the same paragraph
-gets the same id in every run and in every file it appears in.
+A passage is identified by :func:`passage_id`, a hash of its whitespace-normalised title and text,
+so the same paragraph gets the same id in every run and in every file it appears in, whatever its
+spacing (older HotpotQA rows put two spaces between sentences, newer ones one).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from ragfolio.core.cache import fingerprint
 
 
 class DataFormatError(ValueError):
@@ -71,8 +74,17 @@ class Context:
         return passage_id(self.title, self.text)
 
 
+def normalize_whitespace(text: str) -> str:
+    """``text`` with every run of whitespace (spaces, tabs, newlines) made one space, ends stripped."""
+    return " ".join(text.split())
+
+
 def passage_id(title: str, text: str) -> str:
     """Stable passage id: ``"p"`` + the first 16 hex digits of ``sha1(title + "\\n" + text)``.
+
+    Title and text are whitespace-normalised first (:func:`normalize_whitespace`), so copies of a
+    paragraph that differ only in spacing share one id; a paragraph already normally spaced keeps
+    the id it had before normalisation was added.
 
     Args:
         title: Passage title.
@@ -81,8 +93,8 @@ def passage_id(title: str, text: str) -> str:
     Returns:
         A 17-character id, identical across runs, machines and Python versions.
     """
-    digest = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()
-    return "p" + digest[:16]
+    key = f"{normalize_whitespace(title)}\n{normalize_whitespace(text)}"
+    return "p" + hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
 def _require_str(value: Any, source: str, line: int | str, field: str, *, empty_ok: bool) -> str:
@@ -231,6 +243,15 @@ class Corpus:
         """Map passage id -> row index (built once, then cached; do not mutate it)."""
         return self._rows
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """20 hex digits naming this corpus: a sha256 over every row's id, title and text, in order.
+
+        Reports, the served bundle's manifest and ``/portfolio`` carry it, so they can be checked
+        to name the same corpus.
+        """
+        return fingerprint(field for row in zip(self.ids, self.titles, self.texts, strict=True) for field in row)
+
     def to_records(self) -> list[dict[str, str]]:
         """``[{"id", "title", "text"}, ...]`` in row order."""
         return [
@@ -275,18 +296,25 @@ def _count(items: Iterable[str]) -> dict[str, int]:
     return counts
 
 
-def build_corpus(questions: Iterable[Question]) -> Corpus:
-    """Pool the contexts of all questions into one de-duplicated corpus.
+def build_corpus(questions: Iterable[Question], passages: Iterable[tuple[str, str]] = ()) -> Corpus:
+    """Pool the contexts of all questions, then ``passages``, into one de-duplicated corpus.
 
-    Passages are de-duplicated by :func:`passage_id` (same title and text) and kept in order of
-    first appearance, so each gold paragraph competes with every distractor of the dataset.
+    Passages are de-duplicated by :func:`passage_id` (same title and text up to whitespace) and
+    kept in order of first appearance, with the spacing of that first copy, so each gold paragraph
+    competes with every distractor and every question's gold ids resolve to a corpus row.
+
+    Args:
+        questions: Questions whose contexts are pooled.
+        passages: Further ``(title, text)`` passages that support no question (a passage file).
     """
-    seen: dict[str, Context] = {}
+    seen: dict[str, tuple[str, str]] = {}
     for q in questions:
         for c in q.contexts:
-            seen.setdefault(c.passage_id, c)
+            seen.setdefault(c.passage_id, (c.title, c.text))
+    for title, text in passages:
+        seen.setdefault(passage_id(title, text), (title, text))
     return Corpus(
         ids=tuple(seen),
-        titles=tuple(c.title for c in seen.values()),
-        texts=tuple(c.text for c in seen.values()),
+        titles=tuple(title for title, _ in seen.values()),
+        texts=tuple(text for _, text in seen.values()),
     )

@@ -7,11 +7,13 @@ is computed by the same code on the same queries, the two paths agree bit for bi
 matters: batch size changes float results of some encoders and of FAISS, so an unblocked run is
 not guaranteed to match a blocked one to the last bit.)
 
-On a cluster (:func:`score_on_cluster`) each dataset's corpus is scattered to every worker once,
-then one task per block is submitted. A worker keeps one :class:`PoolRunner` per corpus and runner
+Datasets that retrieve from the same corpus (``data_prep.corpus: union``) share one runner: in
+this process one :class:`PoolRunner` is built per distinct corpus. On a cluster
+(:func:`score_on_cluster`) each distinct corpus is scattered to every worker once, then one task
+per block is submitted. A worker keeps one :class:`PoolRunner` per corpus and runner
 configuration (:data:`_RUNNERS`), so its blocks share indexes, passage embeddings and the graph;
 workers that share a disk also share the runner's :class:`~ragfolio.core.cache.ArrayCache`. Before
-its blocks, each dataset gets one warm-up task that computes the corpus parts kept on disk
+its blocks, each distinct corpus gets one warm-up task that computes the corpus parts kept on disk
 (passage embeddings), so local workers encode each corpus once instead of once per worker.
 
 ``dask.distributed`` is imported inside the functions that need it.
@@ -31,9 +33,10 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from ragfolio.core.cache import ArrayCache, fingerprint
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data import Corpus
 from ragfolio.core.pool import CandidateSpec, encoders_used
-from ragfolio.core.pool_runner import PoolRunner, passage_texts
+from ragfolio.core.pool_runner import PoolRunner
 from ragfolio.core.scoring import answer_recall_matrix, support_recall_matrix
 
 if TYPE_CHECKING:
@@ -78,15 +81,15 @@ class RunnerConfig:
 
 @dataclass(frozen=True)
 class CorpusPart:
-    """One dataset's passages, scattered to every worker once. ``key`` fingerprints them."""
+    """One corpus's passages, scattered to every worker once. ``key`` is its :attr:`Corpus.fingerprint`."""
 
     titles: tuple[str, ...]
     texts: tuple[str, ...]
     key: str
 
     @classmethod
-    def of(cls, titles: Sequence[str], texts: Sequence[str]) -> CorpusPart:
-        return cls(tuple(titles), tuple(texts), fingerprint(passage_texts(titles, texts)))
+    def of(cls, corpus: Corpus) -> CorpusPart:
+        return cls(corpus.titles, corpus.texts, corpus.fingerprint)
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class ScoringJob:
 
     Attributes:
         name: The dataset's name (the key of its matrix).
-        corpus: Its passages.
+        corpus: The passages it retrieves from (jobs with equal ``corpus.key`` share a runner).
         queries: ``N`` query texts, in utility-matrix row order.
         targets: Per query, the corpus rows of its gold passages (``support_recall``) or its
             answer aliases (``answer_recall``).
@@ -145,10 +148,15 @@ def score_in_process(
     jobs: Sequence[ScoringJob], candidates: Sequence[CandidateSpec], config: RunnerConfig, score: Score,
     block_size: int,
 ) -> dict[str, Utility]:
-    """``{dataset: U}`` with ``U`` of shape ``(N, m)`` float32, block after block in this process."""
-    out = {}
+    """``{dataset: U}`` with ``U`` of shape ``(N, m)`` float32, block after block in this process.
+
+    One runner is built per distinct corpus, so jobs over one corpus share its indexes and embeddings.
+    """
+    out, runners = {}, {}
     for job in jobs:
-        runner = config.build(job.corpus.titles, job.corpus.texts)
+        if job.corpus.key not in runners:
+            runners[job.corpus.key] = config.build(job.corpus.titles, job.corpus.texts)
+        runner = runners[job.corpus.key]
         blocks = list(job.blocks(block_size))
         out[job.name] = _concat(
             [utility_block(runner, candidates, queries, targets, score,
@@ -212,9 +220,12 @@ def score_on_cluster(
     with Client(address, set_as_default=False) as client:
         n_workers = len(client.scheduler_info()["workers"])
         block_futures: dict[str, list[Future]] = {}
+        shared: dict[str, tuple[Future, Future]] = {}  # corpus key -> (scattered corpus, its warm-up)
         for job in jobs:
-            corpus = client.scatter(job.corpus, broadcast=True)
-            warmed = client.submit(_warm_corpus, corpus, config, encoders, pure=False)
+            if job.corpus.key not in shared:
+                scattered = client.scatter(job.corpus, broadcast=True)
+                shared[job.corpus.key] = scattered, client.submit(_warm_corpus, scattered, config, encoders, pure=False)
+            corpus, warmed = shared[job.corpus.key]
             block_futures[job.name] = [
                 client.submit(_score_block, corpus, config, list(candidates), queries, targets, score, warmed, pure=False)
                 for queries, targets in job.blocks(block_size)

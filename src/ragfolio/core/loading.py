@@ -1,10 +1,11 @@
-"""Reading folders of ragfolio JSONL question files, and splitting them into train and test.
+"""Reading folders of ragfolio JSONL files (questions, passages), and splitting questions into train and test.
 
 :func:`load_jsonl` reads one file and :func:`load_folder` every ``*.jsonl`` file of a folder; both
 validate each row with :meth:`~ragfolio.core.data.Question.from_record` (the format is described
 in :mod:`ragfolio.core.data`), reject repeated ids and raise
 :class:`~ragfolio.core.data.DataFormatError` naming the file, the line and the field.
-:func:`split_train_test` holds out a seeded fraction of each dataset.
+:func:`load_passage_folder` reads passage-only files (``{"title", "text"}`` per line) that extend
+the retrieval corpus. :func:`split_train_test` holds out a seeded fraction of each dataset.
 """
 
 from __future__ import annotations
@@ -67,14 +68,7 @@ def load_folder(folder: str | Path) -> list[Question]:
         NotADirectoryError: If ``folder`` is a file.
         DataFormatError: On an invalid row or an id repeated across files.
     """
-    folder = Path(folder)
-    if not folder.exists():
-        raise FileNotFoundError(f"data folder {folder} does not exist")
-    if not folder.is_dir():
-        raise NotADirectoryError(f"data folder {folder} is not a directory")
-    files = sorted(p for p in folder.glob("*.jsonl") if p.is_file())
-    if not files:
-        raise FileNotFoundError(f"data folder {folder} holds no *.jsonl file")
+    files = _jsonl_files(folder)
     questions: list[Question] = []
     where: dict[str, str] = {}
     for path in files:
@@ -86,6 +80,64 @@ def load_folder(folder: str | Path) -> list[Question]:
             questions.append(q)
     logger.info("read %d questions from %d files in %s", len(questions), len(files), folder)
     return questions
+
+
+def _jsonl_files(folder: str | Path) -> list[Path]:
+    """The top-level ``*.jsonl`` files of ``folder``, in name order; at least one."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise FileNotFoundError(f"data folder {folder} does not exist")
+    if not folder.is_dir():
+        raise NotADirectoryError(f"data folder {folder} is not a directory")
+    files = sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"data folder {folder} holds no *.jsonl file")
+    return files
+
+
+def _parse_passage(raw: str, path: Path, lineno: int) -> tuple[str, str]:
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise DataFormatError(path, lineno, "<row>", f"invalid JSON: {err.msg}") from err
+    if not isinstance(record, dict):
+        raise DataFormatError(path, lineno, "<row>", f"expected a JSON object, got {type(record).__name__}")
+    for key in ("title", "text"):
+        if key not in record:
+            raise DataFormatError(path, lineno, key, "missing")
+        if not isinstance(record[key], str):
+            raise DataFormatError(path, lineno, key, f"expected a string, got {type(record[key]).__name__}")
+    if not record["text"].strip():
+        raise DataFormatError(path, lineno, "text", "must be a non-empty string")
+    return record["title"], record["text"]
+
+
+def load_passage_file(path: str | Path) -> list[tuple[str, str]]:
+    """``(title, text)`` of every line of a passage file (``{"title": str, "text": str}`` per line).
+
+    The title may be empty, the text may not; other keys (an ``id``, say) are ignored, since a
+    corpus names passages by :func:`~ragfolio.core.data.passage_id`. Blank lines are skipped.
+
+    Raises:
+        DataFormatError: On the first invalid line, naming the file, the line and the field.
+    """
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        return [_parse_passage(raw, path, n) for n, raw in enumerate(handle, start=1) if raw.strip()]
+
+
+def load_passage_folder(folder: str | Path) -> list[tuple[str, str]]:
+    """The passages of every top-level ``*.jsonl`` file of ``folder``, files in name order.
+
+    Raises:
+        FileNotFoundError: If the folder is missing or holds no ``*.jsonl`` file.
+        NotADirectoryError: If ``folder`` is a file.
+        DataFormatError: On an invalid line (see :func:`load_passage_file`).
+    """
+    files = _jsonl_files(folder)
+    passages = [passage for path in files for passage in load_passage_file(path)]
+    logger.info("read %d passages from %d files in %s", len(passages), len(files), folder)
+    return passages
 
 
 def _dataset_seed(seed: int, dataset: str) -> list[int]:

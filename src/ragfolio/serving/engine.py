@@ -74,8 +74,9 @@ class ServingEngine:
         self._views: dict[int, AdaptiveRAG] = {self.num_docs: self.rag}
         self._views_lock = threading.Lock()
         self.load_ms = 1000 * (time.perf_counter() - start)
-        logger.info("bundle %s (version %s, k=%d, %d passages) loaded from %s in %.0f ms", bundle.name,
-                    bundle.version, bundle.k, len(bundle.corpus), config.bundle, self.load_ms)
+        logger.info("bundle %s (version %s, k=%d, %d passages, corpus %s) loaded from %s in %.0f ms", bundle.name,
+                    bundle.version, bundle.k, len(bundle.corpus), bundle.corpus.fingerprint, config.bundle,
+                    self.load_ms)
 
     # --- start-up -----------------------------------------------------------------------------
     def warm_up(self) -> None:
@@ -84,7 +85,7 @@ class ServingEngine:
         start = time.perf_counter()
         self.rag.retrieve("warm-up", self.bundle.k)
         self.rag.runner.forget_queries()
-        if self.config.llm.get("kind") == "llama_cpp":
+        if self.config.llm.get("kind") in ("transformers", "llama_cpp"):  # in process: load it now
             try:
                 self.answerer.backend.complete([{"role": "user", "content": "Answer:"}], max_tokens=1)
             except Exception as exc:  # /retrieve must still work; /answer reports the cause per request
@@ -127,8 +128,8 @@ class ServingEngine:
         """Retrieve with l routed members, answer from each one's passages, select one answer.
 
         Raises:
-            ragfolio.core.answering.LLMUnavailableError: The LLM cannot be reached.
-            ragfolio.core.answering.LLMRequestError: The LLM endpoint rejected a request.
+            ragfolio.core.llm.LLMUnavailableError: The LLM cannot be reached.
+            ragfolio.core.llm.LLMRequestError: The LLM endpoint rejected a request.
         """
         l = l or self.default_l  # noqa: E741
         result: RAGAnswer = self.rag.answer(query.strip(), l)
@@ -148,12 +149,13 @@ class ServingEngine:
         )
 
     def portfolio(self) -> PortfolioInfo:
-        """The members, their parameters, the metrics they were selected with, the bundle's identity."""
+        """The members, their parameters, the metrics they were selected with, the bundle's and corpus's identity."""
         bundle = self.bundle
         return PortfolioInfo(
             name=bundle.name, version=bundle.version, checksum=bundle.checksum,
             ragfolio_version=str(bundle.manifest.get("ragfolio_version", "")), k=bundle.k,
             default_l=self.default_l, num_docs=self.num_docs, n_passages=len(bundle.corpus),
+            corpus_fingerprint=bundle.corpus.fingerprint,
             members=[MemberInfo(name=m.name, family=m.family, params=dict(m.params)) for m in bundle.members],
             selection=bundle.selection, routing=bundle.routing,
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,

@@ -221,6 +221,9 @@ class PortfolioInfo(BaseModel):
     default_l: int
     num_docs: int
     n_passages: int
+    corpus_fingerprint: str = Field(
+        description="The served corpus's fingerprint; the pipeline's reports name the corpus they measured by it."
+    )
     members: list[MemberInfo]
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
     routing: dict[str, Any]

@@ -372,13 +372,14 @@ def test_pool_runner_sends_elasticsearch_candidates_to_the_cluster(tiny_dir, mon
         self.index_name_ = "ix"
         return self
 
-    def fake_retrieve(self, qs, k):
-        return RetrievalResult(np.zeros((len(qs), k), np.int64), np.ones((len(qs), k), np.float32))
+    def fake_retrieve(self, qs, k):  # the cluster's answer: rows 2, 1, 0 for every query
+        ids = np.tile(np.arange(k, dtype=np.int64)[::-1], (len(qs), 1))
+        return RetrievalResult(ids, np.ones((len(qs), k), np.float32))
 
     monkeypatch.setattr(ElasticsearchBM25Retriever, "index", fake_index)
     monkeypatch.setattr(ElasticsearchBM25Retriever, "retrieve", fake_retrieve)
     got = runner.run(make_candidate("bm25", {"k1": 0.9, "backend": "elasticsearch"}), queries)
-    assert got.doc_ids.shape == (len(queries), 3) and (got.doc_ids == 0).all()
+    assert got.doc_ids.shape == (len(queries), 3) and (got.doc_ids == [2, 1, 0]).all()
     assert seen["settings"].url == URL and seen["settings"].index_prefix == "t" and seen["k1"] == 0.9
     assert seen["n"] == len(runner.passage_texts) and seen["key"] == runner.corpus_key
 

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize  # noqa: E402
-from ragfolio.core.answering import Answerer, make_backend  # noqa: E402
+from ragfolio.core.answering import EMBEDDED_LLM, Answerer, make_backend  # noqa: E402
 from ragfolio.core.cache import ArrayCache  # noqa: E402
-from ragfolio.core.data import Corpus  # noqa: E402
+from ragfolio.core.corpora import Corpora  # noqa: E402
 from ragfolio.core.pool import CandidateSpec  # noqa: E402
 from ragfolio.core.rag import AdaptiveRAG  # noqa: E402
 from ragfolio.core.router import Router  # noqa: E402
@@ -37,7 +37,7 @@ class AnsweringEvaluationParams(BaseModel):
     max_questions_per_dataset: int = Field(10, ge=1)
     datasets: list[str] | None = None
     member_timeout_s: float = Field(30.0, gt=0)
-    llm: dict[str, Any] = Field(default_factory=lambda: {"kind": "llama_cpp"})
+    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
     answerer: dict[str, Any] = Field(default_factory=dict)
     vendi_rag: dict[str, Any] = Field(default_factory=dict)
     seed: int = 42
@@ -52,29 +52,35 @@ def _test_questions(questions: list[dict[str, Any]], utility_index: dict[str, An
 
 
 def answer_test_questions(
-    questions: list[dict[str, Any]], corpora: dict[str, list[dict[str, str]]], candidates: list[dict[str, Any]],
+    questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
     utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, Router], cache: ArrayCache,
     scoring_params: dict[str, Any], router_params: dict[str, Any], params: dict[str, Any],
 ) -> pd.DataFrame:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
 
-    Each dataset uses its own portfolio and router. The corpus parts (embeddings) load from the
-    retrieval cache; per-query work runs afresh and is not written back, so latencies are real.
+    Each dataset uses its own portfolio and router over the corpus it retrieved from; datasets that
+    share a corpus share one runner. The corpus parts (embeddings) load from the retrieval cache;
+    per-query work runs afresh and is not written back, so latencies are real.
     """
     p = AnsweringEvaluationParams(**params)
     scoring, routing = CandidateScoringParams(**scoring_params), RouterTrainingParams(**router_params)
     specs = [CandidateSpec.from_record(c) for c in candidates]
     answerer = Answerer(make_backend(p.llm), **p.answerer)
     rows = []
-    unknown = set(p.datasets or []) - set(corpora)
+    sets = Corpora.from_json(corpora)
+    unknown = set(p.datasets or []) - set(sets.datasets)
     if unknown:
-        raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the corpora {sorted(corpora)}")
-    for dataset, records in corpora.items():
+        raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a corpus "
+                         f"{sorted(sets.datasets)}")
+    runners = {}
+    for dataset in sets.datasets:
         if p.datasets is not None and dataset not in p.datasets:
             continue
         sel, router = portfolios["selections"][dataset], routers[dataset]
-        corpus = Corpus.from_records(records)
-        runner = make_runner(corpus, cache.reader(), scoring)
+        name = sets.name_for(dataset)
+        if name not in runners:
+            runners[name] = make_runner(sets.corpora[name], cache.reader(), scoring)
+        runner = runners[name]
         members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
         rag = AdaptiveRAG(runner, members, router, routing.hasher(), routing.encoders, answerer, timeout_s=p.member_timeout_s)
         vendi = VendiRAG(answerer, runner, num_docs=scoring.num_docs, **p.vendi_rag)

@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.corpora import Corpora
 from ragfolio.core.data import Corpus, Question
 from ragfolio.core.distributed import CorpusPart, RunnerConfig, ScoringJob, score_in_process, score_on_cluster
 from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid
@@ -71,33 +72,40 @@ def scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[
 
 def score_candidates(
     questions: list[dict[str, Any]],
-    corpora: dict[str, list[dict[str, str]]],
+    corpora: dict[str, Any],
     candidates: list[dict[str, Any]],
     cache: ArrayCache,
     params: dict[str, Any],
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run every candidate over each dataset's corpus and score it per question.
+    """Run every candidate over the corpus each dataset retrieves from and score it per question.
 
-    Queries go in blocks of ``query_block_size``; with ``scheduler_address`` set, one Dask task per
-    block (:func:`ragfolio.core.distributed.score_on_cluster`), else one after another here. Both
-    give the same float32 matrices.
+    Datasets that share a corpus (``data_prep.corpus: union``) share one runner. Queries go in
+    blocks of ``query_block_size``; with ``scheduler_address`` set, one Dask task per block
+    (:func:`ragfolio.core.distributed.score_on_cluster`), else one after another here. Both give the
+    same float32 matrices.
+
+    Args:
+        corpora: ``data_prep``'s corpora (:meth:`ragfolio.core.corpora.Corpora.to_json`).
 
     Returns:
         ``{dataset: U}`` with ``U`` of shape ``(n_questions, n_candidates)`` float32, and an index
-        naming U's columns (candidates) and rows (question id, split and type per dataset).
+        naming U's columns (candidates), rows (question id, split and type per dataset) and the
+        corpus scored over (:meth:`~ragfolio.core.corpora.Corpora.describe`).
     """
     p = CandidateScoringParams(**params)
     specs = [CandidateSpec.from_record(c) for c in candidates]
+    sets = Corpora.from_json(corpora)
+    parts = {name: CorpusPart.of(corpus) for name, corpus in sets.corpora.items()}
     jobs, rows = [], {}
-    for dataset, records in corpora.items():
-        corpus = Corpus.from_records(records)
+    for dataset in sets.datasets:
+        corpus = sets.corpus_for(dataset)
         qs, splits = scoreable_questions(questions, dataset)
         if p.score == "support_recall":
             row_of = corpus.row_of()
             targets = tuple(tuple(row_of[g] for g in q.gold_passage_ids()) for q in qs)
         else:
             targets = tuple(tuple(q.answers) for q in qs)
-        jobs.append(ScoringJob(dataset, CorpusPart.of(corpus.titles, corpus.texts), tuple(q.question for q in qs), targets))
+        jobs.append(ScoringJob(dataset, parts[sets.name_for(dataset)], tuple(q.question for q in qs), targets))
         rows[dataset] = {
             "ids": [q.id for q in qs],
             "split": splits,
@@ -117,6 +125,7 @@ def score_candidates(
         "num_docs": p.num_docs,
         "candidates": [s.name for s in specs],
         "families": [s.family for s in specs],
+        "corpus": sets.describe(),
         "datasets": rows,
     }
     return matrices, index

@@ -1,4 +1,9 @@
-"""Nodes of ``data_prep``: raw JSONL folder(s) -> split question records -> one corpus a dataset."""
+"""Nodes of ``data_prep``: raw JSONL folder(s) -> split question records -> the retrieval corpora.
+
+``corpus: union`` (the default) pools every dataset's contexts, plus the passage files of
+``corpus_dir``, into one corpus that every question retrieves from; ``corpus: per_dataset`` builds
+one corpus a dataset. Either way the output is :meth:`ragfolio.core.corpora.Corpora.to_json`.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ import logging
 from collections import Counter, defaultdict
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragfolio.core.corpora import UNION, Corpora, Mode
 from ragfolio.core.data import Question, build_corpus
-from ragfolio.core.loading import load_folder, split_train_test
+from ragfolio.core.loading import load_folder, load_passage_folder, split_train_test
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +29,15 @@ class DataPrepParams(BaseModel):
     test_dir: str | None = None
     test_fraction: float = Field(0.3, gt=0.0, lt=1.0)
     seed: int = 42
+    corpus: Mode = UNION
+    corpus_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _corpus_dir_needs_union(self) -> DataPrepParams:
+        if self.corpus_dir and self.corpus != UNION:
+            raise ValueError(f"corpus_dir={self.corpus_dir!r} is only read with corpus: union "
+                             f"(got corpus: {self.corpus})")
+        return self
 
 
 def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,16 +64,17 @@ def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def build_corpora(questions: list[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
-    """One corpus per dataset: the pooled, de-duplicated contexts of all its questions.
+def _retrievable(questions: list[dict[str, Any]]) -> dict[str, list[Question]]:
+    """``{dataset: questions}`` in id order, for the datasets whose questions carry contexts.
 
     A dataset whose questions carry no contexts (open-domain TriviaQA, say) has nothing to retrieve
-    from and no gold passages to score: it is logged and left out of retrieval.
+    from and no gold passages to score: it is logged and left out of retrieval. Questions are in id
+    order, so passage rows (and the caches keyed on them) do not depend on the split.
     """
     by_dataset: dict[str, list[Question]] = defaultdict(list)
     for line, record in enumerate(questions, start=1):
         by_dataset[record["dataset"]].append(Question.from_record(record, source="questions", line=line))
-    corpora = {}
+    kept = {}
     for dataset, qs in sorted(by_dataset.items()):
         if not any(q.has_contexts for q in qs):
             logger.warning(
@@ -68,10 +84,32 @@ def build_corpora(questions: list[dict[str, Any]]) -> dict[str, list[dict[str, s
                 len(qs),
             )
             continue
-        # Built in id order, so passage rows (and the caches keyed on them) do not depend on the split.
-        corpus = build_corpus(sorted(qs, key=lambda q: q.id))
-        logger.info("%s: corpus of %d unique passages from %d questions", dataset, len(corpus), len(qs))
-        corpora[dataset] = corpus.to_records()
-    if not corpora:
+        kept[dataset] = sorted(qs, key=lambda q: q.id)
+    if not kept:
         raise ValueError("no dataset has contexts to build a retrieval corpus from")
-    return corpora
+    return kept
+
+
+def build_corpora(questions: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """The retrieval corpora and the corpus of each dataset (:meth:`Corpora.to_json`).
+
+    ``union``: one corpus of every dataset's contexts (train and test questions pooled; datasets
+    in name order, questions in id order), then ``corpus_dir``'s passages, de-duplicated on
+    whitespace-normalised title and text. ``per_dataset``: each dataset's own contexts.
+    """
+    p = DataPrepParams(**params)
+    by_dataset = _retrievable(questions)
+    if p.corpus == UNION:
+        extra = load_passage_folder(p.corpus_dir) if p.corpus_dir else []
+        union = build_corpus((q for qs in by_dataset.values() for q in qs), extra)
+        corpora = Corpora.union(union, by_dataset)
+        logger.info("union corpus of %d unique passages from %d questions of %s and %d passage-file rows "
+                    "(fingerprint %s)", len(union), sum(map(len, by_dataset.values())), sorted(by_dataset),
+                    len(extra), union.fingerprint)
+    else:
+        corpora = Corpora.per_dataset({d: build_corpus(qs) for d, qs in by_dataset.items()})
+        for dataset, qs in by_dataset.items():
+            corpus = corpora.corpus_for(dataset)
+            logger.info("%s: corpus of %d unique passages from %d questions (fingerprint %s)",
+                        dataset, len(corpus), len(qs), corpus.fingerprint)
+    return corpora.to_json()

@@ -7,6 +7,11 @@ def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
     return Pipeline(
         [
             node(load_questions, inputs={"params": "params:data_prep"}, outputs="questions", name="load_questions"),
-            node(build_corpora, inputs={"questions": "questions"}, outputs="corpora", name="build_corpora"),
+            node(
+                build_corpora,
+                inputs={"questions": "questions", "params": "params:data_prep"},
+                outputs="corpora",
+                name="build_corpora",
+            ),
         ]
     )

@@ -41,11 +41,16 @@ def evaluate_portfolios(
     candidates: list[dict[str, Any]],
     params: dict[str, Any],
 ) -> dict[str, Any]:
-    """Best-of-k curves of greedy, top-by-average and random-k on train and test, per question type."""
+    """Best-of-k curves of greedy, top-by-average and random-k on train and test, per question type.
+
+    ``corpus`` names the corpus the utilities were scored over (the utility index's: the mode and
+    the fingerprint of the union corpus, or per-dataset fingerprints labelled as such).
+    """
     p = EvaluationParams(**params)
     report: dict[str, Any] = {
         "score": utility_index["score"],
         "num_docs": utility_index["num_docs"],
+        "corpus": utility_index["corpus"],
         "n_candidates": len(candidates),
         "candidates_by_family": dict(Counter(c["family"] for c in candidates)),
         "k": portfolios["k"],

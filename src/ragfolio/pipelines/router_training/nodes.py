@@ -16,10 +16,12 @@ from ragfolio.core import routing  # noqa: E402
 from ragfolio.core.artifacts import PortfolioBundle  # noqa: E402
 from ragfolio.core.pool import encoders_used  # noqa: E402
 from ragfolio.core.cache import ArrayCache  # noqa: E402
+from ragfolio.core.corpora import Corpora  # noqa: E402
 from ragfolio.core.data import Corpus  # noqa: E402
 from ragfolio.core.features import Features, TextHasher, query_features, stack_rows, take_rows  # noqa: E402
 from ragfolio.core.metrics import support_recall  # noqa: E402
 from ragfolio.core.pool import CandidateSpec  # noqa: E402
+from ragfolio.core.pool_runner import PoolRunner  # noqa: E402
 from ragfolio.core.router import Router  # noqa: E402
 from ragfolio.pipelines.candidate_scoring.nodes import (  # noqa: E402
     CandidateScoringParams,
@@ -61,18 +63,26 @@ class RouterTrainingParams(BaseModel):
         return Router(**{"random_state": self.seed, **self.router})
 
 
+def corpus_runners(corpora: Corpora, cache: ArrayCache, scoring: CandidateScoringParams) -> dict[str, PoolRunner]:
+    """One pool runner per distinct corpus, by corpus name, configured as candidate scoring ran them."""
+    return {name: make_runner(corpus, cache, scoring) for name, corpus in corpora.corpora.items()}
+
+
 def features_by_dataset(
-    questions: list[dict[str, Any]], corpora: dict[str, list[dict[str, str]]], cache: ArrayCache,
+    questions: list[dict[str, Any]], corpora: Corpora, runners: dict[str, PoolRunner],
     scoring: CandidateScoringParams, p: RouterTrainingParams,
 ) -> dict[str, Features]:
-    """Router features of every question, per dataset, in utility-matrix row order."""
+    """Router features of every question, per dataset, in utility-matrix row order.
+
+    ``runners`` are :func:`corpus_runners`: datasets sharing a corpus share its runner.
+    """
     unknown = set(p.encoders) - set(scoring.encoders)
     if unknown:
         raise ValueError(f"router_training.encoders {sorted(unknown)} are not candidate_scoring encoders {sorted(scoring.encoders)}")
     out = {}
-    for dataset, records in corpora.items():
+    for dataset in corpora.datasets:
         texts = [q.question for q in scoreable_questions(questions, dataset)[0]]
-        runner = make_runner(Corpus.from_records(records), cache, scoring)
+        runner = runners[corpora.name_for(dataset)]
         embeddings = {name: runner.query_embeddings(name, texts) for name in p.encoders}
         out[dataset] = query_features(texts, embeddings, p.hasher())
     return out
@@ -91,13 +101,14 @@ def _split(
 
 
 def train_routers(
-    questions: list[dict[str, Any]], corpora: dict[str, list[dict[str, str]]],
+    questions: list[dict[str, Any]], corpora: dict[str, Any],
     utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: dict[str, Any],
     cache: ArrayCache, scoring_params: dict[str, Any], params: dict[str, Any],
 ) -> dict[str, Router]:
     """One router per portfolio (each dataset's and ``all``), trained on its train questions."""
     p, scoring = RouterTrainingParams(**params), CandidateScoringParams(**scoring_params)
-    features = features_by_dataset(questions, corpora, cache, scoring, p)
+    sets = Corpora.from_json(corpora)
+    features = features_by_dataset(questions, sets, corpus_runners(sets, cache, scoring), scoring, p)
     routers = {}
     for key, sel in portfolios["selections"].items():
         members = sel["greedy"][: portfolios["k"]]
@@ -108,24 +119,25 @@ def train_routers(
 
 
 class _TestRetrieval:
-    """Candidates' rankings of each dataset's test questions at any depth, one runner per depth."""
+    """Candidates' rankings of each dataset's test questions at any depth, one runner per corpus and depth."""
 
-    def __init__(self, questions: list[dict[str, Any]], corpora: dict[str, list[dict[str, str]]],
-                 utility_index: dict[str, Any], cache: ArrayCache, scoring: CandidateScoringParams) -> None:
+    def __init__(self, questions: list[dict[str, Any]], corpora: Corpora, utility_index: dict[str, Any],
+                 cache: ArrayCache, scoring: CandidateScoringParams, runners: dict[str, PoolRunner]) -> None:
+        """``runners``: :func:`corpus_runners`, reused at the scoring depth ``num_docs``."""
         self.questions, self.corpora, self.index, self.cache, self.scoring = questions, corpora, utility_index, cache, scoring
-        self._runners: dict[tuple[str, int], Any] = {}
+        self._runners = {(name, scoring.num_docs): runner for name, runner in runners.items()}
 
     def test_set(self, dataset: str) -> tuple[list[str], list[list[int]]]:
         """Test questions' texts and gold passage rows, in utility-matrix order."""
-        row_of = Corpus.from_records(self.corpora[dataset]).row_of()
+        row_of = self.corpora.corpus_for(dataset).row_of()
         qs = scoreable_questions(self.questions, dataset)[0]
         test = split_rows(self.index, dataset, "test")
         return [qs[i].question for i in test], [[row_of[g] for g in qs[i].gold_passage_ids()] for i in test]
 
     def doc_ids(self, dataset: str, spec: CandidateSpec, texts: list[str], num_docs: int) -> np.ndarray:
-        key = (dataset, num_docs)
+        key = (self.corpora.name_for(dataset), num_docs)
         if key not in self._runners:
-            corpus = Corpus.from_records(self.corpora[dataset])
+            corpus = self.corpora.corpus_for(dataset)
             self._runners[key] = make_runner(corpus, self.cache, self.scoring, num_docs=num_docs)
         return self._runners[key].run(spec, texts).doc_ids
 
@@ -154,17 +166,22 @@ def _same_budget(
 
 
 def evaluate_routers(
-    questions: list[dict[str, Any]], corpora: dict[str, list[dict[str, str]]], candidates: list[dict[str, Any]],
+    questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
     utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: dict[str, Any],
     routers: dict[str, Router], cache: ArrayCache, scoring_params: dict[str, Any], params: dict[str, Any],
 ) -> dict[str, Any]:
-    """Best-of-l on test questions for the learned router and every ablation, gap closed, same budget."""
+    """Best-of-l on test questions for the learned router and every ablation, gap closed, same budget.
+
+    The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
+    """
     p, scoring = RouterTrainingParams(**params), CandidateScoringParams(**scoring_params)
-    features = features_by_dataset(questions, corpora, cache, scoring, p)
+    sets = Corpora.from_json(corpora)
+    runners = corpus_runners(sets, cache, scoring)
+    features = features_by_dataset(questions, sets, runners, scoring, p)
     rng = np.random.default_rng(p.seed)
-    retrieval = _TestRetrieval(questions, corpora, utility_index, cache, scoring)
+    retrieval = _TestRetrieval(questions, sets, utility_index, cache, scoring, runners)
     specs = [CandidateSpec.from_record(c) for c in candidates]
-    report: dict[str, Any] = {"k": portfolios["k"], "num_docs": scoring.num_docs, "datasets": {}}
+    report: dict[str, Any] = {"k": portfolios["k"], "num_docs": scoring.num_docs, "corpus": sets.describe(), "datasets": {}}
     for key, sel in portfolios["selections"].items():
         members = sel["greedy"][: portfolios["k"]]
         k = len(members)
@@ -228,15 +245,44 @@ def plot_router_curves(metrics: dict[str, Any]) -> plt.Figure:
     return fig
 
 
+def _served_corpus(
+    corpora: Corpora, names: list[str], encoders: list[str], cache: ArrayCache, scoring: CandidateScoringParams,
+) -> tuple[Corpus, dict[str, np.ndarray]]:
+    """The corpus the bundle serves, and its ``(n_passages, dim)`` float32 embeddings by encoder.
+
+    One corpus (always so with ``data_prep.corpus: union``) is served as it was measured, so its
+    fingerprint is the reports'. Several (per-dataset corpora, the ``all`` portfolio) are stacked
+    with passages repeated across them kept once; embeddings come from the retrieval cache (an
+    encoder embeds each passage on its own, so the stacked rows are the corpora's rows).
+    """
+    if len(names) == 1:
+        corpus = corpora.corpora[names[0]]
+        runner = make_runner(corpus, cache.reader(), scoring)
+        return corpus, {name: np.asarray(runner.passage_embeddings(name), dtype=np.float32) for name in encoders}
+    records, parts, seen = [], {name: [] for name in encoders}, set()
+    for corpus_name in names:
+        corpus = corpora.corpora[corpus_name]
+        runner = make_runner(corpus, cache.reader(), scoring)
+        new = [i for i, pid in enumerate(corpus.ids) if pid not in seen]
+        seen.update(corpus.ids[i] for i in new)
+        rows = corpus.to_records()
+        records += [rows[i] for i in new]
+        for name in encoders:
+            parts[name].append(runner.passage_embeddings(name)[new])
+    return Corpus.from_records(records), {name: np.concatenate(v).astype(np.float32) for name, v in parts.items()}
+
+
 def build_bundle(
-    corpora: dict[str, list[dict[str, str]]], candidates: list[dict[str, Any]], portfolios: dict[str, Any],
+    corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: dict[str, Any],
     routers: dict[str, Router], router_metrics: dict[str, Any], cache: ArrayCache,
     scoring_params: dict[str, Any], params: dict[str, Any],
 ) -> PortfolioBundle:
-    """The served bundle: one portfolio and its router over its corpus (``all``: every dataset's passages).
+    """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
 
-    Passage embeddings come from the retrieval cache (an encoder embeds each passage on its own, so
-    the union corpus's rows are the datasets' rows stacked); passages repeated across datasets are kept once.
+    With ``data_prep.corpus: union`` that is the union corpus, the one every number was measured
+    on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
+    ``per_dataset`` corpora the ``all`` portfolio serves their stacking (see :func:`_served_corpus`).
+    ``selection.corpus`` records what the selection metrics were measured on.
     """
     p, scoring = RouterTrainingParams(**params), CandidateScoringParams(**scoring_params)
     key = p.bundle.portfolio
@@ -245,27 +291,23 @@ def build_bundle(
     sel, specs = portfolios["selections"][key], [CandidateSpec.from_record(c) for c in candidates]
     members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
     encoders = list(dict.fromkeys([*encoders_used(members), *p.encoders]))
-    records, parts, seen = [], {name: [] for name in encoders}, set()
-    for dataset in corpora if key == ALL else [key]:
-        runner = make_runner(Corpus.from_records(corpora[dataset]), cache.reader(), scoring)
-        new = [i for i, r in enumerate(corpora[dataset]) if r["id"] not in seen]
-        seen.update(corpora[dataset][i]["id"] for i in new)
-        records += [corpora[dataset][i] for i in new]
-        for name in encoders:
-            parts[name].append(runner.passage_embeddings(name)[new])
+    sets = Corpora.from_json(corpora)
+    names = sets.names_for(sets.datasets if key == ALL else [key])
+    corpus, embeddings = _served_corpus(sets, names, encoders, cache, scoring)
     routed = router_metrics["datasets"].get(key, {})
     selection = {
         "greedy_train_values": sel["greedy_train_values"][: portfolios["k"]],
         "certificate": sel["certificate"],
         "n_train": sel["n_train"],
         "test_best_of_l": {name: routed[name]["best_of_l"] for name in ROUTERS if name in routed},
+        "corpus": sets.describe(),
     }
     bundle = PortfolioBundle(
-        name=key, corpus=Corpus.from_records(records), members=members, router=routers[key],
+        name=key, corpus=corpus, members=members, router=routers[key],
         scoring=scoring.model_dump(include={"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders"}),
         routing={"text_features": p.hasher().to_dict(), "encoders": p.encoders},
-        embeddings={name: np.concatenate(v).astype(np.float32) for name, v in parts.items()},
-        default_l=min(p.bundle.default_l, len(members)), selection=selection,
+        embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), selection=selection,
     )
-    logger.info("bundle %r: %d members, %d passages, encoders %s", key, bundle.k, len(bundle.corpus), encoders)
+    logger.info("bundle %r: %d members, %d passages (corpus %s), encoders %s", key, bundle.k, len(bundle.corpus),
+                corpus.fingerprint, encoders)
     return bundle
