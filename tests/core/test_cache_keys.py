@@ -7,12 +7,13 @@ from pathlib import Path
 
 from fake_encoders import HASHING, install_hashing_encoder
 
-from ragfolio.core import encoders, pool_runner
+from ragfolio.core import encoders
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import build_corpus
 from ragfolio.core.loading import load_folder
 from ragfolio.core.pool import expand_grid
 from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.retrievers.family import get_family
 
 
 def runner_on_disk(tiny_dir: Path, cache_dir: Path) -> tuple[PoolRunner, list[str]]:
@@ -33,7 +34,7 @@ def test_a_new_family_result_version_misses_the_cache(tiny_dir, tmp_path, monkey
     runner.run(bm25, queries)
     runner_on_disk(tiny_dir, tmp_path)[0].run(bm25, queries)
     assert entries(tmp_path, "candidates") == 1  # same version: a hit
-    monkeypatch.setitem(pool_runner.RESULT_VERSIONS, "bm25", 99)
+    monkeypatch.setattr(get_family("bm25"), "result_version", 99)
     runner_on_disk(tiny_dir, tmp_path)[0].run(bm25, queries)
     assert entries(tmp_path, "candidates") == 2  # bumped: recomputed under a new key
 

@@ -4,24 +4,10 @@ A grid maps a family to one block (or a list of blocks) of ``parameter: value-or
 expands to the Cartesian product of its lists. A candidate's name is its family and parameters,
 e.g. ``bm25(k1=1.2,b=0.75)``, so names are stable and readable in reports.
 
-Families and their parameters (``base`` names a shared first-stage ranking: ``bm25``,
-``dense:<encoder>`` or ``hybrid:<encoder>``):
-
-========  ===========================================================================
-bm25      k1, b, method, stopwords
-dense     encoder, index_type
-hybrid    encoder, method (rrf | score), rrf_k, weight (of the dense side)
-ds        prefilter (a base), encoder, gamma, r
-mmr       prefilter, encoder, lambda
-vendi     prefilter, encoder, s
-graph     seeds (a base), n_seeds, hops, rank (ppr | dense), damping, encoder
-two_hop   first (a base), append (title | text), second (bm25 | dense:<encoder>), merge
-========  ===========================================================================
-
-``bm25`` and ``dense`` also take ``backend``: ``inprocess`` (bm25s, FAISS; the default) or
-``elasticsearch`` (a cluster, see :mod:`ragfolio.core.retrievers.elasticsearch`). A parameter of
-:data:`OPTIONAL_PARAMS` appears in a candidate's name and parameters only when it differs from its
-default, so adding one renames no existing candidate and invalidates no cached result.
+Families, their parameters and defaults come from the registry of
+:mod:`ragfolio.core.retrievers.family` (the built-ins: :mod:`ragfolio.core.retrievers.families`).
+A family's optional parameter appears in a candidate's name and parameters only when it differs
+from its default, so adding one renames no existing candidate and invalidates no cached result.
 """
 
 from __future__ import annotations
@@ -32,24 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-FAMILY_PARAMS: dict[str, dict[str, Any]] = {
-    # parameter -> default (None: required)
-    "bm25": {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"},
-    "dense": {"encoder": None, "index_type": "flat"},
-    "hybrid": {"encoder": None, "method": "rrf", "rrf_k": 60, "weight": 0.5},
-    "ds": {"prefilter": None, "encoder": None, "gamma": 1.0, "r": 0.5},
-    "mmr": {"prefilter": None, "encoder": None, "lambda": 0.5},
-    "vendi": {"prefilter": None, "encoder": None, "s": 0.5},
-    "graph": {"seeds": None, "n_seeds": 2, "hops": 1, "rank": "ppr", "damping": 0.85, "encoder": None},
-    "two_hop": {"first": None, "append": "title", "second": None, "merge": "interleave"},
-}
-
-# Parameters added after the grid was in use: left out of names and params while at their default.
-OPTIONAL_PARAMS: dict[str, dict[str, Any]] = {
-    "bm25": {"backend": "inprocess"},
-    "dense": {"backend": "inprocess"},
-}
-BACKENDS = ("inprocess", "elasticsearch")
+from ragfolio.core.retrievers.family import families, get_family
 
 
 @dataclass(frozen=True)
@@ -69,20 +38,19 @@ class CandidateSpec:
 
 
 def make_candidate(family: str, params: Mapping[str, Any]) -> CandidateSpec:
-    """Validate ``params`` against ``family``, fill defaults and name the candidate."""
-    if family not in FAMILY_PARAMS:
-        raise ValueError(f"family={family!r} is not one of {sorted(FAMILY_PARAMS)}")
-    allowed, optional = FAMILY_PARAMS[family], OPTIONAL_PARAMS.get(family, {})
-    unknown = sorted(set(params) - set(allowed) - set(optional))
+    """Validate ``params`` against the registered ``family``, fill defaults and name the candidate."""
+    spec = get_family(family)
+    defaults = {**spec.params, **spec.optional}
+    unknown = sorted(set(params) - set(defaults))
     if unknown:
-        raise ValueError(f"{family}: unknown parameter(s) {unknown}; allowed: {sorted({**allowed, **optional})}")
-    if params.get("backend", "inprocess") not in BACKENDS:
-        raise ValueError(f"{family}: backend={params['backend']!r} must be one of {BACKENDS}")
-    full = {key: params.get(key, default) for key, default in allowed.items()}
-    full.update({key: params[key] for key, default in optional.items() if params.get(key, default) != default})
-    missing = [key for key, value in full.items() if value is None and key != "encoder"]
-    if family in ("dense", "hybrid", "ds", "mmr", "vendi") and full.get("encoder") is None:
-        missing.append("encoder")
+        raise ValueError(f"{family}: unknown parameter(s) {unknown}; allowed: {sorted(defaults)}")
+    for key, allowed in spec.choices.items():
+        if (value := params.get(key, defaults[key])) not in allowed:
+            raise ValueError(f"{family}: {key}={value!r} must be one of {allowed}")
+    full = {key: params.get(key, default) for key, default in spec.params.items()}
+    full.update({key: params[key] for key, default in spec.optional.items() if params.get(key, default) != default})
+    # None is a value only of a parameter whose default is None and that is not required
+    missing = [k for k, v in full.items() if v is None and (k in spec.required or defaults[k] is not None)]
     if missing:
         raise ValueError(f"{family}: missing required parameter(s) {sorted(missing)}")
     shown = {k: v for k, v in full.items() if v is not None}
@@ -120,6 +88,6 @@ def expand_grid(grid: Mapping[str, Mapping[str, Any] | Sequence[Mapping[str, Any
 
 
 def count_by_family(candidates: Sequence[CandidateSpec]) -> dict[str, int]:
-    """Number of candidates of each family, in :data:`FAMILY_PARAMS` order (zeros kept)."""
+    """Number of candidates of each registered family, in registration order (zeros kept)."""
     counts = Counter(c.family for c in candidates)
-    return {family: counts.get(family, 0) for family in FAMILY_PARAMS}
+    return {family: counts.get(family, 0) for family in families()}

@@ -37,29 +37,23 @@ from ragfolio.core.retrievers.base import RetrievalResult
 from ragfolio.core.retrievers.bm25 import BM25Retriever, tokenize
 from ragfolio.core.retrievers.completion import check_full, complete_rows
 from ragfolio.core.retrievers.dense import DenseRetriever
-from ragfolio.core.retrievers.diversity import discounted_similarity, mmr, vendi
 from ragfolio.core.retrievers.elasticsearch import (
     ElasticsearchBM25Retriever,
     ElasticsearchDenseRetriever,
     ElasticsearchSettings,
 )
-from ragfolio.core.retrievers.fusion import reciprocal_rank_fusion, score_fusion
-from ragfolio.core.retrievers.graph import PassageGraph, graph_expand
-from ragfolio.core.retrievers.iterative import expand_queries, merge_hops
+from ragfolio.core.retrievers.family import Expansion, Family, SharedParts, families
+from ragfolio.core.retrievers.fusion import reciprocal_rank_fusion
+from ragfolio.core.retrievers.graph import PassageGraph
+from ragfolio.core.retrievers.iterative import expand_queries
 
 logger = logging.getLogger(__name__)
 
 Embedding = npt.NDArray[np.float32]
 
-# Bumped when a family's rankings change for the same parameters, so cached results are recomputed
-# (every candidate's cache key carries its family's version; a family not listed is at 1).
-# graph 2: short neighbourhoods are backfilled from the seeds' first-stage ranking.
-RESULT_VERSIONS = {"graph": 2}
-# Bumped when the completion of short rows (applied to every family, see completion.py) changes.
+# Bumped when the completion of short rows (applied to every family, see completion.py) changes;
+# with the family's ``result_version``, part of every candidate's cache key.
 COMPLETION_VERSION = 1
-# The first-stage ranking each family builds on, by the parameter naming it: a short row is
-# completed from it first (bm25, dense and hybrid rank the corpus themselves).
-FIRST_STAGE = {"ds": "prefilter", "mmr": "prefilter", "vendi": "prefilter", "graph": "seeds", "two_hop": "first"}
 T = TypeVar("T")
 
 
@@ -70,6 +64,8 @@ def passage_texts(titles: Sequence[str], texts: Sequence[str]) -> list[str]:
 
 class PoolRunner:
     """Computes candidates' rankings over one corpus; safe to call from several threads.
+
+    It is the :class:`~ragfolio.core.retrievers.family.Parts` every family ranks from.
 
     Args:
         titles: Passage titles, one per corpus row.
@@ -175,7 +171,8 @@ class PoolRunner:
 
         return self._remember(("query_emb", encoder), compute, qkey)
 
-    def _bm25(self, params: Mapping[str, Any]) -> BM25Retriever | ElasticsearchBM25Retriever:
+    def bm25(self, params: Mapping[str, Any]) -> BM25Retriever | ElasticsearchBM25Retriever:
+        """A BM25 index with ``params`` over :attr:`bm25_params` (``backend`` included), built once."""
         full = {**self.bm25_params, **params}
         if full.pop("backend", "inprocess") == "elasticsearch":  # indexed once per corpus and parameters
             return self._remember(("es_bm25", tuple(sorted(full.items()))), lambda: ElasticsearchBM25Retriever(
@@ -186,9 +183,10 @@ class PoolRunner:
         key = ("bm25", tuple(sorted(full.items())))
         return self._remember(key, lambda: BM25Retriever(**full).index(self.texts, tokens=tokens))
 
-    def _dense(
+    def dense(
         self, encoder: str, index_type: str = "flat", backend: str = "inprocess"
     ) -> DenseRetriever | ElasticsearchDenseRetriever:
+        """A dense index over ``encoder``'s passage embeddings, built once."""
         if backend == "elasticsearch":
             return self._remember(("es_dense", encoder, index_type), lambda: ElasticsearchDenseRetriever(
                 ElasticsearchSettings.resolve(self.elasticsearch), index_type=index_type
@@ -211,10 +209,10 @@ class PoolRunner:
     def retrieve_with(self, base: str, queries: Sequence[str], depth: int) -> RetrievalResult:
         """Rank the corpus for ``queries`` with a base retriever (``bm25`` or ``dense:<encoder>``)."""
         if base == "bm25":
-            return self._bm25({}).retrieve(queries, depth)
+            return self.bm25({}).retrieve(queries, depth)
         family, _, encoder = base.partition(":")
         if family == "dense" and encoder:
-            return self._dense(encoder).retrieve_embedded(self.query_embeddings(encoder, queries), depth)
+            return self.dense(encoder).retrieve_embedded(self.query_embeddings(encoder, queries), depth)
         if family == "hybrid" and encoder:
             parts = [self.retrieve_with("bm25", queries, depth), self.retrieve_with(f"dense:{encoder}", queries, depth)]
             return reciprocal_rank_fusion(parts, depth)
@@ -244,6 +242,7 @@ class PoolRunner:
         )
 
     def graph(self) -> PassageGraph:
+        """The passage graph of the corpus, built once."""
         return self._remember(
             ("graph",), lambda: PassageGraph.build(self.titles, self.texts, max_degree=self.graph_max_degree)
         )
@@ -267,37 +266,23 @@ class PoolRunner:
             executor: Where to compute independent parts in parallel (the calling thread helps,
                 so this finishes even when every worker is busy); None computes them in turn.
         """
-        encoders: dict[str, None] = {}  # dicts as ordered sets
-        bases: dict[str, None] = {}
-        expansions: dict[tuple[str, str, str], None] = {}
-        corpus: list[Callable[[], object]] = []
-        for candidate in candidates:
-            p, family = candidate.params, candidate.family
-            if family == "bm25":
-                corpus.append(partial(self._bm25, p))
-            elif family == "dense":
-                corpus.append(partial(self._dense, p["encoder"], p["index_type"], p.get("backend", "inprocess")))
-                encoders[p["encoder"]] = None
-            elif family == "hybrid":
-                bases.update({"bm25": None, f"dense:{p['encoder']}": None})
-            elif family in ("ds", "mmr", "vendi", "graph"):
-                bases[p["seeds"] if family == "graph" else p["prefilter"]] = None
-                if p["encoder"]:
-                    encoders[p["encoder"]] = None
-                    corpus.append(partial(self.passage_embeddings, p["encoder"]))
-                if family == "graph":
-                    corpus.append(self.graph)
-            elif family == "two_hop":
-                bases[p["first"]] = None
-                expansions[(p["first"], p["append"], p["second"])] = None
-        for base in bases:  # a dense or hybrid base needs its encoder's query embeddings too
+        registered = families()  # a candidate of an unknown family fails in run, alone
+        needed = SharedParts.union(
+            self._needs(registered[c.family], c) for c in candidates if c.family in registered
+        )
+        encoders = dict.fromkeys(needed.query_encoders)  # a dict as an ordered set
+        for base in needed.bases:  # a dense or hybrid base needs its encoder's query embeddings too
             family, _, encoder = base.partition(":")
             if family in ("dense", "hybrid") and encoder:
                 encoders[encoder] = None
-        parts = [partial(self.query_embeddings, encoder, queries) for encoder in encoders]
-        parts += [partial(self.base, base, queries) for base in bases]
-        parts += [partial(self._expand_and_embed, *expansion, queries) for expansion in expansions]
-        parts += corpus
+        parts: list[Callable[[], object]] = [partial(self.query_embeddings, encoder, queries) for encoder in encoders]
+        parts += [partial(self.base, base, queries) for base in needed.bases]
+        parts += [partial(self._expand_and_embed, expansion, queries) for expansion in needed.expansions]
+        parts += [partial(self.bm25, params) for params in needed.bm25]
+        parts += [partial(self.dense, index.encoder, index.index_type, index.backend) for index in needed.dense]
+        parts += [partial(self.passage_embeddings, encoder) for encoder in needed.passage_encoders]
+        if needed.graph:
+            parts.append(self.graph)
         if executor is None:
             for part in parts:
                 part()
@@ -311,11 +296,15 @@ class PoolRunner:
             else:
                 future.result()
 
-    def _expand_and_embed(self, first: str, append: str, second: str, queries: Sequence[str]) -> None:
-        expanded = self.expanded_queries(first, append, queries)
-        family, _, encoder = second.partition(":")
+    @staticmethod
+    def _needs(family: Family, candidate: CandidateSpec) -> SharedParts:
+        return family.needs(family.full_params(candidate.params))
+
+    def _expand_and_embed(self, expansion: Expansion, queries: Sequence[str]) -> None:
+        expanded = self.expanded_queries(expansion.first, expansion.append, queries)
+        family, _, encoder = expansion.second.partition(":")
         if family == "dense" and encoder:
-            self._dense(encoder)
+            self.dense(encoder)
             self.query_embeddings(encoder, expanded)
 
     # --- candidates ---------------------------------------------------------------------------
@@ -327,7 +316,7 @@ class PoolRunner:
         """
         key = {"candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
                "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
-               "version": [RESULT_VERSIONS.get(candidate.family, 1), COMPLETION_VERSION]}
+               "version": [self._family(candidate).result_version, COMPLETION_VERSION]}
         result = self._cached_result(
             "candidates", key, lambda: self._complete(candidate, queries, self._compute(candidate, queries))
         )
@@ -338,7 +327,7 @@ class PoolRunner:
         """``result`` with short rows completed from the candidate's first stage, then the first
         encoder's dense ranking, then corpus order (see :func:`complete_rows`)."""
         fallbacks = []
-        stage = FIRST_STAGE.get(candidate.family)
+        stage = self._family(candidate).first_stage
         if stage:
             fallbacks.append(partial(self.base, candidate.params[stage], queries))
         if self.encoder_specs:
@@ -352,40 +341,14 @@ class PoolRunner:
         return [self.run(c, queries) for c in tqdm(candidates, desc=desc, unit="cand")]
 
     def _compute(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult:
-        p, k, family = candidate.params, self.num_docs, candidate.family
-        if family == "bm25":
-            return self._bm25(p).retrieve(queries, k)
-        if family == "dense":
-            return self._dense(p["encoder"], p["index_type"], p.get("backend", "inprocess")).retrieve_embedded(
-                self.query_embeddings(p["encoder"], queries), k
-            )
-        if family == "hybrid":
-            parts = [self.base("bm25", queries), self.base(f"dense:{p['encoder']}", queries)]
-            weights = [1.0 - p["weight"], p["weight"]]
-            if p["method"] == "rrf":
-                return reciprocal_rank_fusion(parts, k, rrf_k=p["rrf_k"], weights=weights)
-            if p["method"] == "score":
-                return score_fusion(parts, k, weights=weights)
-            raise ValueError(f"{candidate.name}: method={p['method']!r} must be 'rrf' or 'score'")
-        if family in ("ds", "mmr", "vendi"):
-            prefilter = self.base(p["prefilter"], queries)
-            q_emb, p_emb = self.query_embeddings(p["encoder"], queries), self.passage_embeddings(p["encoder"])
-            if family == "ds":
-                return discounted_similarity(prefilter, q_emb, p_emb, k, gamma=p["gamma"], r=p["r"])
-            if family == "mmr":
-                return mmr(prefilter, q_emb, p_emb, k, lambda_=p["lambda"])
-            return vendi(prefilter, q_emb, p_emb, k, s=p["s"])
-        if family == "graph":
-            encoder = p["encoder"]
-            q_emb = self.query_embeddings(encoder, queries) if encoder else None
-            p_emb = self.passage_embeddings(encoder) if encoder else None
-            return graph_expand(
-                self.base(p["seeds"], queries), self.graph(), k, n_seeds=p["n_seeds"], hops=p["hops"],
-                rank=p["rank"], damping=p["damping"], query_emb=q_emb, passage_emb=p_emb,
-            )
-        if family == "two_hop":
-            first = self.base(p["first"], queries)
-            expanded = self.expanded_queries(p["first"], p["append"], queries)
-            second = self.retrieve_with(p["second"], expanded, 2 * k)
-            return merge_hops(first, second, k, rule=p["merge"])
-        raise ValueError(f"unknown family {family!r} for candidate {candidate.name}")
+        """The candidate's own ``(n_queries, num_docs)`` ranking, short rows still ``-1``-padded."""
+        family = self._family(candidate)
+        return family.run(self, family.full_params(candidate.params), queries, self.num_docs)
+
+    @staticmethod
+    def _family(candidate: CandidateSpec) -> Family:
+        """The registered family of ``candidate`` (a saved bundle's member may name one not registered here)."""
+        family = families().get(candidate.family)
+        if family is None:
+            raise ValueError(f"unknown family {candidate.family!r} for candidate {candidate.name}")
+        return family

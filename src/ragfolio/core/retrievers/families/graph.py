@@ -1,0 +1,38 @@
+"""``graph``: seed passages from a base, expanded over the passage graph and ranked again.
+
+See :func:`~ragfolio.core.retrievers.graph.graph_expand`; ``encoder`` is needed (and only read)
+by ``rank=dense``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragfolio.core.retrievers.base import RetrievalResult
+from ragfolio.core.retrievers.family import Family, Parts, SharedParts, register
+from ragfolio.core.retrievers.graph import graph_expand
+
+
+@register
+class GraphFamily(Family):
+    """Expands base ``seeds`` over the title-mention graph."""
+
+    name = "graph"
+    params = {"seeds": None, "n_seeds": 2, "hops": 1, "rank": "ppr", "damping": 0.85, "encoder": None}
+    required = ("seeds",)
+    first_stage = "seeds"
+    result_version = 2  # 2: short neighbourhoods are backfilled from the seeds' ranking
+
+    def needs(self, params: Mapping[str, Any]) -> SharedParts:
+        encoders = (params["encoder"],) if params["encoder"] else ()
+        return SharedParts(bases=(params["seeds"],), query_encoders=encoders, passage_encoders=encoders, graph=True)
+
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+        encoder = params["encoder"]
+        q_emb = parts.query_embeddings(encoder, queries) if encoder else None
+        p_emb = parts.passage_embeddings(encoder) if encoder else None
+        return graph_expand(
+            parts.base(params["seeds"], queries), parts.graph(), k, n_seeds=params["n_seeds"], hops=params["hops"],
+            rank=params["rank"], damping=params["damping"], query_emb=q_emb, passage_emb=p_emb,
+        )
