@@ -33,7 +33,10 @@ install: $(BIN)/.installed
 run: install
 	$(BIN)/kedro run --pipeline=portfolio
 
+# Lint (ruff) and types (mypy), then the whole suite; settings of all three are in pyproject.toml.
 test: install
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # Re-resolve requirements.lock from pyproject.toml's ranges (pip-tools; needs the package index).

@@ -51,12 +51,12 @@ def subset(candidates: list[dict], n: int | None, encoders: list[str] | None) ->
 def encode_corpora(corpora: dict, params: dict, cache_dir: str) -> None:
     """Passage embeddings of every corpus and encoder into ``cache_dir`` (the --warm-corpus start)."""
     from ragfolio.core.data import Corpus
-    from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams, make_runner
+    from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams
 
-    p = CandidateScoringParams(**params)
+    settings = CandidateScoringParams(**params).pool_settings()
     for records in corpora["corpora"].values():  # ragfolio.core.corpora.Corpora.to_json
-        runner = make_runner(Corpus.from_records(records), ArrayCache(cache_dir), p)
-        for encoder in p.encoders:
+        runner = settings.runner(Corpus.from_records(records), ArrayCache(cache_dir))
+        for encoder in settings.encoders:
             runner.passage_embeddings(encoder)
 
 

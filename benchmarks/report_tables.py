@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ragfolio.core.routing.evaluation import COMPARED
 from ragfolio.pipelines.answering_evaluation.nodes import plot_em_vs_tokens, summarize_answers
-from ragfolio.pipelines.router_training.nodes import ROUTERS
 
 
 def portfolio_table(metrics: dict) -> list[str]:
@@ -41,7 +41,7 @@ def router_table(metrics: dict) -> list[str]:
         lines += [f"**{key}** (n = {entry['n_test']} test; gap closed at l = 1: "
                   f"{'n/a' if gap is None else f'{100 * gap:.0f}%'})", "", f"| router | {head} |",
                   "|---|" + "---|" * k]
-        for name in ROUTERS:
+        for name in COMPARED:
             lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in entry[name]["best_of_l"]) + " |")
         budget = entry["same_budget"]
         lines.append("| routed union (same budget) | " + " | ".join(f"{v:.3f}" for v in budget["routed_union_recall"]) + " |")

@@ -2,12 +2,13 @@
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from kedro.framework.cli.utils import find_run_command
 from kedro.framework.project import configure_project
 
 
-def main(*args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+def main(*args: Any, **kwargs: Any) -> None:
     package_name = Path(__file__).parent.name
     configure_project(package_name)
     run = find_run_command(package_name)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
 from ragfolio.core.artifacts import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.router import Router
+from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.routing.registry import load_router
 
 
 class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
@@ -51,7 +52,7 @@ class ArrayFolderDataset(AbstractDataset[dict[str, np.ndarray], dict[str, np.nda
         if not index_file.exists():
             raise DatasetError(f"no array folder at {self._path} (missing {index_file.name})")
         keys = json.loads(index_file.read_text())["keys"]
-        mode = "r" if self._mmap else None
+        mode: Literal["r"] | None = "r" if self._mmap else None
         return {key: np.load(self._path / f"{key}.npy", mmap_mode=mode, allow_pickle=False) for key in keys}
 
     def save(self, data: dict[str, np.ndarray]) -> None:
@@ -71,19 +72,23 @@ class ArrayFolderDataset(AbstractDataset[dict[str, np.ndarray], dict[str, np.nda
         return {"path": str(self._path), "mmap": self._mmap}
 
 
-class RouterFolderDataset(AbstractDataset[dict[str, Router], dict[str, Router]]):
-    """A ``dict[str, Router]`` stored as ``<path>/<key>/`` folders of ``router.json`` + safetensors."""
+class RouterFolderDataset(AbstractDataset[dict[str, RouterProtocol], dict[str, RouterProtocol]]):
+    """Routers by key, stored as ``<path>/<key>/`` router folders plus ``index.json``.
+
+    Each folder's ``router.json`` names the router's kind, and loading goes through the registry
+    (:func:`ragfolio.core.routing.registry.load_router`), so any registered router can be stored.
+    """
 
     def __init__(self, path: str) -> None:
         self._path = Path(path)
 
-    def load(self) -> dict[str, Router]:
+    def load(self) -> dict[str, RouterProtocol]:
         index_file = self._path / "index.json"
         if not index_file.exists():
             raise DatasetError(f"no routers at {self._path} (missing {index_file.name}): run the router_training pipeline")
-        return {key: Router.load(self._path / key) for key in json.loads(index_file.read_text())["keys"]}
+        return {key: load_router(self._path / key) for key in json.loads(index_file.read_text())["keys"]}
 
-    def save(self, data: dict[str, Router]) -> None:
+    def save(self, data: dict[str, RouterProtocol]) -> None:
         if self._path.exists():
             shutil.rmtree(self._path)
         for key, router in data.items():

@@ -14,6 +14,9 @@ from ragfolio.core.data import Corpus
 from ragfolio.core.features import TextHasher, query_features
 from ragfolio.core.pool import encoders_used, make_candidate
 from ragfolio.core.router import Router
+from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.baselines import TopAverageRouter
+from ragfolio.core.routing.registry import make_router
 
 PASSAGES = [
     ("Danube", "The Danube is the second-longest river in Europe."),
@@ -33,7 +36,7 @@ def _bundle() -> PortfolioBundle:
     U = np.array([[1.0, 0.0] if "river" in q else [0.0, 1.0] for q in questions], dtype=np.float32)
     hasher = TextHasher(n_features=64, word_ngrams=(1, 1), char_ngrams=(3, 3))
     router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0)
-    router.fit(query_features(questions, {}, hasher), U, [m.name for m in members])
+    router.fit(RouteInputs(query_features(questions, {}, hasher)), U, [m.name for m in members])
     corpus = Corpus.from_records([{"id": f"p{i}", "title": t, "text": x} for i, (t, x) in enumerate(PASSAGES)])
     return PortfolioBundle(
         name="tiny", corpus=corpus, members=members, router=router,
@@ -135,6 +138,22 @@ def test_an_edited_manifest_is_caught(saved: Path) -> None:
     (saved / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleIntegrityError, match="manifest.json does not match"):
         load_bundle(saved)
+
+
+def test_the_bundle_stores_its_routers_kind_and_loads_that_kind(saved: Path, tmp_path: Path) -> None:
+    assert json.loads((saved / "manifest.json").read_text())["router"] == "learned"
+    original = _bundle()
+    inputs = RouteInputs(query_features(["which river", "which mountain"], {}, original.hasher()))
+    fixed = make_router("top_average").fit(inputs, np.array([[0.2, 1.0], [0.0, 1.0]]), original.router.members_)
+    save_bundle(PortfolioBundle(**{**original.__dict__, "router": fixed}), tmp_path / "fixed")
+    loaded = load_bundle(tmp_path / "fixed")
+    assert isinstance(loaded.router, TopAverageRouter) and loaded.manifest["router"] == "top_average"
+    assert loaded.rag().route("which river is long", 2)[0] == [1, 0]
+
+
+def test_a_manifest_without_a_router_kind_holds_the_learned_router(saved: Path) -> None:
+    _resign(saved, lambda manifest: manifest.pop("router"))  # as written before routers had names
+    assert isinstance(load_bundle(saved).router, Router)
 
 
 def test_not_a_bundle_says_how_to_make_one(tmp_path: Path) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import cloudpickle
+import fake_encoders
 import numpy as np
 import pytest
-
-import fake_encoders
 from fake_encoders import HASHING, install_hashing_encoder, register_hashing_kind
+
 from ragfolio.core import distributed as dist
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import Corpus

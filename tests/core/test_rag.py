@@ -8,11 +8,12 @@ from fake_encoders import install_hashing_encoder, tiny_runner
 
 from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize
 from ragfolio.core.answering import Answerer
-from ragfolio.core.llm import Completion
 from ragfolio.core.features import TextHasher
+from ragfolio.core.llm import Completion
 from ragfolio.core.pool import CandidateSpec, expand_grid
 from ragfolio.core.rag import AdaptiveRAG
 from ragfolio.core.router import Router
+from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.vendi_rag import VendiRAG
 
 
@@ -46,7 +47,8 @@ def rag_parts(tiny_dir, monkeypatch, small_grid):
     rag_probe.runner, rag_probe.hasher, rag_probe.encoders = runner, hasher, ["minilm"]
     X = AdaptiveRAG.features(rag_probe, queries)
     U = np.tile(np.array([[1.0, 0.5, 0.0]], dtype=np.float32), (len(queries), 1))
-    router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0).fit(X, U, [m.name for m in members])
+    router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0)
+    router.fit(RouteInputs(X), U, [m.name for m in members])
     return runner, members, router, hasher, queries
 
 

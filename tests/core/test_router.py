@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from ragfolio.core.features import TextHasher, query_features, take_rows
+from ragfolio.core.features import TextHasher, query_features
 from ragfolio.core.router import Router, routing_targets, tied_best
+from ragfolio.core.routing.base import RouteInputs
 
 TOPICS = ["river", "mountain", "violin"]
 
@@ -18,7 +19,7 @@ def _synthetic(n: int, seed: int):
     U = np.full((n, 3), 0.5, dtype=np.float32)
     U[np.arange(n), topic] = 1.0
     noise = {"noise": rng.normal(size=(n, 8)).astype(np.float32)}
-    return query_features(texts, noise, TextHasher(n_features=256)), U, topic
+    return RouteInputs(query_features(texts, noise, TextHasher(n_features=256))), U, topic
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def fitted():
 
 def test_router_learns_a_text_rule(fitted) -> None:
     X, _, topic = _synthetic(200, seed=1)
-    accuracy = float((fitted.predict_topl(X, 1)[:, 0] == topic).mean())
+    accuracy = float((fitted.route(X, 1)[0][:, 0] == topic).mean())
     assert accuracy > 0.9, accuracy
     assert fitted.members_ == ["a", "b", "c"] and fitted.val_best_of_1_ > 0.9
 
@@ -38,9 +39,9 @@ def test_save_load_round_trip_gives_identical_predictions(fitted, tmp_path) -> N
     X, _, _ = _synthetic(50, seed=2)
     fitted.save(tmp_path / "r")
     loaded = Router.load(tmp_path / "r")
-    np.testing.assert_array_equal(loaded.scores(X), fitted.scores(X))
+    np.testing.assert_array_equal(loaded.scores(X.query), fitted.scores(X.query))
     for l in (1, 2, 3):
-        np.testing.assert_array_equal(loaded.predict_topl(X, l), fitted.predict_topl(X, l))
+        np.testing.assert_array_equal(loaded.route(X, l)[0], fitted.route(X, l)[0])
     assert loaded.members_ == fitted.members_ and loaded.inputs_ == fitted.inputs_
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["router.json", "router.safetensors"]
 
@@ -53,11 +54,11 @@ def test_load_names_the_missing_file(tmp_path) -> None:
 def test_predict_checks_l_and_feature_blocks(fitted) -> None:
     X, _, _ = _synthetic(5, seed=3)
     with pytest.raises(ValueError, match="l=4 must be in 1..3"):
-        fitted.predict_topl(X, 4)
+        fitted.route(X, 4)[0]
     with pytest.raises(ValueError, match=r"\['noise'\] are missing"):
-        fitted.scores({"text": X["text"]})
+        fitted.scores({"text": X.query["text"]})
     with pytest.raises(RuntimeError, match="not fitted"):
-        Router().scores(X)
+        Router().scores(X.query)
 
 
 def test_tie_aware_targets() -> None:
@@ -75,7 +76,7 @@ def test_ties_are_learned_as_equally_good() -> None:
     X, _, _ = _synthetic(120, seed=4)
     U = np.tile(np.array([[1.0, 1.0, 0.0]], dtype=np.float32), (120, 1))
     router = Router(hidden=16, embedding_dim=8, max_epochs=30, patience=30, random_state=0).fit(X, U)
-    assert set(router.predict_topl(X, 2).ravel().tolist()) == {0, 1}
+    assert set(router.route(X, 2)[0].ravel().tolist()) == {0, 1}
 
 
 def test_greedy_completion_picks_a_complementary_member() -> None:
@@ -85,18 +86,18 @@ def test_greedy_completion_picks_a_complementary_member() -> None:
     U = np.zeros((n, 3), dtype=np.float32)
     U[:60, 0], U[:60, 1], U[60:, 2] = 1.0, 0.95, 1.0
     router = Router(hidden=16, embedding_dim=8, max_epochs=40, neighbour_temperature=10.0, random_state=0).fit(X, U)
-    picks = router.predict_topl(X, 2)
+    picks = router.route(X, 2)[0]
     # whatever comes first, the second pick completes it: 0 or 1 -> 2; 2 -> 0 (the better of the pair)
     expected_second = np.where(picks[:, 0] == 2, 0, 2)
     np.testing.assert_array_equal(picks[:, 1], expected_second)
     plain = Router(hidden=16, embedding_dim=8, max_epochs=40, neighbour_temperature=None, random_state=0).fit(X, U)
-    assert plain.predict_topl(X, 2).shape == (n, 2)
+    assert plain.route(X, 2)[0].shape == (n, 2)
 
 
 def test_fit_rejects_mismatched_rows() -> None:
     X, U, _ = _synthetic(20, seed=6)
     with pytest.raises(ValueError, match="10 utility rows"):
-        Router().fit(take_rows(X, range(20)), U[:10])
+        Router().fit(X.take(range(20)), U[:10])
     with pytest.raises(ValueError, match="2 member names for 3"):
         Router().fit(X, U, members=["a", "b"])
 
@@ -105,9 +106,9 @@ def test_switch_margin_keeps_the_default_member_unless_a_query_leads_clearly() -
     X, U, topic = _synthetic(200, seed=7)
     never = Router(hidden=32, embedding_dim=16, max_epochs=40, switch_margin=2.5, random_state=0).fit(X, U)
     assert never.default_ == int(np.argmax(U.mean(axis=0)))
-    assert (never.predict_topl(X, 1)[:, 0] == never.default_).all()  # cosines differ by at most 2
+    assert (never.route(X, 1)[0][:, 0] == never.default_).all()  # cosines differ by at most 2
     tuned = Router(hidden=32, embedding_dim=16, max_epochs=40, random_state=0).fit(X, U)
     assert tuned.switch_margin_ in (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 2.5)
-    assert (tuned.predict_topl(X, 1)[:, 0] == topic).mean() > 0.9  # here the text says which member wins
-    picks = tuned.predict_topl(X, 3)
+    assert (tuned.route(X, 1)[0][:, 0] == topic).mean() > 0.9  # here the text says which member wins
+    picks = tuned.route(X, 3)[0]
     assert (np.sort(picks, axis=1) == np.arange(3)).all()  # a full routing is a permutation

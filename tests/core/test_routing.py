@@ -1,32 +1,49 @@
-"""Routing baselines and measures on hand-worked matrices."""
+"""Routing ablations, the measures routers are judged by, and the same-budget check, on hand-worked cases."""
 
 import numpy as np
 import pytest
 
 from ragfolio.core.features import TextHasher, query_features
-from ragfolio.core.routing import (
-    LogisticRouter,
-    best_of_l,
-    fixed_picks,
-    gap_closed,
-    oracle_picks,
-    random_picks,
-)
+from ragfolio.core.router import Router
+from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
+from ragfolio.core.routing.budget import BudgetRuns, same_budget_recall
+from ragfolio.core.routing.evaluation import COMPARED, RoutingSplit, best_of_l, compare_routers, gap_closed
+from ragfolio.core.routing.logistic import LogisticRouter
 
-U = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]])
+U = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]], dtype=np.float32)
+X = RouteInputs(query_features(["a b", "c d", "e f"], {}, TextHasher(n_features=64)))
 
 
 def test_best_of_l_by_hand() -> None:
-    picks = fixed_picks([0, 1, 2], 3)
+    picks = GreedyPrefixRouter().fit(X, U).route(X, 3)[0]
+    assert picks.tolist() == [[0, 1, 2]] * 3
     assert best_of_l(U, picks) == pytest.approx([1 / 3, 2 / 3, (1 + 1 + 0.5) / 3])
-    assert best_of_l(U, oracle_picks(U)) == pytest.approx([2.5 / 3] * 3)
+    oracle = OracleRouter().fit(X, U).route(RouteInputs(X.query, {"utility": U}), 3)[0]
+    assert best_of_l(U, oracle) == pytest.approx([2.5 / 3] * 3)
     assert best_of_l(np.zeros((0, 3)), np.zeros((0, 3), dtype=int)) == []
 
 
-def test_random_picks_are_permutations() -> None:
-    picks = random_picks(50, 4, np.random.default_rng(0))
+def test_top_average_orders_by_train_mean() -> None:
+    Um = np.array([[0.2, 0.9, 0.5], [0.0, 0.8, 0.6], [0.1, 0.7, 0.4]], dtype=np.float32)  # means 0.1, 0.8, 0.5
+    picks, scores = TopAverageRouter().fit(X, Um).route(X, 2)
+    assert picks.tolist() == [[1, 2]] * 3
+    np.testing.assert_allclose(scores, np.tile(Um.mean(axis=0), (3, 1)))
+    assert TopAverageRouter().fit(X, U).route(X, 3)[0].tolist() == [[0, 1, 2]] * 3  # equal means: index order
+
+
+def test_random_picks_are_seeded_permutations() -> None:
+    rows = RouteInputs(query_features([f"q{i}" for i in range(50)], {}, TextHasher(n_features=64)))
+    router = RandomRouter(random_state=3).fit(rows, np.zeros((50, 4)))
+    picks = router.route(rows, 4)[0]
     assert (np.sort(picks, axis=1) == np.arange(4)).all()
     assert len({tuple(p) for p in picks}) > 5
+    np.testing.assert_array_equal(router.route(rows, 4)[0], picks)
+
+
+def test_oracle_needs_the_utilities() -> None:
+    with pytest.raises(ValueError, match="routes by each member's utility"):
+        OracleRouter().fit(X, U).route(X, 1)
 
 
 def test_gap_closed() -> None:
@@ -37,17 +54,47 @@ def test_gap_closed() -> None:
 
 def test_logistic_router_learns_a_word_rule() -> None:
     texts = [f"question about {w} number {i}" for i in range(40) for w in ("cats", "planets")]
-    X = query_features(texts, {}, TextHasher(n_features=128))
+    rows = RouteInputs(query_features(texts, {}, TextHasher(n_features=128)))
     best = np.array([0 if "cats" in t else 1 for t in texts])
     Um = np.zeros((len(texts), 3))
     Um[np.arange(len(texts)), best] = 1.0
     Um[:4, 2] = 1.0  # a few ties with member 2
-    picks = LogisticRouter(C=10.0).fit(X, Um).predict_topl(X, 2)
+    picks = LogisticRouter(C=10.0).fit(rows, Um).route(rows, 2)[0]
     assert (picks[:, 0] == best).mean() > 0.95
     assert picks.shape == (len(texts), 2)
 
 
 def test_logistic_router_with_a_single_winner() -> None:
-    X = query_features(["a b", "c d", "e f"], {}, TextHasher(n_features=64))
     Um = np.array([[1.0, 0.0], [1.0, 0.5], [0.0, 0.0]])
-    assert LogisticRouter().fit(X, Um).predict_topl(X, 2).tolist() == [[0, 1]] * 3
+    assert LogisticRouter().fit(X, Um).route(X, 2)[0].tolist() == [[0, 1]] * 3
+
+
+def test_compare_routers_reports_every_router() -> None:
+    texts = [f"which {w} is it {i}" for i in range(30) for w in ("river", "mountain")]
+    rows = RouteInputs(query_features(texts, {}, TextHasher(n_features=64)))
+    Um = np.array([[1.0, 0.0] if "river" in t else [0.0, 1.0] for t in texts], dtype=np.float32)
+    train, test = RoutingSplit(rows.take(range(40)), Um[:40]), RoutingSplit(rows.take(range(40, 60)), Um[40:])
+    learned = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0).fit(train.inputs, train.utilities)
+    comparison = compare_routers(learned, train, test, seed=0, logistic_c=1.0)
+    assert list(comparison.picks) == list(COMPARED) and all(p.shape == (20, 2) for p in comparison.picks.values())
+    report = comparison.report()
+    assert report["oracle"]["best_of_l"] == [1.0, 1.0]
+    assert report["single_best_member"] == report["top_average"]["best_of_l"][0] == 0.5
+    summarized = ("learned", "greedy_prefix", "top_average", "logistic")
+    assert set(report["summary"]) == {f"{name}_l{l}" for name in summarized for l in (1, 2)}
+
+
+def test_same_budget_recall_by_hand() -> None:
+    """Two questions, two members of 1 passage each; the single best returns 1, then 2 passages."""
+    runs = BudgetRuns(
+        members=[np.array([[10], [20]]), np.array([[11], [-1]])],
+        single=[np.array([[10], [21]]), np.array([[10, 12], [21, 20]])],
+        gold=[[10, 11], [20]],
+    )
+    picks = np.array([[1, 0], [0, 1]])
+    result = same_budget_recall(runs, picks)
+    # support recall = |pred & gold| / min(|pred|, |gold|)
+    assert result["routed_union_recall"] == pytest.approx([(1 + 1) / 2, (1 + 1) / 2])
+    assert result["single_best_recall"] == pytest.approx([(1 + 0) / 2, (0.5 + 1) / 2])
+    both = BudgetRuns.concatenate([runs, runs])
+    assert len(both.gold) == 4 and both.single[1].shape == (4, 2)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ragfolio.core.answering import Answerer
-from ragfolio.core.embedded_llm import TransformersBackend
-from ragfolio.core.llm import Completion
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import build_corpus
+from ragfolio.core.embedded_llm import TransformersBackend
+from ragfolio.core.llm import Completion
 from ragfolio.core.loading import load_folder
 from ragfolio.core.pool_runner import PoolRunner
 from ragfolio.core.vendi_rag import VendiRAG, judge_messages, parse_judgement

@@ -9,18 +9,18 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 
+from ragfolio.core.answer_eval import SYSTEMS
 from ragfolio.core.artifacts import save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.corpora import Corpora
-from ragfolio.core.answer_eval import SYSTEMS
 from ragfolio.datasets import ArrayFolderDataset, RouterFolderDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow
 
 JSON_OUTPUTS = (
-    "questions", "corpora", "candidates", "utility_index", "portfolios", "portfolio_metrics", "router_metrics",
-    "answer_metrics",
+    "questions", "corpora", "candidates", "utility_index", "pool_settings", "portfolios", "portfolio_metrics",
+    "router_features", "router_metrics", "answer_metrics",
 )
 
 
@@ -84,7 +84,7 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
             assert report["oracle_all"] >= max(report["greedy_at_k"]) - 1e-6
         # On its own train rows greedy is at least as good as top-by-average at every k.
         train = entry["train"]
-        assert all(g >= t - 1e-6 for g, t in zip(train["greedy_at_k"], train["top_by_average_at_k"]))
+        assert all(g >= t - 1e-6 for g, t in zip(train["greedy_at_k"], train["top_by_average_at_k"], strict=True))
         assert 0 < entry["certificate"]["ratio"] <= 1
     assert metrics["datasets"]["all"]["n_test"] == sum(metrics["datasets"][d]["n_test"] for d in ("hotpotqa", "musique"))
     assert set(figures) == {"best_of_k_plot", "winners_heatmap", "best_of_k_data"}
@@ -116,6 +116,10 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert metrics["corpus"] == router_metrics["corpus"] == bundle.selection["corpus"] == {
         "mode": "union", "fingerprint": fingerprint, "n_passages": len(bundle.corpus)}
     assert save_bundle(bundle, tmp_path / "bundle")["corpus"]["fingerprint"] == fingerprint
+    settings = catalog.load("pool_settings")  # what candidate scoring ran with, as the bundle describes it
+    assert settings["num_docs"] == router_metrics["num_docs"] == 4 and settings["score"] == "support_recall"
+    assert bundle.scoring == {key: value for key, value in settings.items() if key != "score"}
+    assert bundle.routing == catalog.load("router_features")
 
     # answering_evaluation: every system answers with the embedded LLM
     SequentialRunner().run(pipelines["answering_evaluation"], catalog)

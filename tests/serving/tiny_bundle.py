@@ -17,6 +17,7 @@ from ragfolio.core.features import TextHasher, query_features
 from ragfolio.core.loading import load_folder
 from ragfolio.core.pool import make_candidate
 from ragfolio.core.router import Router
+from ragfolio.core.routing.base import RouteInputs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 MEMBERS = [
@@ -40,7 +41,7 @@ def write_tiny_bundle(path: Path) -> dict:
     texts = [q.question for q in records]
     U = np.random.default_rng(0).random((len(texts), len(members))).round().astype(np.float32)
     router = Router(hidden=8, embedding_dim=4, max_epochs=3, random_state=0).fit(
-        query_features(texts, {}, hasher), U, [m.name for m in members]
+        RouteInputs(query_features(texts, {}, hasher)), U, [m.name for m in members]
     )
     bundle = PortfolioBundle(
         name="tiny", corpus=corpus, members=members, router=router, scoring=SCORING,

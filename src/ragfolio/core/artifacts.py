@@ -5,7 +5,7 @@ A bundle is an inspectable folder; nothing in it is a pickle::
     manifest.json        members, parameters, selection metrics, the corpus's size and fingerprint,
                          per-file sha256 and the checksum
     corpus.jsonl         the passages served ({"id", "title", "text"} per line)
-    router/              router.json + router.safetensors (:meth:`Router.save`)
+    router/              the router's folder: router.json (naming its kind) and any weights
     embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
 
 The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
@@ -13,7 +13,9 @@ the sha256 of every file, so changing any byte of the bundle is caught by :func:
 (:class:`BundleIntegrityError` names the file). ``version`` is the checksum's first 12 hex digits:
 two bundles with the same content have the same version. ``corpus.fingerprint`` is the served
 corpus's :attr:`~ragfolio.core.data.Corpus.fingerprint`, the name the pipeline's reports give the
-corpus they measured; :func:`load_bundle` checks the corpus it reads has it.
+corpus they measured; :func:`load_bundle` checks the corpus it reads has it. ``router`` names the
+router's kind (:mod:`ragfolio.core.routing.registry`); :func:`load_bundle` loads that kind (a
+manifest without it, from before routers had names, holds the learned router).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,14 +33,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragfolio.core.answering import Answerer
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import Corpus
 from ragfolio.core.features import TextHasher
 from ragfolio.core.pool import CandidateSpec
-from ragfolio.core.answering import Answerer
 from ragfolio.core.pool_runner import PoolRunner
 from ragfolio.core.rag import AdaptiveRAG
-from ragfolio.core.router import Router
+from ragfolio.core.routing.base import LEARNED, RouterProtocol
+from ragfolio.core.routing.registry import router_class
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -59,7 +62,7 @@ class PortfolioBundle:
         name: The portfolio's key (a dataset name, or ``all``).
         corpus: The passages served.
         members: The portfolio's members, in the router's member order.
-        router: The fitted router.
+        router: The fitted router (any registered kind; its ``name`` is stored in the manifest).
         scoring: The ``candidate_scoring`` settings the members ran with (``num_docs``,
             ``prefilter_depth``, ``bm25_base``, ``graph_max_degree``, ``encoders``).
         routing: The router's inputs (``text_features``, ``encoders``).
@@ -72,7 +75,7 @@ class PortfolioBundle:
     name: str
     corpus: Corpus
     members: list[CandidateSpec]
-    router: Router
+    router: RouterProtocol
     scoring: dict[str, Any]
     routing: dict[str, Any]
     embeddings: dict[str, npt.NDArray[np.float32]]
@@ -167,6 +170,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "ragfolio_version": _ragfolio_version(),
             "name": bundle.name,
             "k": bundle.k,
+            "router": bundle.router.name,
             "default_l": bundle.default_l,
             "members": [m.to_record() for m in bundle.members],
             "scoring": bundle.scoring,
@@ -246,9 +250,10 @@ def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
     embeddings = {
         p.stem: np.load(p, allow_pickle=False) for p in sorted((folder / EMBEDDINGS).glob("*.npy"))
     }
+    router = router_class(manifest.get("router", LEARNED)).load(folder / ROUTER)
     return PortfolioBundle(
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
-        router=Router.load(folder / ROUTER), scoring=manifest["scoring"], routing=manifest["routing"],
+        router=router, scoring=manifest["scoring"], routing=manifest["routing"],
         embeddings=embeddings, default_l=int(manifest["default_l"]), selection=manifest["selection"],
         manifest=manifest,
     )

@@ -69,6 +69,6 @@ class ArrayCache:
             # Write then rename, so an interrupted run never leaves a half-written entry behind.
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
             with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
+                np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
             os.replace(tmp, path)
         return arrays

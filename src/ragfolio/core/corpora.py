@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from ragfolio.core.data import Corpus
 
 Mode = Literal["union", "per_dataset"]
-UNION = "union"
-PER_DATASET = "per_dataset"
+UNION: Final = "union"
+PER_DATASET: Final = "per_dataset"
 MODES = (UNION, PER_DATASET)
 
 

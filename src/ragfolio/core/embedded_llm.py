@@ -104,7 +104,7 @@ def converted_gguf(gguf_path: str | Path, cache_dir: Path | None = None) -> Path
         gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
     )
     # The weights are plain float32 tensors now; dropping the GGUF quantiser lets them be saved.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     root.mkdir(parents=True, exist_ok=True)

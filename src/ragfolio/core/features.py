@@ -57,7 +57,7 @@ class TextHasher:
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> TextHasher:
         """The hasher of a (possibly partial) :meth:`to_dict` mapping; missing keys take the defaults."""
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})  # type: ignore[arg-type]
 
 
 def query_features(

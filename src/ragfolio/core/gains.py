@@ -302,9 +302,10 @@ class GainTracker:
         """
         if isinstance(chunk, tuple):
             return self.U[chunk[0] : chunk[1]]
-        if self._raw[worker] is None:
-            self._raw[worker] = np.empty(self.block_rows * self.m, dtype=self.U.dtype)
-        raw = self._raw[worker][: chunk.size * self.m].reshape(chunk.size, self.m)
+        buffer = self._raw[worker]
+        if buffer is None:
+            buffer = self._raw[worker] = np.empty(self.block_rows * self.m, dtype=self.U.dtype)
+        raw = buffer[: chunk.size * self.m].reshape(chunk.size, self.m)
         return take_into(self.U, chunk, 0, raw)
 
     def _map(self, fn: Callable[[int, Any], Any], chunks: list[Any]) -> list[Any]:

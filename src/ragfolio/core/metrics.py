@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -20,8 +20,8 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
-def support_recall(predicted: Iterable[str], gold: Iterable[str]) -> float:
-    """``|pred ∩ gold| / min(|pred|, |gold|)`` over passage ids (the paper's support recall).
+def support_recall(predicted: Iterable[Hashable], gold: Iterable[Hashable]) -> float:
+    """``|pred ∩ gold| / min(|pred|, |gold|)`` over passage ids or corpus rows (the paper's support recall).
 
     Returns 0.0 when nothing was predicted. Raises ``ValueError`` when ``gold`` is empty: the
     score is undefined, and the caller must leave such a query out rather than count it as 0.

@@ -319,7 +319,7 @@ def select_exhaustive(
     check_values(U, "U")
     chunk = max(1, 2**24 // (n * k))  # about 64 MB of float32 per chunk
     subsets = itertools.combinations(range(m), k)
-    best_value, best_subset = -1.0, ()
+    best_value, best_subset = -1.0, tuple[int, ...]()
     while block := list(itertools.islice(subsets, chunk)):
         idx = np.array(block, dtype=np.intp)  # (c, k)
         totals = U[:, idx].max(axis=2).sum(axis=0, dtype=np.float64)  # (N, c, k) -> (c,)

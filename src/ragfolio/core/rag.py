@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragfolio.core.answering import Answerer
-from ragfolio.core.llm import Completion
 from ragfolio.core.features import Features, TextHasher, query_features
 from ragfolio.core.inference import MemberResults, PortfolioExecutor
+from ragfolio.core.llm import Completion
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.router import Router
+from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class RoutedRetrieval:
 
     Attributes:
         members: Routed member indices into the portfolio, best first, ``(l,)``.
-        router_scores: The router's cosine score of each routed member, aligned with ``members``.
+        router_scores: The router's score of each routed member, aligned with ``members``.
         results: What each member returned (failed or timed-out members carry their error).
         route_ms: Time to build the query's features and score the members, in milliseconds.
     """
@@ -86,7 +86,7 @@ class AdaptiveRAG:
     Args:
         runner: The pool runner over the corpus (a disabled disk cache for online use).
         members: The portfolio's members, in the router's member order.
-        router: The fitted router over those members.
+        router: The fitted router over those members (any registered kind that reads query features).
         hasher: The text features the router was trained with.
         encoders: Encoders whose query embeddings the router reads (block names of its features).
         answerer: The LLM answerer and selector; None for retrieval only.
@@ -97,7 +97,7 @@ class AdaptiveRAG:
         self,
         runner: PoolRunner,
         members: Sequence[CandidateSpec],
-        router: Router,
+        router: RouterProtocol,
         hasher: TextHasher,
         encoders: Sequence[str],
         answerer: Answerer | None = None,
@@ -123,7 +123,7 @@ class AdaptiveRAG:
         """``(member indices, their scores, milliseconds)`` of the top-l routing of ``query``."""
         start = time.perf_counter()
         features = self.features([query])
-        picks, scores = self.router.route(features, l)  # one forward pass for both
+        picks, scores = self.router.route(RouteInputs(features), l)  # one forward pass for both
         picks, scores = picks[0], scores[0]
         return [int(j) for j in picks], [float(scores[j]) for j in picks], 1000 * (time.perf_counter() - start)
 

@@ -31,18 +31,18 @@ the dense query embeddings). Taking the l top-scored members instead tends to pi
 are good on the same questions; greedy completion picks complementary ones, as portfolio
 selection does globally (``neighbour_temperature=None`` gives plain top-l by score).
 
-Weights and the training memory are saved as safetensors, the configuration as JSON.
+Weights and the training memory are saved as safetensors, the configuration as JSON; the router is
+registered as ``learned`` (:mod:`ragfolio.core.routing.registry`) and reads only ``RouteInputs.query``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -52,11 +52,21 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from ragfolio.core.features import Features, n_rows, take_rows
+from ragfolio.core.features import Features, take_rows
+from ragfolio.core.routing.base import (
+    LEARNED,
+    Picks,
+    RouteInputs,
+    check_l,
+    check_training_data,
+    member_names,
+    read_config,
+    write_config,
+)
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE, WEIGHTS_FILE = "router.json", "router.safetensors"
+WEIGHTS_FILE = "router.safetensors"
 SWITCH_MARGINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 2.5)
 
 
@@ -152,6 +162,7 @@ class Router:
     ``(n_train, d)`` (normalised dense embeddings) and ``memory_utilities_`` ``(n_train, k)``.
     """
 
+    name: ClassVar[str] = LEARNED
     hidden: int = 128
     embedding_dim: int = 64
     dropout: float = 0.3
@@ -172,17 +183,14 @@ class Router:
     def _hyperparameters(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if not k.endswith("_")}
 
-    def fit(self, features: Features, U: npt.NDArray[np.floating[Any]], members: Sequence[str] | None = None) -> Router:
-        """Train on ``features`` (n rows) and the portfolio's utilities ``U`` of shape ``(n, k)``."""
-        U = np.asarray(U, dtype=np.float32)
+    def fit(self, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]], members: Sequence[str] | None = None) -> Self:
+        """Train on the query features of ``inputs`` (n rows) and the portfolio's utilities ``U`` ``(n, k)``."""
+        U = check_training_data(inputs, U)
         n, k = U.shape
-        if n_rows(features) != n:
-            raise ValueError(f"features have {n_rows(features)} rows for {n} utility rows")
-        if k < 1 or n < 2:
-            raise ValueError(f"need at least 2 questions and 1 member to train a router, got U of shape {U.shape}")
-        self.members_ = list(members) if members is not None else [f"m{j}" for j in range(k)]
-        if len(self.members_) != k:
-            raise ValueError(f"{len(self.members_)} member names for {k} utility columns")
+        if n < 2:
+            raise ValueError(f"need at least 2 questions to train a router, got U of shape {U.shape}")
+        self.members_ = member_names(members, k)
+        features = inputs.query
         self.inputs_ = {name: int(block.shape[1]) for name, block in features.items()}
         max_ties = self.max_ties if self.max_ties is not None else max(k - 1, 1)
         targets, keep = routing_targets(U, max_ties)
@@ -276,16 +284,12 @@ class Router:
         self.net_.train(was_training)
         return out.numpy()
 
-    def predict_topl(self, features: Features, l: int) -> npt.NDArray[np.int64]:
-        """``(n, l)`` member indices, best first: the top-scored member, then greedy completion."""
-        return self.route(features, l)[0]
-
-    def route(self, features: Features, l: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """``(picks, scores)``: :meth:`predict_topl`'s ``(n, l)`` picks and the ``(n, k)`` scores they came from."""
+    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, npt.NDArray[np.float32]]:
+        """``(picks, scores)``: ``(n, l)`` member indices, best first (the first member, then greedy
+        completion), and the ``(n, k)`` cosine scores they came from."""
         self._check_fitted()
-        k = len(self.members_)
-        if not 1 <= l <= k:
-            raise ValueError(f"l={l} must be in 1..{k}")
+        check_l(l, len(self.members_))
+        features = inputs.query
         scores = self.scores(features)
         first = self._first(scores, self.switch_margin_)
         ranked = np.argsort(-scores, axis=1, kind="stable").astype(np.int64)
@@ -314,11 +318,9 @@ class Router:
             raise RuntimeError("this Router is not fitted: call fit() or Router.load() first")
 
     def save(self, path: str | Path) -> None:
-        """Write ``router.json`` (hyperparameters, members, input dims) and ``router.safetensors``
+        """Write ``router.json`` (name, hyperparameters, members, input dims) and ``router.safetensors``
         (the network's state dict under ``net.*`` and the training memory under ``memory.*``)."""
         self._check_fitted()
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
         config = {
             "hyperparameters": self._hyperparameters(),
             "members": self.members_,
@@ -329,19 +331,21 @@ class Router:
             "val_best_of_1": self.val_best_of_1_,
             "torch_version": torch.__version__,
         }
-        (folder / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+        folder = write_config(path, self.name, config)
         tensors = {f"net.{k}": v.contiguous() for k, v in self.net_.state_dict().items()}
         tensors |= {"memory.keys": self.memory_keys_.contiguous(), "memory.utilities": self.memory_utilities_.contiguous()}
         save_file(tensors, str(folder / WEIGHTS_FILE))
 
     @classmethod
-    def load(cls, path: str | Path) -> Router:
-        """The router saved in ``path`` by :meth:`save` (no pickles: JSON + safetensors)."""
+    def load(cls, path: str | Path) -> Self:
+        """The router saved in ``path`` by :meth:`save` (no pickles: JSON + safetensors).
+
+        A ``router.json`` without ``name`` (written before routers had names) loads as this router.
+        """
         folder = Path(path)
-        for name in (CONFIG_FILE, WEIGHTS_FILE):
-            if not (folder / name).is_file():
-                raise FileNotFoundError(f"{folder / name} is missing: not a saved router folder")
-        config = json.loads((folder / CONFIG_FILE).read_text())
+        config = read_config(folder, cls.name)
+        if not (folder / WEIGHTS_FILE).is_file():
+            raise FileNotFoundError(f"{folder / WEIGHTS_FILE} is missing: not a saved router folder")
         router = cls(**config["hyperparameters"])
         router.members_, router.inputs_ = list(config["members"]), {k: int(v) for k, v in config["inputs"].items()}
         router.best_epoch_, router.val_best_of_1_ = config["best_epoch"], config["val_best_of_1"]

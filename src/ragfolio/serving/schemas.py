@@ -148,7 +148,7 @@ class MemberResult(BaseModel):
 
     name: str
     family: str
-    router_score: float | None = Field(description="The router's cosine score; null when not routed.")
+    router_score: float | None = Field(description="The router's score (the learned router's: a cosine); null when not routed.")
     ok: bool
     error: str | None = Field(None, description="Why the member was left out (timeout or exception).")
     latency_ms: float

@@ -31,8 +31,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ragfolio.core.llm import LLMRequestError, LLMUnavailableError
 from ragfolio.core.artifacts import BundleIntegrityError, verify_bundle
+from ragfolio.core.llm import LLMRequestError, LLMUnavailableError
 from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import ServingEngine
 from ragfolio.serving.schemas import (
@@ -73,7 +73,7 @@ class RagfolioService:
     """
 
     def __init__(self) -> None:
-        self.config = load_config(root=RagfolioService.working_dir)
+        self.config = load_config(root=RagfolioService.working_dir)  # type: ignore[attr-defined]  # set by @bentoml.service
         try:
             self.engine = ServingEngine(self.config)
         except (BundleIntegrityError, FileNotFoundError) as exc:
@@ -86,13 +86,14 @@ class RagfolioService:
         self._ready = True
 
     @bentoml.on_deployment
-    def check_bundle() -> None:  # type: ignore[misc] - a staticmethod hook
+    def check_bundle() -> None:  # a staticmethod hook
         """Verify the bundle once in ``bentoml serve``'s main process, before any worker starts.
 
         A mismatch then stops the command with the file's name; a worker that failed in
         ``__init__`` would instead be restarted by the server over and over.
         """
-        verify_bundle(load_config(root=RagfolioService.working_dir).bundle)
+        root = RagfolioService.working_dir  # type: ignore[attr-defined]  # set by @bentoml.service
+        verify_bundle(load_config(root=root).bundle)
 
     def __is_ready__(self) -> bool:
         """``/readyz``: true once the bundle is loaded (and warmed up)."""

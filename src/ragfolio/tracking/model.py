@@ -15,22 +15,23 @@ from typing import Any
 import mlflow
 import pandas as pd
 from mlflow.models import ModelSignature
+from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 REGISTERED_NAME = "ragfolio"
 
 
-class RagfolioModel(mlflow.pyfunc.PythonModel):
+class RagfolioModel(PythonModel):
     """Routes questions to the bundle's members and runs them (retrieval only, no LLM)."""
 
-    def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
+    def load_context(self, context: PythonModelContext) -> None:
         from ragfolio.core.artifacts import load_bundle
 
         self.bundle = load_bundle(context.artifacts["bundle"])
         self.rag = self.bundle.rag(timeout_s=60.0)
 
     def predict(
-        self, context: mlflow.pyfunc.PythonModelContext, model_input: Any, params: dict[str, Any] | None = None
+        self, context: PythonModelContext, model_input: Any, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
         questions = list(model_input["question"]) if isinstance(model_input, pd.DataFrame) else list(model_input)
         l = int((params or {}).get("l") or self.bundle.default_l)

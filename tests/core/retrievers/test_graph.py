@@ -100,7 +100,7 @@ def naive_expand(seed_ids, adj, k, n_seeds, hops, damping, n_iter):
         for _ in range(n_iter):
             moved = sub @ np.where(degree > 0, x / np.maximum(degree, 1), 0.0)
             x = (1 - damping) * restart + damping * (moved + x[degree == 0].sum() * restart)
-        ranked = [v for v, _ in sorted(zip(nodes, x), key=lambda t: (-t[1], t[0]))[:k]]
+        ranked = [v for v, _ in sorted(zip(nodes, x, strict=True), key=lambda t: (-t[1], t[0]))[:k]]
         ranked += [int(v) for v in dict.fromkeys(int(i) for i in row) if v >= 0 and v not in ranked][: k - len(ranked)]
         out.append(ranked + [-1] * (k - len(ranked)))
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class BM25Retriever:
             raise ValueError(f"k1={self.k1} must be >= 0")
         if not 0.0 <= self.b <= 1.0:
             raise ValueError(f"b={self.b} must be in [0, 1]")
-        self._index = None
+        self._index: Any = None
         self._n_docs = 0
 
     def index(self, texts: Sequence[str], tokens: list[list[str]] | None = None) -> BM25Retriever:

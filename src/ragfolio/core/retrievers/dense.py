@@ -7,6 +7,7 @@ Embeddings are L2-normalised, so inner product is cosine similarity. ``index_typ
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +41,7 @@ class DenseRetriever:
         emb = np.ascontiguousarray(passage_emb, dtype=np.float32)
         if emb.ndim != 2 or len(emb) == 0:
             raise ValueError(f"passage_emb must be a non-empty 2-d array, got shape {emb.shape}")
+        index: Any
         if self.index_type == "flat":
             index = faiss.IndexFlatIP(emb.shape[1])
         else:

@@ -104,8 +104,10 @@ def graph_expand(
             restart[np.searchsorted(members, seed_keys)] = restart_weight
             scores = _personalised_pagerank(graph.adjacency, members, restart, damping, n_iter)
         else:
-            chunk_queries = query_emb[lo : lo + _QUERY_CHUNK]  # type: ignore[index]
-            sims = passage_emb @ chunk_queries.T  # type: ignore[union-attr]
+            if query_emb is None or passage_emb is None:  # graph_expand checked this already
+                raise ValueError("rank='dense' needs query_emb and passage_emb")
+            chunk_queries = query_emb[lo : lo + _QUERY_CHUNK]
+            sims = passage_emb @ chunk_queries.T
             scores = sims[node, query].astype(np.float64)
         # Best first within a query; equal scores go to the lowest row id.
         order = np.lexsort((node, -scores, query))

@@ -50,7 +50,7 @@ def merge_hops(first: RetrievalResult, second: RetrievalResult, k: int, rule: st
     for a, b in zip(first.doc_ids, second.doc_ids, strict=True):
         a, b = [int(x) for x in a if x >= 0], [int(x) for x in b if x >= 0]
         if rule == "interleave":
-            order = [x for pair in zip(a, b) for x in pair] + a[len(b) :] + b[len(a) :]
+            order = [x for pair in zip(a, b, strict=False) for x in pair] + a[len(b) :] + b[len(a) :]
         else:
             keep = 1 if rule == "first1" else 2
             order = a[:keep] + b + a[keep:]

@@ -148,13 +148,13 @@ def _mention_links(titles: Sequence[str], texts: Sequence[str], min_title_chars:
     gram_id: dict[tuple[str, ...], int] = {}
     members: list[list[int]] = []
     for i, title in enumerate(titles):
-        toks = tuple(_tokens(title))
-        if len(title.strip()) < min_title_chars or not toks or "".join(toks).isdigit():
+        title_toks = tuple(_tokens(title))
+        if len(title.strip()) < min_title_chars or not title_toks or "".join(title_toks).isdigit():
             continue
-        if toks not in gram_id:
-            gram_id[toks] = len(members)
+        if title_toks not in gram_id:
+            gram_id[title_toks] = len(members)
             members.append([])
-        members[gram_id[toks]].append(i)
+        members[gram_id[title_toks]].append(i)
     by_length: dict[int, set[tuple[str, ...]]] = defaultdict(set)
     for gram in gram_id:
         by_length[len(gram)].add(gram)
@@ -166,7 +166,7 @@ def _mention_links(titles: Sequence[str], texts: Sequence[str], min_title_chars:
         toks = _tokens(text)
         for length, grams in by_length.items():
             if length <= len(toks):
-                for gram in grams.intersection(zip(*(toks[s:] for s in range(length)))):
+                for gram in grams.intersection(zip(*(toks[s:] for s in range(length)), strict=False)):
                     pair_text.append(i)
                     pair_gram.append(gram_id[gram])
 

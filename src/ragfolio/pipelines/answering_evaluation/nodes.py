@@ -5,26 +5,25 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm.auto import tqdm
 
-matplotlib.use("Agg")  # nodes run headless; set before pyplot is imported
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
-
-from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize  # noqa: E402
-from ragfolio.core.answering import EMBEDDED_LLM, Answerer, make_backend  # noqa: E402
-from ragfolio.core.cache import ArrayCache  # noqa: E402
-from ragfolio.core.corpora import Corpora  # noqa: E402
-from ragfolio.core.pool import CandidateSpec  # noqa: E402
-from ragfolio.core.rag import AdaptiveRAG  # noqa: E402
-from ragfolio.core.router import Router  # noqa: E402
-from ragfolio.core.vendi_rag import VendiRAG  # noqa: E402
-from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams, make_runner, scoreable_questions  # noqa: E402
-from ragfolio.pipelines.portfolio_selection.nodes import split_rows  # noqa: E402
-from ragfolio.pipelines.router_training.nodes import RouterTrainingParams  # noqa: E402
+from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize
+from ragfolio.core.answering import EMBEDDED_LLM, Answerer, make_backend
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.corpora import Corpora
+from ragfolio.core.data import Question
+from ragfolio.core.features import TextHasher
+from ragfolio.core.pool import CandidateSpec
+from ragfolio.core.rag import AdaptiveRAG
+from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.runners import CorpusRunners, PoolSettings
+from ragfolio.core.utility_index import row_questions, split_rows
+from ragfolio.core.vendi_rag import VendiRAG
+from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +42,11 @@ class AnsweringEvaluationParams(BaseModel):
     seed: int = 42
 
 
-def _test_questions(questions: list[dict[str, Any]], utility_index: dict[str, Any], dataset: str, n: int, seed: int) -> list:
+def _test_questions(
+    questions: list[dict[str, Any]], utility_index: dict[str, Any], dataset: str, n: int, seed: int
+) -> list[Question]:
     """A seeded sample of at most ``n`` of the dataset's test questions (the router never saw them)."""
-    qs = scoreable_questions(questions, dataset)[0]
+    qs = row_questions(questions, utility_index, dataset)
     test = split_rows(utility_index, dataset, "test")
     chosen = np.sort(np.random.default_rng(seed).permutation(test)[:n])
     return [qs[i] for i in chosen]
@@ -53,17 +54,20 @@ def _test_questions(questions: list[dict[str, Any]], utility_index: dict[str, An
 
 def answer_test_questions(
     questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, Router], cache: ArrayCache,
-    scoring_params: dict[str, Any], router_params: dict[str, Any], params: dict[str, Any],
+    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, RouterProtocol], cache: ArrayCache,
+    pool_settings: dict[str, Any], router_features: dict[str, Any], params: dict[str, Any],
 ) -> pd.DataFrame:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
 
     Each dataset uses its own portfolio and router over the corpus it retrieved from; datasets that
-    share a corpus share one runner. The corpus parts (embeddings) load from the retrieval cache;
-    per-query work runs afresh and is not written back, so latencies are real.
+    share a corpus share one runner, configured as candidate scoring ran it (``pool_settings``); the
+    routers read the features router training built (``router_features``). The corpus parts
+    (embeddings) load from the retrieval cache; per-query work runs afresh and is not written back,
+    so latencies are real.
     """
     p = AnsweringEvaluationParams(**params)
-    scoring, routing = CandidateScoringParams(**scoring_params), RouterTrainingParams(**router_params)
+    settings = PoolSettings.from_dict(pool_settings)
+    hasher, encoders = TextHasher.from_dict(router_features["text_features"]), router_features["encoders"]
     specs = [CandidateSpec.from_record(c) for c in candidates]
     answerer = Answerer(make_backend(p.llm), **p.answerer)
     rows = []
@@ -72,18 +76,14 @@ def answer_test_questions(
     if unknown:
         raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a corpus "
                          f"{sorted(sets.datasets)}")
-    runners = {}
+    runners = CorpusRunners(sets, cache.reader(), settings)
     for dataset in sets.datasets:
         if p.datasets is not None and dataset not in p.datasets:
             continue
-        sel, router = portfolios["selections"][dataset], routers[dataset]
-        name = sets.name_for(dataset)
-        if name not in runners:
-            runners[name] = make_runner(sets.corpora[name], cache.reader(), scoring)
-        runner = runners[name]
+        sel, router, runner = portfolios["selections"][dataset], routers[dataset], runners.for_dataset(dataset)
         members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
-        rag = AdaptiveRAG(runner, members, router, routing.hasher(), routing.encoders, answerer, timeout_s=p.member_timeout_s)
-        vendi = VendiRAG(answerer, runner, num_docs=scoring.num_docs, **p.vendi_rag)
+        rag = AdaptiveRAG(runner, members, router, hasher, encoders, answerer, timeout_s=p.member_timeout_s)
+        vendi = VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag)
         systems = SystemRunner(rag, specs[sel["top_by_average"][0]], vendi)
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
         runner.prepare([*members, systems.single_best], ["warm-up query"])  # build indexes outside the timings
@@ -99,9 +99,10 @@ def summarize_answers(answers: pd.DataFrame) -> dict[str, Any]:
     for r in records:  # pandas turns None into NaN
         r["fallback"] = None if r["fallback"] is None or r["fallback"] != r["fallback"] else bool(r["fallback"])
     per = summarize(records)
-    report = {"systems": list(SYSTEMS), "datasets": {**per, "all": summarize([{**r, "dataset": "all"} for r in records])["all"]}}
+    datasets: dict[str, Any] = {**per, "all": summarize([{**r, "dataset": "all"} for r in records])["all"]}
+    report = {"systems": list(SYSTEMS), "datasets": datasets}
     lines = [f"{'dataset':<18}{'system':<15}{'n':>4}{'EM':>7}{'F1':>7}{'ans.rec':>8}{'ms mean':>9}{'ms p95':>9}{'tokens':>8}"]
-    for dataset, systems in report["datasets"].items():
+    for dataset, systems in datasets.items():
         for system, m in systems.items():
             lines.append(
                 f"{dataset:<18}{system:<15}{m['n']:>4}{m['em']:>7.3f}{m['f1']:>7.3f}{m['answer_recall']:>8.3f}"
@@ -111,10 +112,10 @@ def summarize_answers(answers: pd.DataFrame) -> dict[str, Any]:
     return report
 
 
-def plot_em_vs_tokens(metrics: dict[str, Any]) -> plt.Figure:
+def plot_em_vs_tokens(metrics: dict[str, Any]) -> Figure:
     """EM against mean tokens per query, one point per system, one panel per dataset."""
     keys = list(metrics["datasets"])
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6), squeeze=False)
+    fig, axes = subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6))
     for ax, key in zip(axes[0], keys, strict=True):
         for system, m in metrics["datasets"][key].items():
             ax.scatter(m["tokens_mean"], m["em"], s=30)

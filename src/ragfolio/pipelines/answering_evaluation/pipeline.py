@@ -1,3 +1,5 @@
+from typing import Any
+
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.pipelines.answering_evaluation.nodes import (
@@ -8,7 +10,7 @@ from ragfolio.pipelines.answering_evaluation.nodes import (
 )
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
             node(
@@ -21,8 +23,8 @@ def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
                     "portfolios": "portfolios",
                     "routers": "routers",
                     "cache": "retrieval_cache",
-                    "scoring_params": "params:candidate_scoring",
-                    "router_params": "params:router_training",
+                    "pool_settings": "pool_settings",
+                    "router_features": "router_features",
                     "params": "params:answering_evaluation",
                 },
                 outputs="answers",

@@ -1,4 +1,8 @@
-"""Nodes of ``candidate_scoring``: grid -> candidates -> rankings -> utility matrix per dataset."""
+"""Nodes of ``candidate_scoring``: grid -> candidates -> rankings -> utility matrix per dataset.
+
+Besides the matrices and their index, the stage records the settings its pool runners used
+(``pool_settings``): later stages build their runners from that record, never from these parameters.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.corpora import Corpora
-from ragfolio.core.data import Corpus, Question
-from ragfolio.core.distributed import CorpusPart, RunnerConfig, ScoringJob, score_in_process, score_on_cluster
+from ragfolio.core.data import Question
+from ragfolio.core.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
 from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid
-from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.runners import PoolSettings
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +38,11 @@ class CandidateScoringParams(BaseModel):
     scheduler_address: str | None = None  # a Dask scheduler (tcp://host:8786); None scores in process
     query_block_size: int = Field(256, ge=1)  # queries per block (per task on a cluster), both paths
 
+    def pool_settings(self) -> PoolSettings:
+        """The settings of the pool runners these parameters configure."""
+        fields = {"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders", "score"}
+        return PoolSettings.from_dict(self.model_dump(include=fields))
+
 
 def expand_candidates(params: dict[str, Any]) -> list[dict[str, Any]]:
     """The named candidates of the grid, as JSON records."""
@@ -43,21 +52,12 @@ def expand_candidates(params: dict[str, Any]) -> list[dict[str, Any]]:
     return [c.to_record() for c in candidates]
 
 
-def runner_config(cache: ArrayCache, p: CandidateScoringParams, num_docs: int | None = None) -> RunnerConfig:
-    """How candidate scoring builds its pool runners (``num_docs`` overridable)."""
-    options = {
-        "num_docs": num_docs or p.num_docs, "prefilter_depth": max(p.prefilter_depth, num_docs or 0),
-        "bm25_params": p.bm25_base or None, "graph_max_degree": p.graph_max_degree,
-    }
-    return RunnerConfig(p.encoders, cache, options)
+def pool_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The settings :func:`score_candidates` runs its pool runners with, as JSON (``pool_settings``)."""
+    return CandidateScoringParams(**params).pool_settings().to_dict()
 
 
-def make_runner(corpus: Corpus, cache: ArrayCache, p: CandidateScoringParams, num_docs: int | None = None) -> PoolRunner:
-    """The pool runner of ``corpus`` configured as candidate scoring ran it (``num_docs`` overridable)."""
-    return runner_config(cache, p, num_docs).build(corpus.titles, corpus.texts)
-
-
-def scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
+def _scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
     """The dataset's questions that have gold passages, and their splits, in utility-matrix row order.
 
     Support recall is undefined without gold passages, so such questions are left out (and logged).
@@ -99,7 +99,8 @@ def score_candidates(
     jobs, rows = [], {}
     for dataset in sets.datasets:
         corpus = sets.corpus_for(dataset)
-        qs, splits = scoreable_questions(questions, dataset)
+        qs, splits = _scoreable_questions(questions, dataset)
+        targets: tuple[tuple[Any, ...], ...]
         if p.score == "support_recall":
             row_of = corpus.row_of()
             targets = tuple(tuple(row_of[g] for g in q.gold_passage_ids()) for q in qs)
@@ -111,7 +112,7 @@ def score_candidates(
             "split": splits,
             "type": [q.type or "unknown" for q in qs],
         }
-    start, config = time.perf_counter(), runner_config(cache, p)
+    start, config = time.perf_counter(), p.pool_settings().runner_config(cache)
     if p.scheduler_address:
         matrices = score_on_cluster(jobs, specs, config, p.score, p.query_block_size, p.scheduler_address)
     else:

@@ -1,9 +1,11 @@
+from typing import Any
+
 from kedro.pipeline import Pipeline, node
 
-from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
+from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, pool_settings, score_candidates
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
             node(
@@ -23,6 +25,10 @@ def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
                 },
                 outputs=["utility_matrices", "utility_index"],
                 name="score_candidates",
+            ),
+            node(
+                pool_settings, inputs={"params": "params:candidate_scoring"}, outputs="pool_settings",
+                name="pool_settings",
             ),
         ]
     )

@@ -1,9 +1,11 @@
+from typing import Any
+
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
             node(load_questions, inputs={"params": "params:data_prep"}, outputs="questions", name="load_questions"),

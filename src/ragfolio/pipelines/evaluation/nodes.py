@@ -6,16 +6,14 @@ import logging
 from collections import Counter
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from pydantic import BaseModel, ConfigDict
 
-matplotlib.use("Agg")  # nodes run headless; set before pyplot is imported
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from pydantic import BaseModel, ConfigDict  # noqa: E402
-
-from ragfolio.core.evaluation import split_report, win_shares  # noqa: E402
-from ragfolio.pipelines.portfolio_selection.nodes import ALL, split_rows, stacked  # noqa: E402
+from ragfolio.core.evaluation import split_report, win_shares
+from ragfolio.core.utility_index import ALL, split_rows, stacked
+from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)
 
@@ -98,10 +96,10 @@ def _log_summary(report: dict[str, Any], report_k: list[int]) -> None:
     logger.info("\n".join(lines))
 
 
-def plot_best_of_k(metrics: dict[str, Any]) -> plt.Figure:
+def plot_best_of_k(metrics: dict[str, Any]) -> Figure:
     """One panel per dataset (and ``all``): test best-of-k of greedy, top-by-average, random, oracle."""
     keys = [k for k, e in metrics["datasets"].items() if e["test"].get("n")]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6), squeeze=False, sharey=True)
+    fig, axes = subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6), sharey=True)
     for ax, key in zip(axes[0], keys, strict=True):
         test = metrics["datasets"][key]["test"]
         ks = np.arange(1, len(test["greedy_at_k"]) + 1)
@@ -120,7 +118,7 @@ def plot_best_of_k(metrics: dict[str, Any]) -> plt.Figure:
 
 def plot_winners(
     utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: dict[str, Any]
-) -> plt.Figure:
+) -> Figure:
     """Heatmap: share of each question type's test questions won by each member of the ``all`` portfolio."""
     sel = portfolios["selections"][ALL]
     members = sel["greedy"][: portfolios["k"]]
@@ -128,7 +126,8 @@ def plot_winners(
     types = _types(utility_index, "test")[ALL]
     shares = win_shares(U, members, types) if len(U) else {}
     rows = list(shares)
-    fig, ax = plt.subplots(figsize=(2.0 + 1.3 * len(members), 1.2 + 0.45 * max(len(rows), 1)))
+    fig, axes = subplots(figsize=(2.0 + 1.3 * len(members), 1.2 + 0.45 * max(len(rows), 1)))
+    ax = axes[0][0]
     data = np.array([shares[r] for r in rows]) if rows else np.zeros((1, len(members)))
     image = ax.imshow(data, cmap="viridis", vmin=0, vmax=max(float(data.max()), 1e-6), aspect="auto")
     for (i, j), value in np.ndenumerate(data):

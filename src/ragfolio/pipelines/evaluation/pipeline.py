@@ -1,3 +1,5 @@
+from typing import Any
+
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.pipelines.evaluation.nodes import best_of_k_table, evaluate_portfolios, plot_best_of_k, plot_winners
@@ -5,7 +7,7 @@ from ragfolio.pipelines.evaluation.nodes import best_of_k_table, evaluate_portfo
 UTILITY = {"utility_matrices": "utility_matrices", "utility_index": "utility_index", "portfolios": "portfolios"}
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
             node(

@@ -9,10 +9,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core import portfolio as pf
+from ragfolio.core.utility_index import stacked
 
 logger = logging.getLogger(__name__)
-
-ALL = "all"
 
 
 class PortfolioSelectionParams(BaseModel):
@@ -24,20 +23,6 @@ class PortfolioSelectionParams(BaseModel):
     k_max: int = Field(8, ge=1)
     random_draws: int = Field(20, ge=1)
     seed: int = 42
-
-
-def split_rows(utility_index: dict[str, Any], dataset: str, split: str) -> np.ndarray:
-    """Row numbers of ``dataset``'s utility matrix that belong to ``split``."""
-    splits = np.asarray(utility_index["datasets"][dataset]["split"])
-    return np.flatnonzero(splits == split)
-
-
-def stacked(
-    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], split: str
-) -> dict[str, np.ndarray]:
-    """Each dataset's ``split`` rows, plus ``all``: every dataset's rows stacked (same columns)."""
-    parts = {d: np.asarray(utility_matrices[d][split_rows(utility_index, d, split)]) for d in utility_index["datasets"]}
-    return {**parts, ALL: np.concatenate(list(parts.values()), axis=0)}
 
 
 def select_portfolios(

@@ -1,9 +1,11 @@
+from typing import Any
+
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.pipelines.portfolio_selection.nodes import select_portfolios
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
             node(

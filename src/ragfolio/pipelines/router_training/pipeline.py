@@ -1,26 +1,60 @@
+from typing import Any
+
 from kedro.pipeline import Pipeline, node
 
-from ragfolio.pipelines.router_training.nodes import build_bundle, evaluate_routers, plot_router_curves, train_routers
+from ragfolio.pipelines.router_training.nodes import (
+    build_bundle,
+    build_query_features,
+    compare_on_test,
+    evaluate_routers,
+    plot_router_curves,
+    router_settings,
+    train_routers,
+)
 
-SHARED = {
-    "questions": "questions",
-    "corpora": "corpora",
+ROWS = {
+    "router_inputs": "router_inputs",
     "utility_matrices": "utility_matrices",
     "utility_index": "utility_index",
     "portfolios": "portfolios",
-    "cache": "retrieval_cache",
-    "scoring_params": "params:candidate_scoring",
-    "params": "params:router_training",
 }
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
+def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
-            node(train_routers, inputs=SHARED, outputs="routers", name="train_routers"),
+            node(
+                router_settings,
+                inputs={"pool_settings": "pool_settings", "params": "params:router_training"},
+                outputs="router_features",
+                name="router_settings",
+            ),
+            node(
+                build_query_features,
+                inputs={
+                    "questions": "questions", "corpora": "corpora", "utility_index": "utility_index",
+                    "pool_settings": "pool_settings", "router_features": "router_features", "cache": "retrieval_cache",
+                },
+                outputs="router_inputs",
+                name="build_query_features",
+            ),
+            node(
+                train_routers, inputs={**ROWS, "params": "params:router_training"}, outputs="routers",
+                name="train_routers",
+            ),
+            node(
+                compare_on_test,
+                inputs={**ROWS, "routers": "routers", "params": "params:router_training"},
+                outputs="router_comparison",
+                name="compare_on_test",
+            ),
             node(
                 evaluate_routers,
-                inputs={**SHARED, "candidates": "candidates", "routers": "routers"},
+                inputs={
+                    "router_comparison": "router_comparison", "questions": "questions", "corpora": "corpora",
+                    "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
+                    "pool_settings": "pool_settings", "cache": "retrieval_cache",
+                },
                 outputs="router_metrics",
                 name="evaluate_routers",
             ),
@@ -29,8 +63,8 @@ def create_pipeline(**kwargs) -> Pipeline:  # type: ignore[no-untyped-def]
                 build_bundle,
                 inputs={
                     "corpora": "corpora", "candidates": "candidates", "portfolios": "portfolios", "routers": "routers",
-                    "router_metrics": "router_metrics", "cache": "retrieval_cache",
-                    "scoring_params": "params:candidate_scoring", "params": "params:router_training",
+                    "router_metrics": "router_metrics", "router_features": "router_features",
+                    "pool_settings": "pool_settings", "cache": "retrieval_cache", "params": "params:router_training",
                 },
                 outputs="bundle",
                 name="build_bundle",

@@ -1,0 +1,15 @@
+"""Routers: which of a portfolio's k members should serve a query, and how routers are judged.
+
+* :mod:`~ragfolio.core.routing.base`: what every router is (:class:`RouterProtocol`) and reads
+  (:class:`RouteInputs`), and the ``router.json`` every saved router folder holds.
+* :mod:`~ragfolio.core.routing.registry`: routers by name (``make_router``, ``load_router``,
+  ``register_router``).
+* :mod:`~ragfolio.core.routing.baselines`, :mod:`~ragfolio.core.routing.logistic`: the ablations
+  (fixed orders, random, oracle; logistic regression). The learned router is
+  :class:`ragfolio.core.router.Router`.
+* :mod:`~ragfolio.core.routing.evaluation`, :mod:`~ragfolio.core.routing.budget`: best-of-l of every
+  router on test questions, gap closed, and the same-budget retrieval check.
+
+Import from the submodules; this package's ``__init__`` imports nothing, so that
+:mod:`ragfolio.core.router` and the registry can import :mod:`~ragfolio.core.routing.base` without a cycle.
+"""

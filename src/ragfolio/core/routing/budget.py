@@ -1,0 +1,88 @@
+"""The same-budget check: are l routed members better than the single best member given l times the passages?
+
+Routing to l members hands the reader ``l * num_docs`` passages. The check compares, on test
+questions, the support recall of the union of the l routed members' passages with that of the
+single best member (best train mean over the whole pool) retrieving ``l * num_docs`` passages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ragfolio.core.data import Question
+from ragfolio.core.metrics import support_recall
+from ragfolio.core.pool import CandidateSpec
+from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.routing.base import Picks
+from ragfolio.core.runners import CorpusRunners
+
+DocIds = npt.NDArray[np.int64]  # (n_queries, depth) corpus rows, -1 where a ranking is shorter
+
+
+@dataclass(frozen=True)
+class BudgetRuns:
+    """What the compared retrievals return for n test questions.
+
+    Attributes:
+        members: Per portfolio member j, its ``(n, num_docs)`` passages.
+        single: Per l = 1..k, the single best member's ``(n, l * num_docs)`` passages.
+        gold: Each question's gold passage rows in the corpus.
+    """
+
+    members: list[DocIds]
+    single: list[DocIds]
+    gold: list[list[int]]
+
+    @classmethod
+    def retrieve(
+        cls, runners: CorpusRunners, corpus: str, questions: Sequence[Question], members: Sequence[CandidateSpec],
+        single: CandidateSpec,
+    ) -> BudgetRuns:
+        """Run the members and the single best member on ``questions`` over the corpus named ``corpus``."""
+        num_docs, texts = runners.settings.num_docs, [q.question for q in questions]
+        row_of = runners.corpora.corpora[corpus].row_of()
+
+        def doc_ids(runner: PoolRunner, spec: CandidateSpec) -> DocIds:
+            return np.asarray(runner.run(spec, texts).doc_ids, dtype=np.int64)
+
+        depths = [l * num_docs for l in range(1, len(members) + 1)]
+        return cls(
+            members=[doc_ids(runners.get(corpus), spec) for spec in members],
+            single=[doc_ids(runners.get(corpus, depth), single) for depth in depths],
+            gold=[[row_of[g] for g in q.gold_passage_ids()] for q in questions],
+        )
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[BudgetRuns]) -> BudgetRuns:
+        """The questions of every part, in order (e.g. the datasets of the ``all`` portfolio)."""
+        k = len(parts[0].members)
+        return cls(
+            members=[np.concatenate([p.members[j] for p in parts]) for j in range(k)],
+            single=[np.concatenate([p.single[i] for p in parts]) for i in range(k)],
+            gold=[g for p in parts for g in p.gold],
+        )
+
+
+def same_budget_recall(runs: BudgetRuns, picks: Picks) -> dict[str, list[float]]:
+    """Mean support recall at l = 1..k of the routed union and of the single best at ``l * num_docs``.
+
+    Args:
+        runs: The retrievals of n test questions.
+        picks: ``(n, k)`` the router's routing of the same questions, best first.
+
+    Returns:
+        ``{"routed_union_recall": [...], "single_best_recall": [...]}``, k values each (0.0 for no questions).
+    """
+    k, n = len(runs.members), len(runs.gold)
+    def mean_recall(retrieved: list[set[int]]) -> float:
+        return float(np.mean([support_recall(r, g) for r, g in zip(retrieved, runs.gold, strict=True)])) if n else 0.0
+
+    union, alone = [], []
+    for l in range(1, k + 1):
+        union.append(mean_recall([{int(d) for j in picks[q, :l] for d in runs.members[j][q] if d >= 0} for q in range(n)]))
+        alone.append(mean_recall([{int(d) for d in runs.single[l - 1][q] if d >= 0} for q in range(n)]))
+    return {"routed_union_recall": union, "single_best_recall": alone}

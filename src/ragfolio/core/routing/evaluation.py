@@ -1,0 +1,119 @@
+"""How routers are judged: best-of-l on test questions, the learned router beside every ablation.
+
+A routing of n queries is an ``(n, k)`` matrix of member indices, best first; its value at ``l``
+is the best-of-l utility ``mean_q max_{j in picks[q, :l]} U[q, j]``. :func:`compare_routers` fits
+every ablation on a portfolio's train questions and routes its test questions with them and with
+the learned router; the oracle reads the test utilities (it bounds what any router can reach).
+``gap closed`` at l = 1 is ``(learned - single) / (oracle - single)``, where ``single`` is the
+member with the best train mean, scored on test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragfolio.core.routing.base import Picks, RouteInputs, RouterProtocol
+from ragfolio.core.routing.baselines import OracleRouter
+from ragfolio.core.routing.registry import make_router
+
+ABLATIONS = ("random", "top_average", "greedy_prefix", "logistic", "oracle")
+COMPARED = ("learned", *ABLATIONS)  # the order of the routers in a report
+SUMMARIZED = ("learned", "greedy_prefix", "top_average", "logistic")  # scalars at l = 1, 2 for `dvc metrics`
+
+
+@dataclass(frozen=True)
+class RoutingSplit:
+    """One portfolio's questions of one split: what routers read, and the members' utilities.
+
+    Attributes:
+        inputs: The router inputs of the n questions.
+        utilities: ``(n, k)`` utility of each portfolio member on each question.
+    """
+
+    inputs: RouteInputs
+    utilities: npt.NDArray[np.float32]
+
+    def __post_init__(self) -> None:
+        if len(self.inputs) != len(self.utilities):
+            raise ValueError(f"{len(self.inputs)} router inputs for {len(self.utilities)} utility rows")
+
+
+def best_of_l(U: npt.NDArray[np.floating[Any]], picks: Picks) -> list[float]:
+    """``[value at l = 1, ..., k]``: mean over queries of the best utility among the first l picks."""
+    U = np.asarray(U, dtype=np.float64)
+    if len(U) == 0:
+        return []
+    chosen = np.take_along_axis(U, np.asarray(picks, dtype=np.int64), axis=1)
+    return [float(v) for v in np.maximum.accumulate(chosen, axis=1).mean(axis=0)]
+
+
+def gap_closed(router: float, single: float, oracle: float) -> float | None:
+    """``(router - single) / (oracle - single)``; None when the oracle leaves no gap to close."""
+    gap = oracle - single
+    return None if gap <= 1e-12 else float((router - single) / gap)
+
+
+def fit_ablations(
+    train: RoutingSplit, members: Sequence[str], *, seed: int, logistic_c: float
+) -> dict[str, RouterProtocol]:
+    """Every ablation of :data:`ABLATIONS`, fitted on ``train`` (random ones seeded with ``seed``)."""
+    params: dict[str, dict[str, Any]] = {"random": {"random_state": seed}, "logistic": {"C": logistic_c}}
+    return {
+        name: make_router(name, **params.get(name, {})).fit(train.inputs, train.utilities, members)
+        for name in ABLATIONS
+    }
+
+
+@dataclass(frozen=True)
+class RoutingComparison:
+    """Every router's full routing of a portfolio's test questions, and its best-of-l curve.
+
+    Attributes:
+        picks: Router name -> ``(n_test, k)`` routing, in :data:`COMPARED` order.
+        utilities: ``(n_test, k)`` the members' test utilities.
+    """
+
+    picks: dict[str, Picks]
+    utilities: npt.NDArray[np.float32]
+
+    @property
+    def curves(self) -> dict[str, list[float]]:
+        """Router name -> best-of-l at l = 1..k."""
+        return {name: best_of_l(self.utilities, picks) for name, picks in self.picks.items()}
+
+    def report(self) -> dict[str, Any]:
+        """``<router>.best_of_l``, ``single_best_member``, ``gap_closed_l1`` and ``summary``."""
+        curves = self.curves
+        single = curves["top_average"][0]  # the member with the best train mean, on test
+        k = self.utilities.shape[1]
+        return {
+            **{name: {"best_of_l": curve} for name, curve in curves.items()},
+            "single_best_member": single,
+            "gap_closed_l1": gap_closed(curves["learned"][0], single, curves["oracle"][0]),
+            "summary": {  # scalars for `dvc metrics show/diff`, which skips lists
+                f"{name}_l{l}": curves[name][l - 1] for name in SUMMARIZED for l in (1, 2) if l <= k
+            },
+        }
+
+
+def compare_routers(
+    learned: RouterProtocol, train: RoutingSplit, test: RoutingSplit, *, seed: int, logistic_c: float
+) -> RoutingComparison:
+    """Route ``test`` with the ``learned`` router and every ablation fitted on ``train``."""
+    routers = {"learned": learned, **fit_ablations(train, learned.members_, seed=seed, logistic_c=logistic_c)}
+    return RoutingComparison(route_all(routers, test), test.utilities)
+
+
+def route_all(routers: Mapping[str, RouterProtocol], test: RoutingSplit) -> dict[str, Picks]:
+    """Each router's ``(n_test, k)`` routing of ``test``; only the oracle is shown the test utilities."""
+    k = test.utilities.shape[1]
+    with_utility = RouteInputs(test.inputs.query, {**(test.inputs.results or {}), "utility": test.utilities})
+    return {
+        name: router.route(with_utility if isinstance(router, OracleRouter) else test.inputs, k)[0]
+        for name, router in routers.items()
+    }

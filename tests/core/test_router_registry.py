@@ -1,0 +1,141 @@
+"""Routers by name: every registered kind saves, loads by name and routes the same; adding a kind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from ragfolio.core.features import TextHasher, query_features
+from ragfolio.core.router import Router
+from ragfolio.core.routing import registry
+from ragfolio.core.routing.base import RouteInputs, check_l, member_names, ranked, read_config, write_config
+from ragfolio.core.routing.registry import load_router, make_router, register_router, router_names
+
+K = 3
+PARAMS: dict[str, dict[str, Any]] = {
+    "learned": {"hidden": 8, "embedding_dim": 4, "max_epochs": 5, "random_state": 0},
+    "random": {"random_state": 7},
+    "logistic": {"C": 2.0},
+}
+
+
+def _data(n: int, seed: int) -> tuple[RouteInputs, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    topic = rng.integers(0, K, n)
+    texts = [f"{['river', 'mountain', 'violin'][t]} question {i}" for i, t in enumerate(topic)]
+    U = rng.random((n, K)).round(1).astype(np.float32)
+    U[np.arange(n), topic] = 1.0
+    dense = {"minilm": rng.normal(size=(n, 6)).astype(np.float32)}
+    return RouteInputs(query_features(texts, dense, TextHasher(n_features=64)), {"utility": U}), U
+
+
+def test_the_learned_router_and_every_ablation_are_registered() -> None:
+    assert router_names() == ["learned", "random", "top_average", "greedy_prefix", "logistic", "oracle"]
+    assert registry.router_class("learned") is Router
+
+
+@pytest.mark.parametrize("name", router_names())
+def test_every_router_saves_loads_by_name_and_routes_the_same(name: str, tmp_path: Path) -> None:
+    train, U = _data(40, seed=0)
+    test, _ = _data(15, seed=1)
+    router = make_router(name, **PARAMS.get(name, {})).fit(train, U, ["a", "b", "c"])
+    router.save(tmp_path / name)
+    assert json.loads((tmp_path / name / "router.json").read_text())["name"] == name
+    loaded = load_router(tmp_path / name)
+    assert type(loaded) is type(router) and loaded.members_ == ["a", "b", "c"]
+    for l in range(1, K + 1):
+        picks, scores = router.route(test, l)
+        again, loaded_scores = loaded.route(test, l)
+        assert picks.shape == (15, l)
+        np.testing.assert_array_equal(again, picks)
+        np.testing.assert_array_equal(loaded_scores, scores)
+    with pytest.raises(ValueError, match=f"l={K + 1} must be in 1..{K}"):
+        loaded.route(test, K + 1)
+
+
+def test_a_router_json_without_a_name_is_a_learned_router(tmp_path: Path) -> None:
+    train, U = _data(30, seed=2)
+    router = Router(hidden=8, embedding_dim=4, max_epochs=3, random_state=0).fit(train, U)
+    router.save(tmp_path)
+    config = json.loads((tmp_path / "router.json").read_text())
+    del config["name"]  # as saved before routers had names
+    (tmp_path / "router.json").write_text(json.dumps(config))
+    loaded = load_router(tmp_path)
+    assert isinstance(loaded, Router)
+    np.testing.assert_array_equal(loaded.route(train, 2)[0], router.route(train, 2)[0])
+
+
+def test_loading_names_what_is_wrong(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"unknown router 'knn'; registered: \['learned'"):
+        make_router("knn")
+    with pytest.raises(FileNotFoundError, match="router.json"):
+        load_router(tmp_path)
+    train, U = _data(20, seed=3)
+    make_router("top_average").fit(train, U).save(tmp_path)
+    with pytest.raises(ValueError, match="holds a 'top_average' router, not a 'learned' one"):
+        Router.load(tmp_path)
+
+
+# The README's "adding a router" example, as written there.
+@dataclass
+class NearestNeighbourRouter:
+    """Scores each member by its mean utility on the query's nearest train questions."""
+
+    name: ClassVar[str] = "nearest_neighbour"
+    n_neighbours: int = 10
+    block: str = "minilm"  # the dense query-feature block compared by cosine
+    members_: list[str] = field(default_factory=list, init=False)
+
+    def _keys(self, inputs: RouteInputs) -> np.ndarray:
+        x = np.asarray(inputs.query[self.block], dtype=np.float32)
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    def fit(self, inputs: RouteInputs, U: np.ndarray, members: Sequence[str] | None = None) -> Self:
+        self.keys_, self.utilities_ = self._keys(inputs), np.asarray(U, dtype=np.float32)
+        self.members_ = member_names(members, self.utilities_.shape[1])
+        return self
+
+    def route(self, inputs: RouteInputs, l: int) -> tuple[np.ndarray, np.ndarray]:
+        check_l(l, len(self.members_))
+        nearest = np.argsort(-(self._keys(inputs) @ self.keys_.T), axis=1)[:, : self.n_neighbours]
+        scores = self.utilities_[nearest].mean(axis=1)  # (n, k)
+        return ranked(scores, l), scores
+
+    def save(self, folder: str | Path) -> None:
+        path = write_config(folder, self.name, {"n_neighbours": self.n_neighbours, "block": self.block,
+                                                "members": self.members_})
+        save_file({"keys": self.keys_, "utilities": self.utilities_}, str(path / "router.safetensors"))
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Self:
+        config = read_config(folder, cls.name)
+        router = cls(n_neighbours=config["n_neighbours"], block=config["block"])
+        tensors = load_file(str(Path(folder) / "router.safetensors"))
+        router.keys_, router.utilities_, router.members_ = tensors["keys"], tensors["utilities"], config["members"]
+        return router
+
+
+def test_a_new_router_is_registered_made_and_loaded_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_ROUTERS", dict(registry._ROUTERS))  # leave the real registry as it was
+    register_router(NearestNeighbourRouter)
+    train, U = _data(40, seed=4)
+    router = make_router("nearest_neighbour", n_neighbours=5).fit(train, U, ["a", "b", "c"])
+    router.save(tmp_path)
+    loaded = load_router(tmp_path)
+    assert isinstance(loaded, NearestNeighbourRouter) and loaded.n_neighbours == 5
+    np.testing.assert_array_equal(loaded.route(train, 2)[0], router.route(train, 2)[0])
+    assert register_router(NearestNeighbourRouter) is NearestNeighbourRouter  # registering again is harmless
+
+    @dataclass
+    class Impostor(NearestNeighbourRouter):
+        name: ClassVar[str] = "learned"
+
+    with pytest.raises(ValueError, match="'learned' is taken by ragfolio.core.router.Router"):
+        register_router(Impostor)
