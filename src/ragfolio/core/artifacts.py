@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.answering import Answerer
-from ragfolio.core.cache import ArrayCache
+from ragfolio.core.cache import ArrayCache, file_sha256
 from ragfolio.core.data import Corpus
 from ragfolio.core.features import TextHasher
 from ragfolio.core.pool import CandidateSpec
@@ -128,14 +128,6 @@ class PortfolioBundle:
         )
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _manifest_checksum(manifest: Mapping[str, Any]) -> str:
     body = {k: v for k, v in manifest.items() if k not in ("checksum", "version")}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -177,7 +169,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "routing": bundle.routing,
             "selection": bundle.selection,
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
-            "files": {p.relative_to(tmp).as_posix(): _sha256(p) for p in files},
+            "files": {p.relative_to(tmp).as_posix(): file_sha256(p) for p in files},
         }
         manifest["checksum"] = _manifest_checksum(manifest)
         manifest["version"] = manifest["checksum"][:12]
@@ -214,7 +206,7 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
     if extra := sorted(present - listed):
         raise BundleIntegrityError(f"{folder / extra[0]} is not part of the bundle (not in the manifest)")
     for name in sorted(listed):
-        if _sha256(folder / name) != manifest["files"][name]:
+        if file_sha256(folder / name) != manifest["files"][name]:
             raise BundleIntegrityError(f"{folder / name} does not match its recorded sha256 checksum")
     return manifest
 

@@ -34,6 +34,15 @@ def fingerprint(items: Iterable[str]) -> str:
     return digest.hexdigest()[:20]
 
 
+def file_sha256(path: str | Path) -> str:
+    """The full sha256 hex digest of a file, read in 4 MiB blocks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class ArrayCache:
     """Arrays stored under ``root/<namespace>/<key hash>.npz``.
 

@@ -13,7 +13,6 @@ Both serialise calls with a lock: one model instance answers one call at a time.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import shutil
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragfolio.core.cache import file_sha256
 from ragfolio.core.llm import (
     PLAIN,
     PLAIN_STOP,
@@ -63,14 +63,6 @@ def model_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragfolio" / "models"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def conversion_dir(gguf_path: str | Path, cache_dir: Path | None = None) -> Path:
     """Where :func:`converted_gguf` keeps a GGUF's conversion: named by the file's SHA-256 and the
     transformers version, so a different file or a transformers upgrade converts again."""
@@ -80,7 +72,7 @@ def conversion_dir(gguf_path: str | Path, cache_dir: Path | None = None) -> Path
     if not gguf_path.is_file():
         raise FileNotFoundError(f"model_path={str(gguf_path)!r} is not a file")
     root = cache_dir or model_cache_dir()
-    return root / f"{gguf_path.stem}-{_sha256(gguf_path)[:16]}-transformers{transformers.__version__}"
+    return root / f"{gguf_path.stem}-{file_sha256(gguf_path)[:16]}-transformers{transformers.__version__}"
 
 
 def converted_gguf(gguf_path: str | Path, cache_dir: Path | None = None) -> Path:
@@ -122,7 +114,39 @@ def converted_gguf(gguf_path: str | Path, cache_dir: Path | None = None) -> Path
     return target
 
 
-class TransformersBackend:
+class LocalBackend:
+    """The settings every in-process backend takes; the model loads on the first call.
+
+    Args:
+        model_path: A model file or folder; ``None`` uses the embedded Gemma-3-270M.
+        n_ctx: Context window in tokens.
+        n_threads: CPU threads; ``None`` leaves the engine's default.
+        seed: Sampling seed (greedy decoding at temperature 0 does not use it).
+        chat_format: :data:`PLAIN` for base models; ``None`` means ``PLAIN`` for the embedded model
+            and the subclass's :attr:`own_template` otherwise.
+    """
+
+    own_template: str | None = None
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        seed: int = 0,
+        chat_format: str | None = None,
+    ) -> None:
+        self.model_path, self.n_ctx, self.n_threads, self.seed = model_path, n_ctx, n_threads, seed
+        self.chat_format = chat_format or (PLAIN if model_path is None else self.own_template)
+        self._lock = threading.Lock()  # one model instance answers one call at a time
+        self._init_model_fields()
+
+    def _init_model_fields(self) -> None:
+        """Set up the unloaded model's fields (subclasses)."""
+
+
+class TransformersBackend(LocalBackend):
     """A causal LM on transformers and torch (CPU), loaded on the first call.
 
     Args:
@@ -136,20 +160,11 @@ class TransformersBackend:
             ``None`` means ``PLAIN`` for the embedded model and ``"template"`` otherwise.
     """
 
-    def __init__(
-        self,
-        model_path: str | None = None,
-        *,
-        n_ctx: int = 2048,
-        n_threads: int | None = None,
-        seed: int = 0,
-        chat_format: str | None = None,
-    ) -> None:
-        self.model_path, self.n_ctx, self.n_threads, self.seed = model_path, n_ctx, n_threads, seed
-        self.chat_format = chat_format or (PLAIN if model_path is None else "template")
+    own_template = "template"  # chat_format for a model that is not the embedded one
+
+    def _init_model_fields(self) -> None:
         self._model: Any = None
         self._tokenizer: Any = None
-        self._lock = threading.Lock()
 
     def _load(self) -> None:
         import torch
@@ -205,7 +220,7 @@ class TransformersBackend:
         return Completion(text, n_prompt, int(new_tokens.shape[0]), latency_ms)
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(LocalBackend):
     """llama.cpp in-process (``llama_cpp.Llama``, the optional ``llama`` extra), loaded on the first call.
 
     Args:
@@ -218,19 +233,10 @@ class LlamaCppBackend:
             the embedded model and the GGUF's own chat template otherwise.
     """
 
-    def __init__(
-        self,
-        model_path: str | None = None,
-        *,
-        n_ctx: int = 2048,
-        n_threads: int | None = None,
-        seed: int = 0,
-        chat_format: str | None = None,
-    ) -> None:
-        self.model_path, self.n_ctx, self.n_threads, self.seed = model_path, n_ctx, n_threads, seed
-        self.chat_format = chat_format or (PLAIN if model_path is None else None)
+    own_template = None  # llama.cpp reads the GGUF's own chat template
+
+    def _init_model_fields(self) -> None:
         self._llm: Any = None
-        self._lock = threading.Lock()
 
     def _load(self) -> Any:
         try:
