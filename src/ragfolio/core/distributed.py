@@ -27,7 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -37,14 +37,13 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import Corpus
 from ragfolio.core.pool import CandidateSpec, encoders_used
 from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.scoring import answer_recall_matrix, support_recall_matrix
+from ragfolio.core.scoring import Score, utility_matrix
 
 if TYPE_CHECKING:
     from distributed import Future
 
 logger = logging.getLogger(__name__)
 
-Score = Literal["support_recall", "answer_recall"]
 Utility = npt.NDArray[np.float32]
 
 # Runners a worker process keeps (one per corpus and configuration), least recently used dropped.
@@ -133,11 +132,7 @@ def utility_block(
         results = [runner.run(candidate, queries) for candidate in candidates]
     else:
         results = runner.run_all(candidates, queries, desc=desc)
-    if score == "support_recall":
-        return support_recall_matrix(results, targets)
-    if score == "answer_recall":
-        return answer_recall_matrix(results, runner.passage_texts, targets)
-    raise ValueError(f"score={score!r} must be 'support_recall' or 'answer_recall'")
+    return utility_matrix(score, results, targets, runner.passage_texts)
 
 
 def _concat(blocks: list[Utility], m: int) -> Utility:

@@ -34,7 +34,7 @@ from ragfolio.core.encoders import encoder_identity, make_encoder
 from ragfolio.core.memo import PartsMemo
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.bm25 import BM25Retriever, tokenize
+from ragfolio.core.retrievers.bm25 import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrievers.completion import check_full, complete_rows
 from ragfolio.core.retrievers.dense import DenseRetriever
 from ragfolio.core.retrievers.elasticsearch import (
@@ -55,6 +55,8 @@ Embedding = npt.NDArray[np.float32]
 # with the family's ``result_version``, part of every candidate's cache key.
 COMPLETION_VERSION = 1
 T = TypeVar("T")
+# Depth of the shared first-stage rankings that rerankers reorder (candidate_scoring.prefilter_depth).
+DEFAULT_PREFILTER_DEPTH = 50
 
 
 def passage_texts(titles: Sequence[str], texts: Sequence[str]) -> list[str]:
@@ -92,7 +94,7 @@ class PoolRunner:
         cache: ArrayCache,
         *,
         num_docs: int = 4,
-        prefilter_depth: int = 100,
+        prefilter_depth: int = DEFAULT_PREFILTER_DEPTH,
         bm25_params: Mapping[str, Any] | None = None,
         graph_max_degree: int = 50,
         max_query_batches: int = 256,
@@ -112,7 +114,7 @@ class PoolRunner:
         self.cache = cache
         self.num_docs = num_docs
         self.prefilter_depth = prefilter_depth
-        self.bm25_params = dict(bm25_params or {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"})
+        self.bm25_params = dict(bm25_params or BM25_DEFAULTS)
         self.graph_max_degree = graph_max_degree
         self.passage_texts = passage_texts(self.titles, self.texts)  # what every retriever sees
         self.corpus_key = fingerprint(self.passage_texts)

@@ -19,8 +19,7 @@ from ragfolio.core.corpora import Corpora
 from ragfolio.core.data import Corpus
 from ragfolio.core.distributed import RunnerConfig
 from ragfolio.core.pool_runner import PoolRunner
-
-SCORES = ("support_recall", "answer_recall")
+from ragfolio.core.scoring import SCORES
 
 
 @dataclass(frozen=True)

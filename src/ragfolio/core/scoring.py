@@ -12,14 +12,40 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
 
+from ragfolio.core.data import Corpus, Question
 from ragfolio.core.metrics import contains_answer
 from ragfolio.core.retrievers.base import RetrievalResult
 
-SCORES = ("support_recall", "answer_recall")
+# The scores, named once: parameters, reports and the dispatch below all read these.
+Score = Literal["support_recall", "answer_recall"]
+SCORES: tuple[Score, ...] = get_args(Score)
+
+
+def score_targets(score: Score, questions: Sequence[Question], corpus: Corpus) -> tuple[tuple[Any, ...], ...]:
+    """What each question's score is measured against: the corpus rows of its gold passages
+    (``support_recall``) or its answer aliases (``answer_recall``)."""
+    if score == "support_recall":
+        row_of = corpus.row_of()
+        return tuple(tuple(row_of[g] for g in q.gold_passage_ids()) for q in questions)
+    if score == "answer_recall":
+        return tuple(tuple(q.answers) for q in questions)
+    raise ValueError(f"score={score!r} must be one of {SCORES}")
+
+
+def utility_matrix(
+    score: Score, results: Sequence[RetrievalResult], targets: Sequence[Sequence[Any]], passage_texts: Sequence[str]
+) -> npt.NDArray[np.float32]:
+    """``(n_queries, m)`` utilities under ``score`` (see :func:`score_targets` for ``targets``)."""
+    if score == "support_recall":
+        return support_recall_matrix(results, targets)
+    if score == "answer_recall":
+        return answer_recall_matrix(results, passage_texts, targets)
+    raise ValueError(f"score={score!r} must be one of {SCORES}")
 
 
 def _stack(results: Sequence[RetrievalResult]) -> npt.NDArray[np.int64]:

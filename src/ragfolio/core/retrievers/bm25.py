@@ -30,6 +30,11 @@ def tokenize(texts: Sequence[str], stopwords: str = "english") -> list[list[str]
     return [list(t) for t in tokens]
 
 
+# The BM25 defaults, defined once: the in-process and Elasticsearch retrievers, the ``bm25`` family's
+# grid defaults and the pool's shared BM25 base all read them.
+BM25_DEFAULTS: dict[str, Any] = {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"}
+
+
 @dataclass
 class BM25Retriever:
     """BM25 over a fixed corpus: ``index`` once, then ``retrieve`` batches of queries.
@@ -41,10 +46,10 @@ class BM25Retriever:
         stopwords: ``english`` or ``none``.
     """
 
-    k1: float = 1.2
-    b: float = 0.75
-    method: str = "lucene"
-    stopwords: str = "english"
+    k1: float = BM25_DEFAULTS["k1"]
+    b: float = BM25_DEFAULTS["b"]
+    method: str = BM25_DEFAULTS["method"]
+    stopwords: str = BM25_DEFAULTS["stopwords"]
 
     def __post_init__(self) -> None:
         if self.k1 < 0:

@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from ragfolio.core.cache import fingerprint
 from ragfolio.core.retrievers.base import RetrievalResult, pad_rows
+from ragfolio.core.retrievers.bm25 import BM25_DEFAULTS
 
 logger = logging.getLogger(__name__)
 
@@ -427,10 +428,10 @@ class ElasticsearchBM25Retriever(_ClusterIndex):
         client: An ``Elasticsearch`` client to use instead of one made from ``settings``.
     """
 
-    k1: float = 1.2
-    b: float = 0.75
-    method: str = "lucene"
-    stopwords: str = "english"
+    k1: float = BM25_DEFAULTS["k1"]
+    b: float = BM25_DEFAULTS["b"]
+    method: str = BM25_DEFAULTS["method"]
+    stopwords: str = BM25_DEFAULTS["stopwords"]
 
     def __post_init__(self) -> None:
         super().__post_init__()

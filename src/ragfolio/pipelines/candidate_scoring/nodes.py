@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +18,9 @@ from ragfolio.core.corpora import Corpora
 from ragfolio.core.data import Question
 from ragfolio.core.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
 from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid
+from ragfolio.core.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.runners import PoolSettings
+from ragfolio.core.scoring import Score, score_targets
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +31,8 @@ class CandidateScoringParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     num_docs: int = Field(4, ge=1)
-    prefilter_depth: int = Field(50, ge=1)
-    score: Literal["support_recall", "answer_recall"] = "support_recall"
+    prefilter_depth: int = Field(DEFAULT_PREFILTER_DEPTH, ge=1)
+    score: Score = "support_recall"
     bm25_base: dict[str, Any] = Field(default_factory=dict)
     graph_max_degree: int = Field(50, ge=1)
     encoders: dict[str, dict[str, Any]]
@@ -100,12 +102,7 @@ def score_candidates(
     for dataset in sets.datasets:
         corpus = sets.corpus_for(dataset)
         qs, splits = _scoreable_questions(questions, dataset)
-        targets: tuple[tuple[Any, ...], ...]
-        if p.score == "support_recall":
-            row_of = corpus.row_of()
-            targets = tuple(tuple(row_of[g] for g in q.gold_passage_ids()) for q in qs)
-        else:
-            targets = tuple(tuple(q.answers) for q in qs)
+        targets = score_targets(p.score, qs, corpus)
         jobs.append(ScoringJob(dataset, parts[sets.name_for(dataset)], tuple(q.question for q in qs), targets))
         rows[dataset] = {
             "ids": [q.id for q in qs],

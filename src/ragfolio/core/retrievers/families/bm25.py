@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragfolio.core.retrievers.base import RetrievalResult
+from ragfolio.core.retrievers.bm25 import BM25_DEFAULTS
 from ragfolio.core.retrievers.family import BACKENDS, Family, Parts, SharedParts, register
 
 
@@ -18,7 +19,7 @@ class BM25Family(Family):
     """BM25 with ``k1``, ``b``, ``method`` and ``stopwords``."""
 
     name = "bm25"
-    params = {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"}
+    params = dict(BM25_DEFAULTS)
     optional = {"backend": "inprocess"}
     choices = {"backend": BACKENDS}
 
