@@ -152,11 +152,12 @@ class PoolRunner:
                 return self._given_embeddings[encoder]
             key = {"corpus": self.corpus_key, "encoder": self.encoder_ids.get(encoder), "name": encoder}
             texts = self.passage_texts
-            logger.info("encoding %d passages with %s (cached after the first run)", len(texts), encoder)
-            arrays = self.cache.get_or_compute(
-                "passage_embeddings", key, lambda: {"emb": self._encode(encoder, texts, queries=False)}
-            )
-            return arrays["emb"]
+
+            def encode() -> dict[str, Embedding]:  # only on a cache miss, so the log says what happens
+                logger.info("encoding %d passages with %s (cached for later runs)", len(texts), encoder)
+                return {"emb": self._encode(encoder, texts, queries=False)}
+
+            return self.cache.get_or_compute("passage_embeddings", key, encode)["emb"]
 
         return self._remember(("passage_emb", encoder), compute)
 

@@ -19,7 +19,7 @@ from ragfolio.core.corpora import Corpora
 from ragfolio.core.data import Corpus
 from ragfolio.core.distributed import RunnerConfig
 from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.scoring import SCORES
+from ragfolio.core.scoring import SCORES, Score
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class PoolSettings:
     bm25_base: dict[str, Any]
     graph_max_degree: int
     encoders: dict[str, dict[str, Any]]
-    score: str
+    score: Score
 
     def __post_init__(self) -> None:
         for name in ("num_docs", "prefilter_depth", "graph_max_degree"):
