@@ -94,8 +94,20 @@ def test_every_endpoint_over_http(server) -> None:
         assert bad.status_code == 400 and bad.json()["detail"][0]["loc"] == ["l"]
         malformed = http.post("/retrieve", content=b"{", headers={"Content-Type": "application/json"})
         assert malformed.status_code == 400
+        assert malformed.json()["request_id"] == malformed.headers["x-request-id"]
+        big = b'{"query": "' + b"x" * 1_048_576 + b'"}'
+        too_big = http.post("/retrieve", content=big, headers={"Content-Type": "application/json"})
+        assert too_big.status_code == 413 and "max_body_bytes=1048576" in too_big.json()["error"]
+        chunked = http.post("/retrieve", content=iter([big[:600_000], big[600_000:]]),
+                            headers={"Content-Type": "application/json"})
+        assert chunked.status_code == 413 and "content-length" not in chunked.request.headers
+        assert http.post("/retrieve", json={"query": query}, headers={"x-request-id": "abc-1"}).headers[
+            "x-request-id"] == "abc-1"
         metrics = http.get("/metrics").text
         assert 'bentoml_service_request_total{endpoint="/retrieve"' in metrics
+        for name in ("ragfolio_member_latency_seconds_bucket{", "ragfolio_router_choices_total{",
+                     'ragfolio_batch_size_count{endpoint="/batch_retrieve"}'):
+            assert name in metrics, name
 
 
 def test_python_client(server) -> None:

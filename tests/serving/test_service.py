@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from tiny_bundle import FIXTURES, MEMBERS, questions
@@ -10,8 +11,32 @@ from tiny_bundle import FIXTURES, MEMBERS, questions
 from ragfolio.core.data import build_corpus
 from ragfolio.core.loading import load_folder
 from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.serving.engine import MEMBER_FAILED, ServingEngine
+from ragfolio.serving.guard import INTERNAL_ERROR
 
 K = len(MEMBERS)
+SECRET = "http://admin:hunter2@10.1.2.3:9200/passages"  # what an index server's error could quote
+
+
+def assert_quiet(response) -> dict:
+    """The error body: a JSON object with the response's request id and nothing of SECRET."""
+    body = response.json()
+    assert body["request_id"] == response.headers["x-request-id"], (body, response.headers)
+    for internal in ("hunter2", "10.1.2.3", "9200", "Traceback", "RuntimeError"):
+        assert internal not in response.text, response.text
+    return body
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` whose labels include ``labels`` in /metrics' ``text``."""
+    total = 0.0
+    for line in text.splitlines():
+        match = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
+        if match and match[1] == name:
+            found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match[2] or ""))
+            if all(found.get(k) == v for k, v in labels.items()):
+                total += float(match[3])
+    return total
 
 
 def test_probes_and_metrics(client) -> None:
@@ -87,6 +112,7 @@ def test_portfolio_describes_the_bundle(client, tiny_bundle) -> None:
     # the served corpus, named as the manifest (and the pipeline's reports) name it
     assert body["corpus_fingerprint"] == manifest["corpus"]["fingerprint"] == build_corpus(load_folder(FIXTURES)).fingerprint
     assert body["n_passages"] == manifest["corpus"]["n_passages"]
+    assert {"max_query_chars": 2000, "max_batch": 64, "max_body_bytes": 1_048_576}.items() <= body["limits"].items()
 
 
 BAD_REQUESTS = [
@@ -109,6 +135,10 @@ BAD_REQUESTS = [
     ("/batch_retrieve", {"queries": ["q"] * 65}, "queries", "max_batch=64"),
     ("/batch_retrieve", {"queries": ["q", ""]}, "queries", "queries[1]"),
     ("/batch_retrieve", {"queries": "q"}, "queries", "valid array"),
+    ("/batch_retrieve", {"queries": ["q", "x" * 2001]}, "queries", "queries[1] has 2001 characters"),
+    # the schemas' own max_length (the ceilings the settings may not exceed), checked as BentoML parses
+    ("/retrieve", {"query": "x" * 100_001}, "query", "at most 100000 characters"),
+    ("/batch_retrieve", {"queries": ["q"] * 1025}, "queries", "at most 1024 items"),
 ]
 
 
@@ -116,7 +146,7 @@ BAD_REQUESTS = [
 def test_bad_requests_get_a_400_naming_the_field_and_limit(client, route, payload, field, says) -> None:
     response = client.post(route, json=payload)
     assert response.status_code == 400, response.text
-    errors = response.json()["detail"]
+    errors = assert_quiet(response)["detail"]
     assert any(field in map(str, e["loc"]) and says in e["msg"] for e in errors), errors
 
 
@@ -131,22 +161,104 @@ def test_wrong_method_and_unknown_route(client) -> None:
     assert client.get("/retrieve").status_code == 405
     assert client.post("/portfolio").status_code == 405
     assert client.get("/nothing").status_code == 404
+    for response in (client.get("/retrieve"), client.get("/nothing")):
+        assert assert_quiet(response)["error"] in ("Method Not Allowed", "Not Found")
 
 
-def test_failing_member_is_left_out_and_reported(client, monkeypatch) -> None:
+def test_failing_member_is_left_out_and_reported_without_its_exception(client, monkeypatch, caplog) -> None:
     original = PoolRunner._compute
 
     def compute(self, candidate, queries):
         if candidate.family == "graph":
-            raise RuntimeError("graph store offline")
+            raise RuntimeError(f"graph store offline at {SECRET}")
         return original(self, candidate, queries)
 
     monkeypatch.setattr(PoolRunner, "_compute", compute)
-    body = client.post("/retrieve", json={"query": questions()[2], "l": K}).json()
-    assert body["degraded"] is True
+    response = client.post("/retrieve", json={"query": questions()[2], "l": K})
+    body = response.json()
+    assert body["degraded"] is True and "hunter2" not in response.text and "offline" not in response.text
     graph = next(m for m in body["members"] if m["family"] == "graph")
-    assert graph["ok"] is False and graph["passages"] == [] and "graph store offline" in graph["error"]
-    assert body["reasons"] == [f"{graph['name']}: RuntimeError: graph store offline"]
+    assert graph["ok"] is False and graph["passages"] == [] and graph["error"] == MEMBER_FAILED
+    assert body["reasons"] == [f"{graph['name']}: {MEMBER_FAILED}"]
     assert all(m["ok"] and m["passages"] for m in body["members"] if m["family"] != "graph")
-    answered = client.post("/answer", json={"query": questions()[2], "l": K}).json()
-    assert answered["degraded"] is True and graph["name"] not in [c["member"] for c in answered["candidates"]]
+    # the log has the detail, under the id the response carries
+    rid = response.headers["x-request-id"]
+    assert any(rid in r.getMessage() and "hunter2" in r.getMessage() for r in caplog.records), caplog.text
+    answered = client.post("/answer", json={"query": questions()[2], "l": K})
+    assert answered.json()["degraded"] is True and "hunter2" not in answered.text
+    assert graph["name"] not in [c["member"] for c in answered.json()["candidates"]]
+
+
+@pytest.mark.parametrize("route", ["/retrieve", "/batch_retrieve", "/answer", "/portfolio"])
+def test_an_unexpected_exception_is_a_500_with_only_a_request_id(client, monkeypatch, caplog, route) -> None:
+    def fail(*args, **kwargs):
+        raise RuntimeError(f"cannot read the index at {SECRET}")
+
+    for method in ("retrieve", "answer", "portfolio"):
+        monkeypatch.setattr(ServingEngine, method, fail)
+    if route == "/portfolio":
+        response = client.get(route)
+    else:
+        payload = {"queries": ["q"]} if route == "/batch_retrieve" else {"query": "q"}
+        response = client.post(route, json=payload)
+    assert response.status_code == 500, response.text
+    assert assert_quiet(response) == {"error": INTERNAL_ERROR, "request_id": response.headers["x-request-id"]}
+    logged = [r for r in caplog.records if response.headers["x-request-id"] in r.getMessage() and r.exc_text]
+    assert logged and "hunter2" in logged[0].exc_text, caplog.text
+
+
+def test_request_id_is_kept_when_sane_and_replaced_when_not(client) -> None:
+    ok = client.post("/retrieve", json={"query": questions()[0]}, headers={"x-request-id": "client-42.a:b"})
+    assert ok.status_code == 200 and ok.headers["x-request-id"] == "client-42.a:b"
+    for bad in ("x" * 65, "a b", "<script>", ""):
+        response = client.post("/retrieve", json={"query": ""}, headers={"x-request-id": bad})
+        assert response.status_code == 400
+        assert re.fullmatch(r"[0-9a-f]{32}", response.headers["x-request-id"]), response.headers
+        assert response.json()["request_id"] == response.headers["x-request-id"]
+
+
+def test_a_body_over_max_body_bytes_is_a_413_naming_the_limit(client) -> None:
+    big = json.dumps({"query": "x" * 1_048_576}).encode()
+    response = client.post("/retrieve", content=big, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+    assert "max_body_bytes=1048576" in assert_quiet(response)["error"]
+    # no Content-Length (chunked): counted as it is read
+    chunked = client.post("/batch_retrieve", content=(big[i:i + 65536] for i in range(0, len(big), 65536)),
+                          headers={"Content-Type": "application/json"})
+    assert "content-length" not in chunked.request.headers
+    assert chunked.status_code == 413 and "max_body_bytes=1048576" in chunked.json()["error"]
+    fits = json.dumps({"queries": ["y" * 2000] * 64}).encode()  # the largest batch of ASCII queries
+    assert client.post("/batch_retrieve", content=fits, headers={"Content-Type": "application/json"}).status_code == 200
+
+
+def test_metrics_count_members_routing_degradation_and_batch_sizes(client, monkeypatch) -> None:
+    before = client.get("/metrics").text
+    body = client.post("/retrieve", json={"query": questions()[0], "l": K}).json()
+    client.post("/batch_retrieve", json={"queries": questions()[:3], "l": 1})
+    text = client.get("/metrics").text
+    for member in body["members"]:
+        name = member["name"]
+        assert metric(text, "ragfolio_router_choices_total", member=name) >= 1 + metric(
+            before, "ragfolio_router_choices_total", member=name)
+        assert metric(text, "ragfolio_member_latency_seconds_count", member=name) >= 1 + metric(
+            before, "ragfolio_member_latency_seconds_count", member=name)
+    assert metric(text, "ragfolio_batch_size_count", endpoint="/batch_retrieve") == 1 + metric(
+        before, "ragfolio_batch_size_count", endpoint="/batch_retrieve")
+    assert metric(text, "ragfolio_batch_size_sum", endpoint="/batch_retrieve") == 3 + metric(
+        before, "ragfolio_batch_size_sum", endpoint="/batch_retrieve")
+
+    original = PoolRunner._compute
+
+    def compute(self, candidate, queries):
+        if candidate.family == "graph":
+            raise RuntimeError("offline")
+        return original(self, candidate, queries)
+
+    monkeypatch.setattr(PoolRunner, "_compute", compute)
+    failed = client.post("/retrieve", json={"query": questions()[1], "l": K}).json()
+    graph = next(m["name"] for m in failed["members"] if m["family"] == "graph")
+    after = client.get("/metrics").text
+    assert metric(after, "ragfolio_member_failures_total", member=graph) == 1 + metric(
+        text, "ragfolio_member_failures_total", member=graph)
+    assert metric(after, "ragfolio_degraded_total", endpoint="/retrieve") == 1 + metric(
+        text, "ragfolio_degraded_total", endpoint="/retrieve")

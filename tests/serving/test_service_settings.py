@@ -6,15 +6,47 @@ Kept apart from test_service.py, whose module-wide client must be closed before 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import closed_port_url, service_client, write_config
+from pydantic import ValidationError
 from tiny_bundle import MEMBERS, questions
 
 from ragfolio.core.artifacts import BundleIntegrityError
+from ragfolio.serving.config import ServingConfig
 
 K = len(MEMBERS)
+
+
+class RejectingLLM(BaseHTTPRequestHandler):
+    """Answers every request with a 400 whose body quotes a credential, as a real endpoint might."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        data = b'{"error": "invalid api key sk-live-SECRET42 for org acme-internal"}'
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def rejecting_llm() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), RejectingLLM)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/internal-gateway/v1"
+    finally:
+        server.shutdown()
 
 
 def test_member_timeout_and_request_timeout_come_from_config(tiny_bundle, fake_llm_url, tmp_path) -> None:
@@ -23,6 +55,8 @@ def test_member_timeout_and_request_timeout_come_from_config(tiny_bundle, fake_l
         # A member may still finish within the microsecond; over a few queries some must not.
         bodies = [client.post("/retrieve", json={"query": q, "l": K}).json() for q in questions()[:4]]
         assert any(body["degraded"] for body in bodies)
+        metrics = client.get("/metrics").text
+        assert "ragfolio_member_timeouts_total{" in metrics and 'ragfolio_degraded_total{endpoint="/retrieve"}' in metrics
         for body in bodies:
             timed_out = [m for m in body["members"] if not m["ok"]]
             assert body["reasons"] == [f"{m['name']}: timeout after 1e-06 s" for m in timed_out]
@@ -31,16 +65,58 @@ def test_member_timeout_and_request_timeout_come_from_config(tiny_bundle, fake_l
     with service_client(config, RAGFOLIO_REQUEST_TIMEOUT_S="0.000001") as client:
         response = client.post("/retrieve", json={"query": questions()[0]})
         assert response.status_code == 504 and "request_timeout_s" in response.json()["error"]
+        assert response.json()["request_id"] == response.headers["x-request-id"]
+        assert 'ragfolio_request_timeouts_total{endpoint="/retrieve"}' in client.get("/metrics").text
 
 
-def test_answer_is_503_when_the_llm_is_down_and_retrieve_still_works(tiny_bundle, tmp_path) -> None:
-    config = write_config(tmp_path / "serving.yml", tiny_bundle, closed_port_url(), warm_up=False)
+def test_answer_is_503_when_the_llm_is_down_and_retrieve_still_works(tiny_bundle, tmp_path, caplog) -> None:
+    url = closed_port_url()
+    config = write_config(tmp_path / "serving.yml", tiny_bundle, url, warm_up=False)
     with service_client(config) as client:
         response = client.post("/answer", json={"query": questions()[0]})
         assert response.status_code == 503
-        assert "the LLM is unavailable" in response.json()["error"] and "Connection refused" in response.json()["error"]
+        rid = response.headers["x-request-id"]
+        assert response.json() == {"error": "the LLM is unavailable", "llm": "openai", "hint": "/retrieve still works",
+                                   "request_id": rid}
+        # the URL and the cause are in the log, under the request id, and nowhere in the body
+        assert any(rid in r.getMessage() and url in r.getMessage() and "Connection refused" in r.getMessage()
+                   for r in caplog.records), caplog.text
         assert client.post("/retrieve", json={"query": questions()[0]}).status_code == 200
         assert client.get("/readyz").status_code == 200
+        assert 'ragfolio_llm_errors_total{error="unavailable"}' in client.get("/metrics").text
+
+
+def test_answer_is_502_without_the_endpoints_url_or_reply_when_the_llm_rejects(tiny_bundle, tmp_path, caplog) -> None:
+    with rejecting_llm() as url:
+        config = write_config(tmp_path / "serving.yml", tiny_bundle, url, warm_up=False)
+        with service_client(config) as client:
+            response = client.post("/answer", json={"query": questions()[0]})
+    assert response.status_code == 502
+    rid = response.headers["x-request-id"]
+    assert response.json() == {"error": "the LLM rejected the request", "llm": "openai", "request_id": rid}
+    for internal in ("SECRET42", "acme", "internal-gateway", "127.0.0.1", "HTTP 400"):
+        assert internal not in response.text
+    assert any(rid in r.getMessage() and "SECRET42" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_max_body_bytes_comes_from_config_and_is_shown(tiny_bundle, fake_llm_url, tmp_path) -> None:
+    config = write_config(tmp_path / "serving.yml", tiny_bundle, fake_llm_url, warm_up=False, max_body_bytes=300)
+    with service_client(config, RAGFOLIO_MAX_BATCH="2") as client:
+        limits = client.get("/portfolio").json()["limits"]
+        assert limits["max_body_bytes"] == 300 and limits["max_batch"] == 2
+        fits = client.post("/retrieve", json={"query": "q" * 250})
+        assert fits.status_code == 200, fits.text
+        response = client.post("/retrieve", json={"query": "q" * 300})
+        assert response.status_code == 413 and "the limit is max_body_bytes=300" in response.json()["error"]
+        over = client.post("/batch_retrieve", json={"queries": ["a", "b", "c"]})
+        assert over.status_code == 400 and "max_batch=2" in over.text
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_query_chars", 100_001), ("max_batch", 1025),
+                                              ("max_body_bytes", 2**26 + 1), ("max_body_bytes", 0)])
+def test_limits_past_the_schemas_ceilings_are_refused(field, value) -> None:
+    with pytest.raises(ValidationError, match=field):
+        ServingConfig(**{field: value})
 
 
 def test_refuses_to_start_when_a_bundle_file_was_altered(tiny_bundle, fake_llm_url, tmp_path) -> None:

@@ -16,10 +16,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragfolio.core.answering import EMBEDDED_LLM
+from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
 
 DEFAULT_CONFIG = Path("conf/base/serving.yml")
 CONFIG_ENV = "RAGFOLIO_SERVING_CONFIG"
 ENV_PREFIX = "RAGFOLIO_"
+MAX_BODY_BYTES_CEILING = 64 * 2**20
 
 
 class AnswererConfig(BaseModel):
@@ -38,8 +40,11 @@ class ServingConfig(BaseModel):
     Attributes:
         bundle: Folder of the portfolio bundle (relative paths: to the working directory).
         default_l: Members a query is routed to when the request does not say; None: the bundle's.
-        max_query_chars: Longest query accepted, in characters.
-        max_batch: Most queries in one ``/batch_retrieve`` request.
+        max_query_chars: Longest query accepted, in characters (at most the schemas' ceiling,
+            ``QUERY_CHARS_CEILING``).
+        max_batch: Most queries in one ``/batch_retrieve`` request (at most ``BATCH_CEILING``).
+        max_body_bytes: Largest request body accepted, in bytes; a larger one gets a 413 before
+            it is parsed.
         max_num_docs: Largest ``num_docs`` a request may ask for.
         member_timeout_s: Deadline of each routed member, counted from when members start.
         request_timeout_s: Deadline of a ``/retrieve`` or ``/batch_retrieve`` request.
@@ -56,8 +61,9 @@ class ServingConfig(BaseModel):
 
     bundle: Path = Path("data/06_models/bundle")
     default_l: int | None = Field(None, ge=1)
-    max_query_chars: int = Field(2000, ge=1)
-    max_batch: int = Field(64, ge=1)
+    max_query_chars: int = Field(2000, ge=1, le=QUERY_CHARS_CEILING)
+    max_batch: int = Field(64, ge=1, le=BATCH_CEILING)
+    max_body_bytes: int = Field(1_048_576, ge=1, le=MAX_BODY_BYTES_CEILING)
     max_num_docs: int = Field(20, ge=1)
     member_timeout_s: float = Field(10.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
@@ -76,8 +82,8 @@ class ServingConfig(BaseModel):
         return value
 
 
-SCALAR_FIELDS = ("bundle", "default_l", "max_query_chars", "max_batch", "max_num_docs", "member_timeout_s",
-                 "request_timeout_s", "answer_timeout_s", "retrieve_threads", "answer_threads", "warm_up")
+SCALAR_FIELDS = ("bundle", "default_l", "max_query_chars", "max_batch", "max_body_bytes", "max_num_docs",
+                 "member_timeout_s", "request_timeout_s", "answer_timeout_s", "retrieve_threads", "answer_threads", "warm_up")
 
 
 def load_config(

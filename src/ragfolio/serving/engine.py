@@ -10,6 +10,10 @@ runs them in its thread pools. It imports no BentoML, so it can be used and test
 each distinct value gets a view of the runner that differs only in ``num_docs`` and shares every
 corpus part (indexes, passage graph, encoders) and query part (embeddings, first-stage rankings)
 with the default one, so nothing is built twice. The views are kept (at most ``max_num_docs``).
+
+Member errors: a response says only that a member timed out (with the deadline) or failed
+(:func:`public_error`); the exception's text, which may hold an internal URL or a credential
+(an index server's address, say), goes only to the log, under the request's id.
 """
 
 from __future__ import annotations
@@ -39,6 +43,19 @@ from ragfolio.serving.schemas import (
 )
 
 logger = logging.getLogger(__name__)
+
+MEMBER_FAILED = "failed (the server log has the detail under this response's x-request-id)"
+
+
+def public_error(error: str | None) -> str | None:
+    """What a response may say of a member's ``error``: its timeout as it is, else only that it failed.
+
+    Core's :class:`ragfolio.core.inference.MemberRun` reports ``"timeout after <s> s"`` or
+    ``"<ExceptionType>: <message>"``; the message is for the log only.
+    """
+    if error is None or error.startswith("timeout after "):
+        return error
+    return MEMBER_FAILED
 
 
 class ServingEngine:
@@ -109,23 +126,31 @@ class ServingEngine:
                 self._views[num_docs] = view
             return view
 
-    def retrieve(self, query: str, l: int | None = None, num_docs: int | None = None) -> RetrieveResponse:  # noqa: E741
-        """Route ``query`` to l members, run them concurrently and merge their passages."""
+    def retrieve(
+        self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None  # noqa: E741
+    ) -> RetrieveResponse:
+        """Route ``query`` to l members, run them concurrently and merge their passages.
+
+        A member's failure is logged with ``request_id`` and its detail; the response says only
+        :func:`public_error`.
+        """
         l = l or self.default_l  # noqa: E741
         num_docs = num_docs or self.num_docs
         start = time.perf_counter()
         routed = self._view(num_docs).retrieve(query.strip(), l)
         total_ms = 1000 * (time.perf_counter() - start)
         return RetrieveResponse(
-            query=query, l=l, num_docs=num_docs, members=self._members(routed),
+            query=query, l=l, num_docs=num_docs, members=self._members(routed, request_id),
             passages=self._merged(routed.results), degraded=routed.results.degraded,
-            reasons=routed.results.reasons,
+            reasons=self._reasons(routed.results),
             latency_ms={"route": routed.route_ms, "shared": routed.results.shared_ms,
                         "members": routed.results.latency_ms - routed.results.shared_ms, "total": total_ms},
         )
 
-    def answer(self, query: str, l: int | None = None) -> AnswerResponse:  # noqa: E741
+    def answer(self, query: str, l: int | None = None, request_id: str | None = None) -> AnswerResponse:  # noqa: E741
         """Retrieve with l routed members, answer from each one's passages, select one answer.
+
+        Member failures are handled as in :meth:`retrieve`.
 
         Raises:
             ragfolio.core.llm.LLMUnavailableError: The LLM cannot be reached.
@@ -139,8 +164,8 @@ class ServingEngine:
             chosen_member=result.candidates[result.chosen][0] if result.chosen >= 0 else None,
             fallback=result.fallback,
             candidates=[Candidate(member=name, answer=text) for name, text in result.candidates],
-            members=self._members(result.retrieval), passages=self._merged(results),
-            degraded=results.degraded, reasons=results.reasons, latency_ms=dict(result.latency_ms),
+            members=self._members(result.retrieval, request_id), passages=self._merged(results),
+            degraded=results.degraded, reasons=self._reasons(results), latency_ms=dict(result.latency_ms),
             tokens=Tokens(
                 prompt=result.prompt_tokens, completion=result.completion_tokens, total=result.tokens,
                 calls={stage: {"prompt": c.prompt_tokens, "completion": c.completion_tokens,
@@ -159,7 +184,7 @@ class ServingEngine:
             members=[MemberInfo(name=m.name, family=m.family, params=dict(m.params)) for m in bundle.members],
             selection=bundle.selection, routing=bundle.routing,
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,
-                    "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
+                    "max_body_bytes": self.config.max_body_bytes, "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
                     "request_timeout_s": self.config.request_timeout_s,
                     "answer_timeout_s": self.config.answer_timeout_s, "llm": self.config.llm.get("kind")},
         )
@@ -169,15 +194,22 @@ class ServingEngine:
         corpus = self.bundle.corpus
         return {"id": corpus.ids[row], "title": corpus.titles[row], "text": corpus.texts[row], "score": score}
 
-    def _members(self, routed: RoutedRetrieval) -> list[MemberResult]:
+    def _members(self, routed: RoutedRetrieval, request_id: str | None) -> list[MemberResult]:
         out = []
         for j, score, run in zip(routed.members, routed.router_scores, routed.results.runs, strict=True):
+            if not run.ok:
+                logger.warning("request %s: member %s left out: %s", request_id, run.name, run.error)
             out.append(MemberResult(
-                name=run.name, family=self.rag.members[j].family, router_score=score, ok=run.ok, error=run.error,
+                name=run.name, family=self.rag.members[j].family, router_score=score, ok=run.ok,
+                error=public_error(run.error),
                 latency_ms=run.latency_ms,
                 passages=[Passage(**self._passage(i, s)) for i, s in zip(run.doc_ids, run.scores, strict=True)],
             ))
         return out
+
+    @staticmethod
+    def _reasons(results: MemberResults) -> list[str]:
+        return [f"{run.name}: {public_error(run.error)}" for run in results.runs if not run.ok]
 
     def _merged(self, results: MemberResults) -> list[MergedPassage]:
         by_row: dict[int, list[str]] = {}

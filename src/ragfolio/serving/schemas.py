@@ -6,17 +6,28 @@ the validation context, which adds the limits known only at run time (``l <= k``
 bundle, the configured query length, batch size and ``num_docs``). Either way a bad request
 raises :class:`pydantic.ValidationError`, which BentoML answers with a 400 whose ``detail`` lists
 each error's ``loc`` (the field) and ``msg`` (the limit).
+
+Every string and list of a request also has a ``max_length`` in the schema itself (the ceilings
+below, shown in the OpenAPI spec at ``/docs.json``), which the settings cannot exceed
+(:class:`ragfolio.serving.config.ServingConfig` checks): the configured ``max_query_chars`` and
+``max_batch`` are at most these, and the request body as a whole is bounded before it is parsed
+(``max_body_bytes``, :mod:`ragfolio.serving.guard`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+QUERY_CHARS_CEILING = 100_000  # the schemas' max_length of a query; max_query_chars may be at most this
+BATCH_CEILING = 1_024  # the schemas' max_length of a batch; max_batch may be at most this
+
+QueryText = Annotated[str, Field(max_length=QUERY_CHARS_CEILING)]
 
 
 @dataclass(frozen=True)
@@ -91,7 +102,7 @@ class _Query(BaseModel):
 
     model_config = _STRICT
 
-    query: str = Field(description="The question.")
+    query: str = Field(max_length=QUERY_CHARS_CEILING, description="The question (at most max_query_chars).")
 
     @field_validator("query")
     @classmethod
@@ -106,7 +117,8 @@ class RetrieveRequest(_Query, _RoutedRetrieval):
 class BatchRetrieveRequest(_RoutedRetrieval):
     """``POST /batch_retrieve``: :class:`RetrieveRequest` for a list of queries."""
 
-    queries: list[str] = Field(min_length=1, description="The questions (at most max_batch).")
+    queries: list[QueryText] = Field(min_length=1, max_length=BATCH_CEILING,
+                                     description="The questions (at most max_batch).")
 
     @field_validator("queries")
     @classmethod
@@ -150,7 +162,8 @@ class MemberResult(BaseModel):
     family: str
     router_score: float | None = Field(description="The router's score (the learned router's: a cosine); null when not routed.")
     ok: bool
-    error: str | None = Field(None, description="Why the member was left out (timeout or exception).")
+    error: str | None = Field(None, description="Why the member was left out: 'timeout after <s> s' or 'failed "
+                                                "(...)'; the exception is in the server log, not here.")
     latency_ms: float
     passages: list[Passage]
 
@@ -164,7 +177,7 @@ class RetrieveResponse(BaseModel):
     members: list[MemberResult]
     passages: list[MergedPassage]
     degraded: bool
-    reasons: list[str] = Field(description="'<member>: <error>' for each member left out.")
+    reasons: list[str] = Field(description="'<member>: <error>' for each member left out (error as in MemberResult).")
     latency_ms: dict[str, float] = Field(description="route, shared (query parts), members (wall), total.")
 
 

@@ -9,10 +9,14 @@ retrieval and one for answering, so that many requests proceed at once and slow 
 requests (the embedded LLM answers one call at a time) never hold up ``/retrieve``. Inside a
 request the l routed members run concurrently (:class:`ragfolio.core.inference.PortfolioExecutor`).
 
-Errors: a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit (``msg``);
-past ``request_timeout_s`` / ``answer_timeout_s`` a 504; an LLM that cannot be reached a 503 (and
-``/retrieve`` keeps working); an LLM that rejects the request a 502. A member that fails or times
-out is left out and the response says ``degraded: true`` with the reasons.
+Errors: a body over ``max_body_bytes`` is a 413 (:mod:`ragfolio.serving.guard`, before BentoML
+parses it); a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit
+(``msg``); past ``request_timeout_s`` / ``answer_timeout_s`` a 504; an LLM that cannot be reached
+a 503 (and ``/retrieve`` keeps working); an LLM that rejects the request a 502; anything else a
+500. No error body holds exception text, an upstream URL or reply: each carries the request id
+(also the ``x-request-id`` header), and the log holds the detail under it. A member that fails or
+times out is left out and the response says ``degraded: true`` with the reasons (timeout or
+"failed", nothing more). Metrics: :mod:`ragfolio.serving.metrics`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import bentoml
+from bentoml.exceptions import BentoMLException
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,8 +38,10 @@ from starlette.routing import Route
 
 from ragfolio.core.artifacts import BundleIntegrityError, verify_bundle
 from ragfolio.core.llm import LLMRequestError, LLMUnavailableError
-from ragfolio.serving.config import load_config
+from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import ServingEngine
+from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id
+from ragfolio.serving.metrics import serving_metrics
 from ragfolio.serving.schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -49,8 +56,22 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def error(status: int, message: str, **extra: Any) -> JSONResponse:
-    """A JSON error response ``{"error": message, ...}``."""
+    """A JSON error response ``{"error": message, ...}`` (the guard adds ``request_id``)."""
     return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+def internal_error(endpoint: str) -> JSONResponse:
+    """The 500 of an unexpected exception: logged with its traceback under the request id, not shown."""
+    logger.exception("request %s: %s failed", current_request_id(), endpoint)
+    return error(500, INTERNAL_ERROR)
+
+
+def max_body_bytes() -> int:
+    """The running service's ``max_body_bytes`` (the default while it starts)."""
+    try:
+        return int(bentoml.get_current_service().config.max_body_bytes)
+    except BentoMLException:  # not instantiated yet
+        return int(ServingConfig.model_fields["max_body_bytes"].default)
 
 
 async def portfolio_view(request: Request) -> JSONResponse:
@@ -83,6 +104,7 @@ class RagfolioService:
             self.engine.warm_up()
         self._retrieve_pool = ThreadPoolExecutor(self.config.retrieve_threads, thread_name_prefix="ragfolio-retrieve")
         self._answer_pool = ThreadPoolExecutor(self.config.answer_threads, thread_name_prefix="ragfolio-answer")
+        self.metrics = serving_metrics()
         self._ready = True
 
     @bentoml.on_deployment
@@ -114,17 +136,27 @@ class RagfolioService:
         future = asyncio.get_running_loop().run_in_executor(pool, call)
         return await asyncio.wait_for(future, timeout_s)
 
+    def _timeout(self, endpoint: str, message: str) -> JSONResponse:
+        logger.warning("request %s: %s: %s", current_request_id(), endpoint, message)
+        self.metrics.request_timeouts.labels(endpoint=endpoint).inc()
+        return error(504, message)
+
     @bentoml.api(input_spec=RetrieveRequest, output_spec=RetrieveResponse)
     async def retrieve(
         self, query: str, l: int | None = None, num_docs: int | None = None  # noqa: E741 - the API's name
     ) -> RetrieveResponse | JSONResponse:
         """Route the query to l members and return each one's passages and the merged list."""
         request = self._validate(RetrieveRequest, query=query, l=l, num_docs=num_docs)
-        call = functools.partial(self.engine.retrieve, request.query, request.l, request.num_docs)
+        call = functools.partial(self.engine.retrieve, request.query, request.l, request.num_docs,
+                                 request_id=current_request_id())
         try:
-            return await self._in_pool(self._retrieve_pool, self.config.request_timeout_s, call)
+            response: RetrieveResponse = await self._in_pool(self._retrieve_pool, self.config.request_timeout_s, call)
         except TimeoutError:
-            return error(504, f"retrieval took longer than request_timeout_s={self.config.request_timeout_s}")
+            return self._timeout("/retrieve", f"retrieval took longer than request_timeout_s={self.config.request_timeout_s}")
+        except Exception:  # e.g. an index that cannot be read: a 500 that names nothing of it
+            return internal_error("/retrieve")
+        self.metrics.observe_retrieval("/retrieve", response.members, response.degraded)
+        return response
 
     @bentoml.api(input_spec=BatchRetrieveRequest, output_spec=BatchRetrieveResponse)
     async def batch_retrieve(
@@ -132,29 +164,53 @@ class RagfolioService:
     ) -> BatchRetrieveResponse | JSONResponse:
         """``/retrieve`` for each query (at most max_batch), concurrently; results in query order."""
         request = self._validate(BatchRetrieveRequest, queries=queries, l=l, num_docs=num_docs)
+        self.metrics.batch_size.labels(endpoint="/batch_retrieve").observe(len(request.queries))
         loop = asyncio.get_running_loop()
         start = loop.time()
-        calls = [functools.partial(self.engine.retrieve, q, request.l, request.num_docs) for q in request.queries]
+        rid = current_request_id()
+        calls = [functools.partial(self.engine.retrieve, q, request.l, request.num_docs, request_id=rid)
+                 for q in request.queries]
         futures = [loop.run_in_executor(self._retrieve_pool, call) for call in calls]
         try:
             results = await asyncio.wait_for(asyncio.gather(*futures), self.config.request_timeout_s)
         except TimeoutError:
-            return error(504, f"the batch took longer than request_timeout_s={self.config.request_timeout_s}")
+            return self._timeout("/batch_retrieve",
+                                 f"the batch took longer than request_timeout_s={self.config.request_timeout_s}")
+        except Exception:
+            return internal_error("/batch_retrieve")
+        for result in results:
+            self.metrics.observe_retrieval("/batch_retrieve", result.members, result.degraded)
         return BatchRetrieveResponse(results=results, degraded=any(r.degraded for r in results),
                                      latency_ms=1000 * (loop.time() - start))
 
     @bentoml.api(input_spec=AnswerRequest, output_spec=AnswerResponse)
     async def answer(self, query: str, l: int | None = None) -> AnswerResponse | JSONResponse:  # noqa: E741
-        """Retrieve with l routed members, answer from each member's passages, select one answer."""
+        """Retrieve with l routed members, answer from each member's passages, select one answer.
+
+        LLM errors are logged under the request id with their cause (which names the endpoint's
+        URL and may quote its reply); the response names only the LLM's kind.
+        """
         request = self._validate(AnswerRequest, query=query, l=l)
-        call = functools.partial(self.engine.answer, request.query, request.l)
+        rid = current_request_id()
+        call = functools.partial(self.engine.answer, request.query, request.l, request_id=rid)
+        kind = self.config.llm.get("kind")
         try:
-            return await self._in_pool(self._answer_pool, self.config.answer_timeout_s, call)
+            response: AnswerResponse = await self._in_pool(self._answer_pool, self.config.answer_timeout_s, call)
         except TimeoutError:
-            return error(504, f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}")
+            return self._timeout("/answer", f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}")
         except (LLMUnavailableError, ImportError) as exc:
-            logger.warning("/answer: the LLM is unavailable: %s", exc)
-            return error(503, f"the LLM is unavailable: {exc}", llm=self.config.llm.get("kind"),
-                         hint="/retrieve still works")
+            logger.warning("request %s: /answer: the LLM is unavailable: %s: %s", rid, type(exc).__name__, exc)
+            self.metrics.llm_errors.labels(error="unavailable").inc()
+            return error(503, "the LLM is unavailable", llm=kind, hint="/retrieve still works")
         except LLMRequestError as exc:
-            return error(502, f"the LLM rejected the request: {exc}", llm=self.config.llm.get("kind"))
+            logger.warning("request %s: /answer: the LLM rejected the request: %s", rid, exc)
+            self.metrics.llm_errors.labels(error="rejected").inc()
+            return error(502, "the LLM rejected the request", llm=kind)
+        except Exception:
+            return internal_error("/answer")
+        self.metrics.observe_retrieval("/answer", response.members, response.degraded)
+        return response
+
+
+# Before BentoML reads a body: request ids, the max_body_bytes limit, error bodies without internals.
+RagfolioService.add_asgi_middleware(RequestGuard, max_body_bytes=max_body_bytes)  # type: ignore[attr-defined]

@@ -1,0 +1,204 @@
+"""The guard every HTTP request passes first: a request id, a body-size limit, quiet error bodies.
+
+:class:`RequestGuard` is a plain ASGI middleware that the service adds with BentoML's
+``add_asgi_middleware``, so it runs before BentoML reads and parses the body:
+
+- **Request id.** An incoming ``x-request-id`` of 1-64 characters from ``[A-Za-z0-9._:-]`` is
+  kept, anything else is replaced by a fresh one (32 hex digits). The id is sent back as the
+  ``x-request-id`` header of every response, is added as ``request_id`` to every error body, and
+  is readable by the endpoints (:func:`current_request_id`), which log the detail of an error
+  under it.
+- **Body limit.** A body over ``max_body_bytes`` gets a 413 naming the limit, before anything
+  parses it: at once when ``Content-Length`` says so, otherwise as soon as the bytes read pass
+  the limit (a chunked body is read at most one chunk past it). The endpoint receives the body it
+  would have received.
+- **Quiet errors.** An error response (status >= 400) leaves as a JSON object with ``request_id``;
+  a non-JSON error body becomes ``{"error": <the status's phrase>}``, and an exception no endpoint
+  handled becomes a 500 ``{"error": "internal error", "request_id": ...}``, its traceback logged
+  under the request id. Nothing of the exception reaches the client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextvars import ContextVar
+from http import HTTPStatus
+from typing import Any
+
+from starlette.datastructures import Headers, MutableHeaders
+
+logger = logging.getLogger(__name__)
+
+REQUEST_ID_HEADER = "x-request-id"
+INTERNAL_ERROR = "internal error; the server log has the detail under this request_id"
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+_SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+_request_id: ContextVar[str | None] = ContextVar("ragfolio_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The id of the request being handled (None outside a request)."""
+    return _request_id.get()
+
+
+def request_id_from(headers: Headers) -> str:
+    """The incoming ``x-request-id`` if it is sane (1-64 of ``[A-Za-z0-9._:-]``), else a new one."""
+    incoming = headers.get(REQUEST_ID_HEADER, "")
+    return incoming if _SANE_ID.fullmatch(incoming) else uuid.uuid4().hex
+
+
+class _TooLarge(Exception):
+    """The body passed the limit while it was read."""
+
+
+class RequestGuard:
+    """ASGI middleware: request ids, the body-size limit and quiet error bodies (module docstring).
+
+    Args:
+        app: The ASGI app it guards.
+        max_body_bytes: Returns the largest body accepted, in bytes; asked once per request, so
+            the limit can come from settings read after the app was built.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: Callable[[], int]) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        rid = request_id_from(headers)
+        token = _request_id.set(rid)
+        where = f"{scope.get('method', '')} {scope.get('path', '')}"
+        response = _ResponseGuard(send, rid, where, rewrite=scope.get("method") != "HEAD")
+        try:
+            limit = self.max_body_bytes()
+            declared = headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                await response.send_error(413, f"the request body has {int(declared)} bytes; "
+                                               f"the limit is max_body_bytes={limit}")
+                return
+            try:
+                body_receive = await _read_body(receive, limit)
+            except _TooLarge:
+                await response.send_error(413, f"the request body is larger than max_body_bytes={limit}")
+                return
+            await self.app(scope, body_receive, response.send)
+        except Exception:  # the last line of defence: log it all, tell the client nothing of it
+            logger.exception("request %s: %s failed", rid, where)
+            if not response.started:
+                await response.send_error(500, INTERNAL_ERROR)
+        finally:
+            _request_id.reset(token)
+
+
+async def _read_body(receive: Receive, limit: int) -> Receive:
+    """Read the whole body (at most ``limit`` bytes, else :class:`_TooLarge`); a ``receive`` that
+    hands it on as one message, then passes on what the client sends next (a disconnect)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: hand that on
+            first: Message = message
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            break
+    pending: list[Message] = [first]
+
+    async def body_receive() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return body_receive
+
+
+class _ResponseGuard:
+    """The ``send`` the app gets: adds the request id header; error bodies get ``request_id``."""
+
+    def __init__(self, send: Send, rid: str, where: str, rewrite: bool) -> None:
+        self._send = send
+        self.rid = rid
+        self.where = where
+        self.rewrite = rewrite
+        self.started = False
+        self._start: Message | None = None  # an error response's start, held until its body is read
+        self._body: list[bytes] = []
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            MutableHeaders(scope=message)[REQUEST_ID_HEADER] = self.rid
+            if message["status"] >= 400 and self.rewrite:
+                self._start = message
+                return
+        elif message["type"] == "http.response.body" and self._start is not None:
+            self._body.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            start, self._start = self._start, None
+            await self._send_error(start, _error_payload(start, b"".join(self._body)))
+            return
+        await self._send(message)
+
+    async def send_error(self, status: int, text: str) -> None:
+        """A JSON error response ``{"error": text, "request_id": ...}`` from the guard itself."""
+        self.started = True
+        await self._send_error({"type": "http.response.start", "status": status, "headers": []}, {"error": text})
+
+    async def _send_error(self, start: Message, payload: dict[str, Any]) -> None:
+        status = start["status"]
+        payload["request_id"] = self.rid
+        data = json.dumps(payload).encode()
+        headers = MutableHeaders(scope=start)
+        headers["content-type"] = "application/json"
+        headers["content-length"] = str(len(data))
+        headers[REQUEST_ID_HEADER] = self.rid
+        log = logger.error if status >= 500 else logger.info
+        log("request %s: %s answered %d %s", self.rid, self.where, status, payload.get("error"))
+        await self._send(start)
+        await self._send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+def _error_payload(start: Message, body: bytes) -> dict[str, Any]:
+    """The app's JSON error object; for any other body (a traceback page, a proxy's text) only the
+    status's phrase, or the generic message of a 5xx."""
+    status = start["status"]
+    if Headers(scope=start).get("content-type", "").startswith("application/json"):
+        if (payload := _json_object(body)) is not None:
+            return payload
+    return {"error": INTERNAL_ERROR if status >= 500 else _phrase(status)}
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object (BentoML's ``[{"error": ...}]`` unwrapped), or None."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(payload, list) and len(payload) == 1:
+        payload = payload[0]
+    return payload if isinstance(payload, dict) else None
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "error"
