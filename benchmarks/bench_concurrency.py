@@ -42,7 +42,7 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data import build_corpus
 from ragfolio.core.inference import PortfolioExecutor
 from ragfolio.core.loading import load_folder
-from ragfolio.core.pool import expand_grid
+from ragfolio.core.pool import expand_grid, resolve_grid
 from ragfolio.core.pool_runner import PoolRunner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,8 @@ def main() -> None:
     load_at_start = load_average()
 
     params = yaml.safe_load((ROOT / "conf/base/parameters_candidate_scoring.yml").read_text())["candidate_scoring"]
-    by_name = {c.name: c for c in expand_grid(params["grid"])}
+    grids = yaml.safe_load((ROOT / "conf/base/parameters_candidate_grids.yml").read_text())["candidate_grids"]
+    by_name = {c.name: c for c in expand_grid(resolve_grid(params["grid"], grids))}
     unknown = [name for name in args.members if name not in by_name]
     if unknown:
         raise SystemExit(f"--members not in the default grid: {unknown}")

@@ -88,7 +88,8 @@ def main() -> None:
     questions = load_questions({**prep, "raw_dir": str(args.raw_dir)})
     corpora = build_corpora(questions, {**prep, "raw_dir": str(args.raw_dir)})
     params = {**conf, "query_block_size": args.block_size, "scheduler_address": None}
-    pool = expand_candidates(params)
+    grids = yaml.safe_load((ROOT / "conf/base/parameters_candidate_grids.yml").read_text())["candidate_grids"]
+    pool = expand_candidates(params, grids)
     candidates = subset(pool, args.max_candidates, args.encoders)
     if args.encoders:
         params["encoders"] = {name: spec for name, spec in conf["encoders"].items() if name in args.encoders}

@@ -112,7 +112,8 @@ def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tupl
     (run,) = client.search_runs([experiment.experiment_id])
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
     assert params["portfolio_selection.k"] == "5" and params["data_prep.test_fraction"] == "0.3"
-    assert "candidate_scoring.grid.bm25" in params and "router_training.router.hidden" in params
+    assert params["candidate_scoring.grid"] == "default" and "candidate_grids.default.bm25" in params
+    assert "router_training.router.hidden" in params
     report = json.loads((project / "data/08_reporting/portfolio_metrics.json").read_text())
     assert metrics["hotpotqa.test.greedy_at_5"] == pytest.approx(report["datasets"]["hotpotqa"]["test"]["greedy_at_k"][4])
     assert "router.all.learned.best_of_l_1" in metrics and "answers.all.routed_l1.em" in metrics

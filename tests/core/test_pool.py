@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid, make_candidate
+from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid, make_candidate, resolve_grid
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,9 +30,28 @@ def test_grid_errors_name_the_problem() -> None:
 
 def test_default_grid_has_at_least_200_candidates_of_every_family() -> None:
     params = yaml.safe_load((ROOT / "conf/base/parameters_candidate_scoring.yml").read_text())
-    cands = expand_grid(params["candidate_scoring"]["grid"])
+    grids = yaml.safe_load((ROOT / "conf/base/parameters_candidate_grids.yml").read_text())["candidate_grids"]
+    cands = expand_grid(resolve_grid(params["candidate_scoring"]["grid"], grids))
     counts = count_by_family(cands)
     assert len(cands) >= 200
     assert all(n > 0 for n in counts.values()), counts
     used = {c.params.get("encoder") for c in cands} - {None}
     assert used == set(params["candidate_scoring"]["encoders"])
+
+
+def test_resolve_grid_returns_a_written_grid_or_the_named_preset() -> None:
+    written = {"bm25": {"k1": 1.0}}
+    presets = {"small": {"dense": {"encoder": "minilm"}}}
+    assert resolve_grid(written, presets) is written
+    assert resolve_grid("small", presets) == presets["small"]
+    with pytest.raises(ValueError, match=r"grid='papr' is not a preset; presets: \['small'\]"):
+        resolve_grid("papr", presets)
+
+
+def test_graph_options_at_their_defaults_leave_names_and_params_unchanged() -> None:
+    plain = make_candidate("graph", {"seeds": "bm25"})
+    assert make_candidate("graph", {"seeds": "bm25", "max_entity_df": None, "max_candidates": None}) == plain
+    assert "max_entity_df" not in plain.params and "max_entity_df" not in plain.name
+    capped = make_candidate("graph", {"seeds": "bm25", "max_entity_df": 300, "max_candidates": 1000})
+    assert capped.name.endswith(",max_entity_df=300,max_candidates=1000)")
+    assert capped.params["max_entity_df"] == 300 and capped.params["max_candidates"] == 1000

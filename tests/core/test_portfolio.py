@@ -14,7 +14,6 @@ from ragfolio.core.portfolio import (
     oracle_value,
     portfolio_value,
     random_k,
-    required_sample_size,
     select_exhaustive,
     select_greedy,
     select_lazy_greedy,
@@ -214,18 +213,6 @@ def test_baselines_by_hand() -> None:
     picks = random_k(U, 2, random_state=7)
     assert picks == random_k(U, 2, random_state=7)
     assert len(set(picks)) == 2 and all(0 <= p < 3 for p in picks)
-
-
-def test_required_sample_size_by_hand() -> None:
-    # ln(10**3 / 0.01) / (2 * 0.1**2) = ln(1e5) / 0.02 = 575.6...
-    assert required_sample_size(m=10, k=3, epsilon=0.1, delta=0.01) == 576
-    assert required_sample_size(360, 5, 0.05, 0.05) == 6486
-    with pytest.raises(ValueError, match="delta=1.5"):
-        required_sample_size(10, 3, 0.1, 1.5)
-    with pytest.raises(ValueError, match="epsilon=0"):
-        required_sample_size(10, 3, 0, 0.1)
-    with pytest.raises(ValueError, match="k=11"):
-        required_sample_size(10, 11, 0.1, 0.1)
 
 
 @pytest.mark.parametrize(

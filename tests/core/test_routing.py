@@ -8,7 +8,14 @@ from ragfolio.core.router import Router
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
 from ragfolio.core.routing.budget import BudgetRuns, same_budget_recall
-from ragfolio.core.routing.evaluation import COMPARED, RoutingSplit, best_of_l, compare_routers, gap_closed
+from ragfolio.core.routing.evaluation import (
+    COMPARED,
+    RoutingComparison,
+    RoutingSplit,
+    best_of_l,
+    compare_routers,
+    gap_closed,
+)
 from ragfolio.core.routing.logistic import LogisticRouter
 
 U = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]], dtype=np.float32)
@@ -82,6 +89,20 @@ def test_compare_routers_reports_every_router() -> None:
     assert report["single_best_member"] == report["top_average"]["best_of_l"][0] == 0.5
     summarized = ("learned", "greedy_prefix", "top_average", "logistic")
     assert set(report["summary"]) == {f"{name}_l{l}" for name in summarized for l in (1, 2)}
+
+
+def test_report_bootstraps_learned_minus_single_best_paired() -> None:
+    """Member 0 wins the first 30 questions, member 1 the last 10; the learned router is right on 38."""
+    Ut = np.array([[1.0, 0.0]] * 30 + [[0.0, 1.0]] * 10, dtype=np.float32)
+    right = np.array([[0, 1]] * 30 + [[1, 0]] * 10)
+    learned = right.copy()
+    learned[[30, 31]] = learned[[30, 31], ::-1]  # 2 mistakes, where the single best is wrong too
+    picks = {name: right for name in COMPARED} | {"learned": learned, "top_average": np.array([[0, 1]] * 40)}
+    report = RoutingComparison(picks, Ut).report()
+    l1, l2 = report["learned_minus_single_best"]["l1"], report["learned_minus_single_best"]["l2"]
+    assert l1["estimate"] == pytest.approx(38 / 40 - 30 / 40) and l1["n"] == 40
+    assert 0.05 < l1["low"] < l1["estimate"] < l1["high"] < 0.4  # 8 wins of +1 in 40: sd of the mean 0.063
+    assert l2["estimate"] == pytest.approx(1.0 - 30 / 40) and l2["low"] > l1["low"]  # two members solve every question
 
 
 def test_same_budget_recall_by_hand() -> None:

@@ -32,6 +32,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
             "num_docs": 4, "prefilter_depth": 10, "score": "support_recall", "graph_max_degree": 20,
             "encoders": encoders, "grid": small_grid,
         },
+        "candidate_grids": {},  # the grid above is written out, no preset
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "evaluation": {"report_k": [1, 3]},
         "router_training": {
@@ -87,7 +88,7 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
         assert all(g >= t - 1e-6 for g, t in zip(train["greedy_at_k"], train["top_by_average_at_k"], strict=True))
         assert 0 < entry["certificate"]["ratio"] <= 1
     assert metrics["datasets"]["all"]["n_test"] == sum(metrics["datasets"][d]["n_test"] for d in ("hotpotqa", "musique"))
-    assert set(figures) == {"best_of_k_plot", "winners_heatmap", "best_of_k_data"}
+    assert set(figures) == {"best_of_k_plot", "winners_heatmap", "best_of_k_data", "sample_complexity_plot"}
     table = catalog.load("best_of_k_data")  # the all portfolio's test curves, for `dvc plots`
     assert list(table["greedy"]) == metrics["datasets"]["all"]["test"]["greedy_at_k"] and list(table["k"]) == [1, 2, 3, 4]
     assert metrics["datasets"]["all"]["test"]["at_portfolio_k"]["greedy"] == metrics["datasets"]["all"]["test"]["greedy_at_k"][2]

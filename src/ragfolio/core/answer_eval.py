@@ -29,6 +29,7 @@ from ragfolio.core.llm import Completion
 from ragfolio.core.metrics import answer_recall, exact_match, f1_score
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.rag import AdaptiveRAG
+from ragfolio.core.stats import mean_interval, paired_difference
 from ragfolio.core.vendi_rag import VendiRAG
 
 SYSTEMS = ("no_retrieval", "single_best", "routed_l1", "routed_l2", "routed_lk", "portfolio_all", "vendi_rag")
@@ -149,7 +150,12 @@ class SystemRunner:
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per dataset and system: n, EM, F1, answer recall, latency mean/p95, tokens mean, fallbacks."""
+    """Per dataset and system: n, EM, F1, answer recall, latency mean/p95, tokens mean, fallbacks.
+
+    EM also gets a 95% bootstrap interval (``em_interval``) and, for every system but
+    ``single_best``, the paired interval of its per-question EM minus single best's
+    (``em_minus_single_best``; left out unless both answered the same questions, by id).
+    """
     out: dict[str, Any] = {}
     keys = sorted({(r["dataset"], r["system"]) for r in records}, key=lambda x: (x[0], SYSTEMS.index(x[1])))
     for dataset, system in keys:
@@ -159,6 +165,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out.setdefault(dataset, {})[system] = {
             "n": len(rows),
             "em": float(np.mean([r["em"] for r in rows])),
+            "em_interval": mean_interval([float(r["em"]) for r in rows]).to_dict(),
             "f1": float(np.mean([r["f1"] for r in rows])),
             "answer_recall": float(np.mean([r["answer_recall"] for r in rows])),
             "latency_ms_mean": float(latency.mean()),
@@ -166,4 +173,11 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "tokens_mean": float(np.mean([r["tokens"] for r in rows])),
             "selector_fallbacks": int(sum(selected)),
         }
+    for dataset, systems in out.items():
+        base = {r["id"]: float(r["em"]) for r in records if r["dataset"] == dataset and r["system"] == "single_best"}
+        for system, summary in systems.items():
+            em = {r["id"]: float(r["em"]) for r in records if r["dataset"] == dataset and r["system"] == system}
+            if system != "single_best" and base and em.keys() == base.keys() and len(em) == summary["n"]:
+                ids = sorted(em)
+                summary["em_minus_single_best"] = paired_difference([em[i] for i in ids], [base[i] for i in ids]).to_dict()
     return out

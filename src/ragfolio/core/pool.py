@@ -2,7 +2,8 @@
 
 A grid maps a family to one block (or a list of blocks) of ``parameter: value-or-list``; each block
 expands to the Cartesian product of its lists. A candidate's name is its family and parameters,
-e.g. ``bm25(k1=1.2,b=0.75)``, so names are stable and readable in reports.
+e.g. ``bm25(k1=1.2,b=0.75)``, so names are stable and readable in reports. A grid may also be
+named by a preset (:func:`resolve_grid`; ``default`` and ``paper`` in conf/base/parameters_candidate_grids.yml).
 
 Families, their parameters and defaults come from the registry of
 :mod:`ragfolio.core.retrievers.family` (the built-ins: :mod:`ragfolio.core.retrievers.families`).
@@ -70,7 +71,23 @@ def encoders_used(candidates: Sequence[CandidateSpec]) -> list[str]:
     return list(names)
 
 
-def expand_grid(grid: Mapping[str, Mapping[str, Any] | Sequence[Mapping[str, Any]]]) -> list[CandidateSpec]:
+Grid = Mapping[str, Mapping[str, Any] | Sequence[Mapping[str, Any]]]
+
+
+def resolve_grid(grid: str | Grid, presets: Mapping[str, Grid]) -> Grid:
+    """``grid`` itself when it is written out, else the preset it names.
+
+    Raises:
+        ValueError: ``grid`` names no preset (naming the presets).
+    """
+    if not isinstance(grid, str):
+        return grid
+    if grid not in presets:
+        raise ValueError(f"grid={grid!r} is not a preset; presets: {sorted(presets)}")
+    return presets[grid]
+
+
+def expand_grid(grid: Grid) -> list[CandidateSpec]:
     """Expand ``{family: block | [blocks]}`` into candidates, in grid order, names unique."""
     candidates: list[CandidateSpec] = []
     for family, blocks in grid.items():

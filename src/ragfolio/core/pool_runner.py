@@ -77,7 +77,8 @@ class PoolRunner:
         num_docs: Passages every candidate returns.
         prefilter_depth: Depth of the shared first-stage rankings.
         bm25_params: The default BM25 used as a base (``k1``, ``b``, ``method``, ``stopwords``).
-        graph_max_degree: Degree cap of the passage graph.
+        graph_max_degree: Degree cap of the passage graph (not of the entity-capped graphs of
+            :meth:`graph`, whose document-frequency cap bounds hubs instead).
         max_query_batches: Query batches whose parts stay in memory (least recently used go first).
         passage_embeddings: Precomputed ``(n_passages, dim)`` corpus embeddings by encoder name (a
             saved bundle's), used instead of encoding the corpus.
@@ -244,11 +245,20 @@ class PoolRunner:
             fingerprint(queries),
         )
 
-    def graph(self) -> PassageGraph:
-        """The passage graph of the corpus, built once."""
-        return self._remember(
-            ("graph",), lambda: PassageGraph.build(self.titles, self.texts, max_degree=self.graph_max_degree)
-        )
+    def graph(self, max_entity_df: int | None = None) -> PassageGraph:
+        """The passage graph of the corpus, built once per ``max_entity_df``.
+
+        None: every title links, each passage keeps at most ``graph_max_degree`` links. A cap:
+        links through titles carried or mentioned by more than ``max_entity_df`` passages are
+        dropped and no degree cap applies, since a degree cap of 50 would hide caps of hundreds.
+        """
+        if max_entity_df is None:
+            return self._remember(
+                ("graph",), lambda: PassageGraph.build(self.titles, self.texts, max_degree=self.graph_max_degree)
+            )
+        return self._remember(("graph", "max_entity_df", max_entity_df), lambda: PassageGraph.build(
+            self.titles, self.texts, max_degree=None, max_entity_df=max_entity_df
+        ))
 
     def forget_queries(self) -> None:
         """Drop every query-batch part from memory (corpus parts stay)."""
@@ -286,6 +296,7 @@ class PoolRunner:
         parts += [partial(self.passage_embeddings, encoder) for encoder in needed.passage_encoders]
         if needed.graph:
             parts.append(self.graph)
+        parts += [partial(self.graph, cap) for cap in needed.entity_graphs]
         if executor is None:
             for part in parts:
                 part()

@@ -9,7 +9,8 @@ a monotone submodular (facility-location) function, so greedy selection reaches 
 The objective lives in one place, :class:`~ragfolio.core.gains.GainTracker` in
 :mod:`ragfolio.core.gains`, which keeps every candidate's marginal gain up to date; the optimizers
 here (naive, lazy, stochastic greedy) only decide which gains to look at, as in apricot.
-Exhaustive search, the paper's baselines and the a-posteriori certificate sit beside them.
+Exhaustive search, the paper's baselines and the a-posteriori certificate sit beside them; the
+sample-size bound is in :mod:`ragfolio.core.sample_complexity`.
 
 Every function reads ``U`` in blocks of rows, so an ``np.memmap`` (``np.load(path, mmap_mode="r")``)
 is never loaded whole (:func:`select_exhaustive` excepted); a float16 ``U`` is widened to float32 a
@@ -448,33 +449,3 @@ def _exact_gain_bounds(U: FloatMatrix, indices: list[int], k: int) -> npt.NDArra
                 np.maximum(best, block[:, indices[i - 1]], out=best)
             sums[i] += np.maximum(block - best[:, None], 0).sum(axis=0, dtype=np.float64)
     return np.stack([top_gains(row, k) for row in sums]) / n
-
-
-def required_sample_size(m: int, k: int, epsilon: float, delta: float) -> int:
-    """Queries needed so that the sample's ``F`` is within ``epsilon`` for every portfolio.
-
-    With scores in ``[0, 1]``, Hoeffding gives ``P(F_hat(S) - F(S) > eps) <= exp(-2 N eps^2)`` for
-    one portfolio; a union bound over the ``m^k`` portfolios of size k makes it hold for all of
-    them with probability ``>= 1 - delta`` once
-
-        N >= ln(m^k / delta) / (2 epsilon^2) = (k ln m + ln(1 / delta)) / (2 epsilon^2),
-
-    which is what greedy's ``F(S_greedy) >= (1 - 1/e) OPT - O(epsilon)`` on the population needs.
-
-    Args:
-        m: number of candidate retrievers, ``>= 1``.
-        k: portfolio size, ``1 <= k <= m``.
-        epsilon: accuracy, ``> 0``.
-        delta: failure probability in ``(0, 1)``.
-
-    Returns:
-        The smallest integer ``N`` meeting the bound.
-    """
-    if m < 1:
-        raise ValueError(f"m={m} must be >= 1")
-    check_k(k, m)
-    if not epsilon > 0:
-        raise ValueError(f"epsilon={epsilon} must be > 0")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta={delta} must be in (0, 1)")
-    return math.ceil((k * math.log(m) + math.log(1 / delta)) / (2 * epsilon**2))

@@ -30,7 +30,8 @@ class PoolSettings:
         num_docs: Passages every candidate returns.
         prefilter_depth: Depth of the shared first-stage rankings that rerankers reorder.
         bm25_base: Parameters of the BM25 that prefilters, seeds and fuses (empty: bm25s defaults).
-        graph_max_degree: Neighbours per passage in the passage graph.
+        graph_max_degree: Neighbours per passage in the passage graph (graph candidates with a
+            ``max_entity_df`` walk a graph without this cap).
         encoders: Encoder configs by name.
         score: What the utility matrices measure (``support_recall`` or ``answer_recall``).
     """

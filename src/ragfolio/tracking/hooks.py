@@ -3,7 +3,7 @@
 One MLflow run per ``kedro run``, in the experiment ``ragfolio`` of the tracking store at
 ``MLFLOW_TRACKING_URI`` (default ``sqlite:///<project>/mlflow.db``, which MLflow 3 accepts). It logs:
 
-- every parameter, flattened (``portfolio_selection.k``, ``candidate_scoring.grid.bm25``, ...);
+- every parameter, flattened (``portfolio_selection.k``, ``candidate_grids.paper.ds``, ...);
 - every numeric leaf of the JSON reports the run wrote, flattened (``hotpotqa.test.greedy_at_5``;
   the router and answering reports under ``router.`` and ``answers.``);
 - the reports and plots as artifacts (``reports/``, ``plots/``);
@@ -29,7 +29,10 @@ from kedro.framework.hooks import hook_impl
 logger = logging.getLogger(__name__)
 
 EXPERIMENT = "ragfolio"
-REPORTS = {"portfolio_metrics": "", "router_metrics": "router", "answer_metrics": "answers"}
+REPORTS = {
+    "portfolio_metrics": "", "router_metrics": "router", "answer_metrics": "answers",
+    "sample_complexity": "sample_complexity",
+}
 BUNDLE = "bundle"
 
 

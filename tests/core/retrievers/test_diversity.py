@@ -189,3 +189,42 @@ def test_batched_greedy_matches_naive_loop(name: str, monkeypatch: pytest.Monkey
 def test_rejects_bad_arguments(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("ds", (0.2, 0.0)), ("ds", (10.0, 0.0)), ("ds", (10.0, 0.9)), ("vendi", 0.0), ("vendi", 1.0)]
+)
+def test_the_paper_grids_extremes_match_the_naive_loop(name: str, value) -> None:
+    """r = 0 (every positive similarity discounts), gamma up to 10, s = 0 and s = 1 (the paper's grid)."""
+    rng = np.random.default_rng(3)
+    emb = rng.normal(size=(30, 5))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    queries = rng.normal(size=(12, 5))
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    ids = np.stack([rng.permutation(30)[:10] for _ in range(12)])
+    pf, e32, q32 = prefilter(ids.tolist()), emb.astype(np.float32), queries.astype(np.float32)
+    if name == "ds":
+        gamma, r = value
+        out = discounted_similarity(pf, q32, e32, 4, gamma=gamma, r=r)
+        make = lambda q: ds_crit(q, emb, gamma, r)  # noqa: E731
+    else:
+        out = vendi(pf, q32, e32, 4, s=value)
+        make = lambda q: vendi_crit(q, emb, value)  # noqa: E731
+    for i in range(12):
+        assert out.doc_ids[i].tolist() == naive(ids[i].tolist(), queries[i], emb, 4, make(queries[i]))
+    assert np.isfinite(out.scores).all()
+    if name == "vendi" and value == 0.0:  # pure relevance order
+        rel = (emb[ids] @ queries[:, :, None])[:, :, 0]
+        want = np.take_along_axis(ids, np.argsort(-rel, axis=1, kind="stable")[:, :4], axis=1)
+        np.testing.assert_array_equal(out.doc_ids, want)
+
+
+def test_ds_threshold_zero_discounts_every_positive_similarity() -> None:
+    # after p0, p3 (cos 0.45 to p0) is discounted at r = 0 but not at r = 0.5; p2 (cos -0.42 to p3)
+    # is never discounted by p3
+    at_zero = discounted_similarity(SCRAMBLED, QUERY, PASSAGES, 4, gamma=10.0, r=0.0)
+    at_half = discounted_similarity(SCRAMBLED, QUERY, PASSAGES, 4, gamma=10.0, r=0.5)
+    assert at_zero.doc_ids.tolist() == at_half.doc_ids.tolist() == [[0, 3, 2, 1]]
+    p3 = (1 + REL[3]) / 2
+    np.testing.assert_allclose([at_zero.scores[0, 1], at_half.scores[0, 1]], [p3 * np.exp(-10 * cos(0, 3)), p3],
+                               rtol=1e-5)

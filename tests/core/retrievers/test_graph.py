@@ -120,3 +120,77 @@ def test_batched_ppr_matches_naive_per_query(hops: int, monkeypatch: pytest.Monk
     got = graph_expand(seeds(ids.tolist()), graph, 5, n_seeds=3, hops=hops, damping=0.7, n_iter=25)
     want = naive_expand(ids, graph.adjacency, 5, 3, hops, 0.7, 25)
     assert got.doc_ids.tolist() == want
+
+
+def test_max_candidates_keeps_whole_hops_then_the_overflowing_hops_closest_passages() -> None:
+    # 0 -> {1, 2, 3} (hop 1), 1 -> 4 (hop 2); cosines to the query: 3 > 1 > 2, and 4 best of all
+    graph = graph_of(5, [(0, 1), (0, 2), (0, 3), (1, 4)])
+    passages = np.array([[0.0, 1.0], [0.8, 0.6], [0.6, 0.8], [0.9, 0.4359], [1.0, 0.0]], dtype=np.float32)
+    query = np.array([[1.0, 0.0]], dtype=np.float32)
+
+    def members(cap: int | None) -> set[int]:
+        out = graph_expand(seeds([[0]]), graph, 5, n_seeds=1, hops=2, rank="dense", query_emb=query,
+                           passage_emb=passages, max_candidates=cap)
+        return {int(d) for d in out.doc_ids[0] if d >= 0}
+
+    assert members(None) == members(5) == {0, 1, 2, 3, 4}
+    assert members(4) == {0, 1, 2, 3}  # hop 1 whole; hop 2 would overflow and the cap is reached
+    assert members(3) == {0, 3, 1}  # hop 1 overflows: its two closest passages, and no hop 2
+    assert members(1) == {0}
+
+
+def test_max_candidates_with_ppr_keeps_the_passages_most_linked_from_the_previous_hop() -> None:
+    # hop 1: {1, 2}; hop 2: 3 (linked from 1 and 2) and 4 (from 1 only)
+    graph = graph_of(5, [(0, 1), (0, 2), (1, 3), (2, 3), (1, 4)])
+    out = graph_expand(seeds([[0]]), graph, 5, n_seeds=1, hops=2, max_candidates=4)
+    assert sorted(int(d) for d in out.doc_ids[0] if d >= 0) == [0, 1, 2, 3]
+
+
+def naive_capped_members(seed_ids, adj, n_seeds, hops, cap, sims):
+    """One query at a time, straight from the rule: whole hops while within the cap, then the best."""
+    out = []
+    for q, row in enumerate(seed_ids):
+        nodes = list(dict.fromkeys(int(i) for i in row if i >= 0))[:n_seeds]
+        frontier = set(nodes)
+        for _ in range(hops):
+            reached = {int(u) for v in frontier for u in adj[v].indices} - set(nodes)
+            if len(nodes) + len(reached) > cap:
+                best = sorted(reached, key=lambda u: (-float(sims[u, q]), u))[: cap - len(nodes)]
+                nodes += best
+                break
+            nodes += sorted(reached)
+            frontier = reached
+        out.append(set(nodes))
+    return out
+
+
+@pytest.mark.parametrize("cap", [3, 7, 15, 40])
+def test_batched_capped_neighbourhood_matches_naive_per_query(cap: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragfolio.core.retrievers.graph as graph_module
+
+    monkeypatch.setattr(graph_module, "_QUERY_CHUNK", 4)  # several chunks, one ragged
+    rng = np.random.default_rng(2)
+    links = {tuple(sorted(map(int, rng.choice(40, 2, replace=False)))) for _ in range(70)}
+    graph = graph_of(40, sorted(links))
+    passages = rng.normal(size=(40, 8)).astype(np.float32)
+    passages /= np.linalg.norm(passages, axis=1, keepdims=True)
+    queries = rng.normal(size=(10, 8)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    ids = np.stack([rng.permutation(40)[:6] for _ in range(10)])
+    got = graph_expand(seeds(ids.tolist()), graph, 40, n_seeds=2, hops=3, rank="dense", query_emb=queries,
+                       passage_emb=passages, max_candidates=cap)
+    want = naive_capped_members(ids, graph.adjacency, 2, 3, cap, passages @ queries.T)
+    # seeds beyond n_seeds backfill the rows after the neighbourhood: compare the neighbourhood part
+    for q in range(10):
+        assert set(got.doc_ids[q, : len(want[q])].tolist()) == want[q]
+    uncapped = graph_expand(seeds(ids.tolist()), graph, 5, n_seeds=2, hops=3, rank="dense", query_emb=queries,
+                            passage_emb=passages)
+    big = graph_expand(seeds(ids.tolist()), graph, 5, n_seeds=2, hops=3, rank="dense", query_emb=queries,
+                       passage_emb=passages, max_candidates=40)
+    np.testing.assert_array_equal(big.doc_ids, uncapped.doc_ids)
+    np.testing.assert_array_equal(big.scores, uncapped.scores)
+
+
+def test_max_candidates_below_n_seeds_is_rejected() -> None:
+    with pytest.raises(ValueError, match="max_candidates=1 must be >= n_seeds=2"):
+        graph_expand(seeds([[0, 1]]), graph_of(3, [(0, 1)]), 2, n_seeds=2, hops=1, max_candidates=1)

@@ -68,3 +68,45 @@ def test_graph_rejects_asymmetric_adjacency() -> None:
 def test_build_links_nothing_through_empty_titles() -> None:
     graph = PassageGraph.build(["", " ", "Alpha"], ["alpha", "", ""])
     assert edges(graph) == {(0, 2)}
+
+
+def test_max_entity_df_drops_the_links_through_hub_titles() -> None:
+    # "Hub Title": carried by 0 and 5, mentioned by 1, 2 and 3 -> document frequency 5.
+    # "Rare Thing": carried by 4, mentioned by 1 -> document frequency 2.
+    titles = ["Hub Title", "One", "Two", "Three", "Rare Thing", "Hub Title"]
+    texts = ["", "hub title and rare thing", "the hub title", "Hub Title!", "", ""]
+    full = PassageGraph.build(titles, texts)
+    hub_links = {(0, 1), (0, 2), (0, 3), (1, 5), (2, 5), (3, 5), (0, 5)}
+    assert edges(full) == hub_links | {(1, 4)}
+    assert edges(PassageGraph.build(titles, texts, max_entity_df=5)) == edges(full)
+    # above the cap, the hub links nothing: neither its mentions nor its two carriers' shared title
+    assert edges(PassageGraph.build(titles, texts, max_entity_df=4)) == {(1, 4)}
+    assert edges(PassageGraph.build(titles, texts, max_entity_df=1)) == set()
+
+
+def test_a_cap_no_title_reaches_builds_the_uncapped_graph() -> None:
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(30)]
+    titles = [f"{words[i % 30]} {words[(3 * i) % 30]}" for i in range(60)]
+    texts = [" ".join(rng.choice(words, 40)) for _ in range(60)]
+    for max_degree in (3, 50, None):
+        plain = PassageGraph.build(titles, texts, max_degree=max_degree)
+        capped = PassageGraph.build(titles, texts, max_degree=max_degree, max_entity_df=60)
+        assert (plain.adjacency != capped.adjacency).nnz == 0
+    # the degree cap of 3 binds on this corpus
+    assert np.diff(PassageGraph.build(titles, texts, max_degree=3).adjacency.indptr).max() == 3
+    assert np.diff(PassageGraph.build(titles, texts, max_degree=None).adjacency.indptr).max() > 3
+
+
+def test_max_degree_none_keeps_every_link_of_a_hub() -> None:
+    titles = ["Hub Title"] + [f"p{i}" for i in range(60)]
+    texts = [""] + ["on hub title"] * 60
+    assert PassageGraph.build(titles, texts).neighbors(0).size == 50
+    assert PassageGraph.build(titles, texts, max_degree=None).neighbors(0).tolist() == list(range(1, 61))
+
+
+def test_build_rejects_bad_caps() -> None:
+    with pytest.raises(ValueError, match="max_entity_df=0"):
+        PassageGraph.build(["A title"], ["text"], max_entity_df=0)
+    with pytest.raises(ValueError, match="max_degree=0"):
+        PassageGraph.build(["A title"], ["text"], max_degree=0)

@@ -61,7 +61,8 @@ class SharedParts:
         bm25: BM25 indexes it searches, by their parameters (over the runner's default BM25).
         dense: Dense indexes it searches.
         passage_encoders: Encoders whose passage embeddings it reads.
-        graph: Whether it walks the passage graph.
+        graph: Whether it walks the passage graph (the runner's, degree-capped).
+        entity_graphs: The entity-capped passage graphs it walks, by their ``max_entity_df``.
     """
 
     query_encoders: tuple[str, ...] = ()
@@ -71,6 +72,7 @@ class SharedParts:
     dense: tuple[DenseIndex, ...] = ()
     passage_encoders: tuple[str, ...] = ()
     graph: bool = False
+    entity_graphs: tuple[int, ...] = ()
 
     @classmethod
     def union(cls, parts: Iterable[SharedParts]) -> SharedParts:
@@ -85,6 +87,7 @@ class SharedParts:
             dense=_unique(d for part in parts for d in part.dense),
             passage_encoders=_unique(e for part in parts for e in part.passage_encoders),
             graph=any(part.graph for part in parts),
+            entity_graphs=_unique(cap for part in parts for cap in part.entity_graphs),
         )
 
 
@@ -135,8 +138,9 @@ class Parts(Protocol):
         """A dense index over ``encoder``'s passage embeddings."""
         ...
 
-    def graph(self) -> PassageGraph:
-        """The passage graph of the corpus."""
+    def graph(self, max_entity_df: int | None = None) -> PassageGraph:
+        """The passage graph of the corpus: degree-capped (None), or without the links through
+        titles of a document frequency above ``max_entity_df`` (and no degree cap)."""
         ...
 
     def expanded_queries(self, first: str, append: str, queries: Sequence[str]) -> list[str]:

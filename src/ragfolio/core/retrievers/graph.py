@@ -3,8 +3,8 @@
 Passages ``i`` and ``j`` are linked when the text of one mentions the title of the other, or when
 they share a title (chunks of one article); :class:`PassageGraph` (built in
 :mod:`ragfolio.core.retrievers.passage_graph`) holds those links. :func:`graph_expand` takes each
-query's top seeds, collects their ``hops``-neighbourhood and ranks it by personalised PageRank or
-by dense cosine.
+query's top seeds, collects their ``hops``-neighbourhood (at most ``max_candidates`` passages)
+and ranks it by personalised PageRank or by dense cosine.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def graph_expand(
     query_emb: npt.NDArray[np.floating] | None = None,
     passage_emb: npt.NDArray[np.floating] | None = None,
     n_iter: int = 30,
+    max_candidates: int | None = None,
 ) -> RetrievalResult:
     """Expand each query's top seeds over the graph and rank the neighbourhood.
 
@@ -47,6 +48,12 @@ def graph_expand(
     puts weight ``1 / rank`` on the seed at rank 1, 2, ... (normalised to sum 1; rank-based
     because seed scores from BM25 and dense retrievers live on different scales).
     ``rank="dense"`` scores them by cosine to the query. Equal scores go to the lowest row id.
+
+    ``max_candidates`` caps a query's neighbourhood, seeds included: hops are added whole while
+    the neighbourhood stays within the cap; the first hop that would overflow it adds only its
+    best passages up to the cap, and no hop follows. Its best passages are those with the highest
+    cosine to the query (``rank="dense"``) or with the most links from the previous hop
+    (``rank="ppr"``, a proxy for the PageRank mass they would receive), ties to the lowest row id.
 
     Args:
         seeds: ``(n_queries, P)`` first-stage ranking.
@@ -59,6 +66,7 @@ def graph_expand(
         query_emb: ``(n_queries, dim)`` L2-normalised; required for ``rank="dense"``.
         passage_emb: ``(n_passages, dim)`` L2-normalised; required for ``rank="dense"``.
         n_iter: power-iteration steps for ``rank="ppr"``.
+        max_candidates: most passages in a query's neighbourhood, ``>= n_seeds``; None: no cap.
 
     Returns:
         ``(n_queries, k)`` ranking; scores are PageRank mass or cosines. A neighbourhood smaller
@@ -77,6 +85,8 @@ def graph_expand(
         raise ValueError(f"damping={damping} must be in [0, 1)")
     if n_iter < 1:
         raise ValueError(f"n_iter={n_iter} must be >= 1")
+    if max_candidates is not None and max_candidates < n_seeds:
+        raise ValueError(f"max_candidates={max_candidates} must be >= n_seeds={n_seeds} (or None)")
     ids = np.asarray(seeds.doc_ids, dtype=np.int64)
     if ids.size and ids.max() >= graph.n:
         raise ValueError(f"seed row id {ids.max()} out of range for a graph of {graph.n} passages")
@@ -97,17 +107,21 @@ def graph_expand(
     for lo in range(0, n, _QUERY_CHUNK):
         block = ids[lo : lo + _QUERY_CHUNK]
         seed_keys, restart_weight = _seed_keys(block, graph.n, n_seeds)
-        members = _neighbourhood(graph.adjacency, seed_keys, hops, block.shape[0])  # sorted keys
+        sims = None
+        if rank == "dense":
+            if query_emb is None or passage_emb is None:  # graph_expand checked this already
+                raise ValueError("rank='dense' needs query_emb and passage_emb")
+            sims = passage_emb @ query_emb[lo : lo + _QUERY_CHUNK].T  # (n_passages, chunk)
+        if max_candidates is None:
+            members = _neighbourhood(graph.adjacency, seed_keys, hops, block.shape[0])  # sorted keys
+        else:
+            members = _capped_neighbourhood(graph.adjacency, seed_keys, hops, block.shape[0], max_candidates, sims)
         query, node = np.divmod(members, graph.n)
-        if rank == "ppr":
+        if sims is None:
             restart = np.zeros(members.size)
             restart[np.searchsorted(members, seed_keys)] = restart_weight
             scores = _personalised_pagerank(graph.adjacency, members, restart, damping, n_iter)
         else:
-            if query_emb is None or passage_emb is None:  # graph_expand checked this already
-                raise ValueError("rank='dense' needs query_emb and passage_emb")
-            chunk_queries = query_emb[lo : lo + _QUERY_CHUNK]
-            sims = passage_emb @ chunk_queries.T
             scores = sims[node, query].astype(np.float64)
         # Best first within a query; equal scores go to the lowest row id.
         order = np.lexsort((node, -scores, query))
@@ -186,6 +200,50 @@ def _neighbourhood(
         reached = reached[~seen[reached]]
         seen[reached] = True
         frontier = np.unique(reached)
+    return np.flatnonzero(seen)
+
+
+def _capped_neighbourhood(
+    adj: sp.csr_matrix,
+    seed_keys: npt.NDArray[np.int64],
+    hops: int,
+    n_queries: int,
+    max_candidates: int,
+    sims: npt.NDArray[np.floating] | None,
+) -> npt.NDArray[np.int64]:
+    """Sorted keys of each query's neighbourhood, at most ``max_candidates`` a query.
+
+    Like :func:`_neighbourhood`, hop by hop; a query whose next hop overflows the cap takes the
+    hop's best passages up to the cap (highest ``sims[passage, query]`` when ``sims`` is given,
+    else most links from the previous hop; ties to the lowest row id) and stops growing.
+    """
+    n = adj.shape[0]
+    seen = np.zeros(n_queries * n, dtype=bool)
+    seen[seed_keys] = True
+    size = np.bincount(seed_keys // n, minlength=n_queries)
+    frontier = seed_keys
+    for _ in range(hops):
+        if frontier.size == 0:
+            break
+        reached = _neighbour_keys(adj, frontier)
+        reached, links = np.unique(reached[~seen[reached]], return_counts=True)
+        query = reached // n
+        room = max_candidates - size
+        new = np.bincount(query, minlength=n_queries)
+        full = new > room  # queries whose hop overflows: keep their best, then stop
+        take = ~full[query]
+        if full.any():
+            over = np.flatnonzero(full[query])
+            q_over, node_over = query[over], reached[over] % n
+            score = sims[node_over, q_over].astype(np.float64) if sims is not None else links[over].astype(np.float64)
+            order = np.lexsort((node_over, -score, q_over))  # best first within a query
+            over, q_over = over[order], q_over[order]
+            col = np.arange(over.size) - np.searchsorted(q_over, q_over, side="left")
+            take[over[col < room[q_over]]] = True
+        reached = reached[take]
+        seen[reached] = True
+        size += np.bincount(reached // n, minlength=n_queries)
+        frontier = reached[~full[reached // n]]
     return np.flatnonzero(seen)
 
 

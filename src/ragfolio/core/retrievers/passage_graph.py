@@ -1,9 +1,13 @@
 """The passage graph: passages linked by title mentions and shared titles.
 
 Passages ``i`` and ``j`` are linked when the text of one mentions the title of the other, or when
-they share a title (chunks of one article). :meth:`PassageGraph.build` finds the links, caps each
-passage's degree and stores them as a symmetric sparse adjacency;
-:func:`~ragfolio.core.retrievers.graph.graph_expand` walks it.
+they share a title (chunks of one article). :meth:`PassageGraph.build` finds the links, drops those
+through hub titles and caps each passage's degree (both optional) and stores them as a symmetric
+sparse adjacency; :func:`~ragfolio.core.retrievers.graph.graph_expand` walks it.
+
+A title is the graph's stand-in for an *entity* (the paper's graph-dense retriever links passages
+through entities an LLM extracted): its *document frequency* is the number of passages that carry
+it (as their title) or mention it (in their text).
 """
 
 from __future__ import annotations
@@ -77,8 +81,9 @@ class PassageGraph:
         titles: Sequence[str],
         texts: Sequence[str],
         *,
-        max_degree: int = 50,
+        max_degree: int | None = 50,
         min_title_chars: int = 4,
+        max_entity_df: int | None = None,
     ) -> PassageGraph:
         """Link passages by title mentions and shared titles.
 
@@ -89,32 +94,43 @@ class PassageGraph:
         of every title length are intersected with that index. Nested titles both match
         (``"New York City"`` also mentions ``"New York"``). Empty titles link nothing.
 
-        The degree cap keeps, per passage, the ``max_degree`` links through the longest titles
-        (same-title links first, then ties to the lowest row id); a link survives only if both
-        ends keep it, so no degree exceeds the cap.
+        The entity cap drops every link through a title whose document frequency (passages that
+        carry or mention it, see the module docstring) exceeds ``max_entity_df``: mentions of it
+        and links among the passages that carry it. The degree cap then keeps, per passage, the
+        ``max_degree`` links through the longest titles (same-title links first, then ties to the
+        lowest row id); a link survives only if both ends keep it, so no degree exceeds the cap.
 
         Args:
             titles: ``n`` passage titles.
             texts: ``n`` passage texts.
-            max_degree: most links per passage, ``>= 1``.
+            max_degree: most links per passage, ``>= 1``; None keeps every link.
             min_title_chars: shortest title (stripped) that counts as a mention.
+            max_entity_df: largest document frequency of a title that still links, ``>= 1``;
+                None keeps links through every title.
 
         Returns:
             The graph over the ``n`` passages.
         """
         if len(titles) != len(texts):
             raise ValueError(f"{len(titles)} titles but {len(texts)} texts")
-        if max_degree < 1:
-            raise ValueError(f"max_degree={max_degree} must be >= 1")
+        if max_degree is not None and max_degree < 1:
+            raise ValueError(f"max_degree={max_degree} must be >= 1 or None")
+        if max_entity_df is not None and max_entity_df < 1:
+            raise ValueError(f"max_entity_df={max_entity_df} must be >= 1 or None")
         n = len(titles)
 
-        same = _same_title_links(titles)
-        mention = _mention_links(titles, texts, min_title_chars)
+        mentions = _title_mentions(titles, texts, min_title_chars)
+        hubs: set[tuple[str, ...]] = set()
+        if max_entity_df is not None:
+            hubs = {title for title, df in _entity_df(titles, mentions).items() if df > max_entity_df}
+        same = _same_title_links(titles, hubs)
+        mention = _mention_links(mentions, hubs)
         src, dst, prio = (np.concatenate([x, y]) for x, y in zip(same, mention, strict=True))
-        adjacency = _capped_adjacency(n, src, dst, prio, max_degree)
+        adjacency = _capped_adjacency(n, src, dst, prio, n if max_degree is None else max_degree)
         logger.info(
-            "passage graph: %d passages, %d links, max degree %d",
-            n, adjacency.nnz // 2, int(np.diff(adjacency.indptr).max(initial=0)),
+            "passage graph: %d passages, %d links, max degree %d (cap %s), %d hub titles dropped (df cap %s)",
+            n, adjacency.nnz // 2, int(np.diff(adjacency.indptr).max(initial=0)), max_degree, len(hubs),
+            max_entity_df,
         )
         return cls(adjacency)
 
@@ -122,11 +138,14 @@ class PassageGraph:
 Links = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
 
 
-def _same_title_links(titles: Sequence[str]) -> Links:
-    """Directed links between passages with the same (case-folded) title, top priority."""
+def _same_title_links(titles: Sequence[str], hubs: set[tuple[str, ...]]) -> Links:
+    """Directed links between passages with the same (case-folded) title, top priority.
+
+    Titles whose tokens are in ``hubs`` link nothing.
+    """
     rows_by_title: dict[str, list[int]] = defaultdict(list)
     for i, title in enumerate(titles):
-        if title.strip():
+        if title.strip() and not (hubs and tuple(_tokens(title)) in hubs):
             rows_by_title[title.strip().casefold()].append(i)
     src, dst = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for rows in rows_by_title.values():
@@ -140,11 +159,25 @@ def _same_title_links(titles: Sequence[str]) -> Links:
     return s, d, np.full(s.size, _SAME_TITLE_PRIORITY)
 
 
-def _mention_links(titles: Sequence[str], texts: Sequence[str], min_title_chars: int) -> Links:
-    """Directed links both ways between a text and the passages whose title it mentions.
+@dataclass(frozen=True)
+class _Mentions:
+    """Which passage texts mention which titles.
 
-    Priority is the mentioned title's length in characters (longer titles are more specific).
+    Attributes:
+        titles: Each mentionable title's tokens, by title id.
+        carriers: Row ids of the passages carrying each title, by title id.
+        text: Row id of the mentioning passage, one per (text, title) pair.
+        title: Title id of the mentioned title, one per pair.
     """
+
+    titles: list[tuple[str, ...]]
+    carriers: list[list[int]]
+    text: npt.NDArray[np.int64]
+    title: npt.NDArray[np.int64]
+
+
+def _title_mentions(titles: Sequence[str], texts: Sequence[str], min_title_chars: int) -> _Mentions:
+    """Find every (text, title) mention; see :meth:`PassageGraph.build` for the matching rules."""
     gram_id: dict[tuple[str, ...], int] = {}
     members: list[list[int]] = []
     for i, title in enumerate(titles):
@@ -169,16 +202,38 @@ def _mention_links(titles: Sequence[str], texts: Sequence[str], min_title_chars:
                 for gram in grams.intersection(zip(*(toks[s:] for s in range(length)), strict=False)):
                     pair_text.append(i)
                     pair_gram.append(gram_id[gram])
+    return _Mentions(list(gram_id), members, np.asarray(pair_text, np.int64), np.asarray(pair_gram, np.int64))
 
+
+def _entity_df(titles: Sequence[str], mentions: _Mentions) -> dict[tuple[str, ...], int]:
+    """Each title's document frequency: passages that carry it or mention it (each counted once)."""
+    passages: dict[tuple[str, ...], set[int]] = defaultdict(set)
+    for i, title in enumerate(titles):
+        passages[tuple(_tokens(title))].add(i)
+    for i, g in zip(mentions.text.tolist(), mentions.title.tolist(), strict=True):
+        passages[mentions.titles[g]].add(i)
+    return {title: len(rows) for title, rows in passages.items()}
+
+
+def _mention_links(mentions: _Mentions, hubs: set[tuple[str, ...]]) -> Links:
+    """Directed links both ways between a text and the passages whose title it mentions.
+
+    Priority is the mentioned title's length in characters (longer titles are more specific).
+    Mentions of titles in ``hubs`` link nothing.
+    """
+    pair_text, g = mentions.text, mentions.title
+    if hubs:
+        kept = np.fromiter((t not in hubs for t in mentions.titles), dtype=bool, count=len(mentions.titles))
+        pair_text, g = pair_text[kept[g]], g[kept[g]]
     # Expand each (text, title) pair to every passage with that title.
+    members = mentions.carriers
     sizes = np.fromiter((len(m) for m in members), dtype=np.int64, count=len(members))
     indptr = np.r_[0, np.cumsum(sizes)]
     flat = np.fromiter((j for m in members for j in m), dtype=np.int64, count=int(indptr[-1]))
-    weight = np.fromiter((len(" ".join(g)) for g in gram_id), dtype=np.float64, count=len(gram_id))
-    g = np.asarray(pair_gram, dtype=np.int64)
+    weight = np.fromiter((len(" ".join(t)) for t in mentions.titles), dtype=np.float64, count=len(members))
     counts = sizes[g]
     starts = np.repeat(indptr[g] - (np.cumsum(counts) - counts), counts)
-    src = np.repeat(np.asarray(pair_text, dtype=np.int64), counts)
+    src = np.repeat(pair_text, counts)
     dst = flat[starts + np.arange(int(counts.sum()))]
     prio = np.repeat(weight[g], counts)
     keep = src != dst

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from ragfolio.core.routing.base import Picks, RouteInputs, RouterProtocol
 from ragfolio.core.routing.baselines import OracleRouter
 from ragfolio.core.routing.registry import make_router
+from ragfolio.core.stats import paired_differences
 
 ABLATIONS = ("random", "top_average", "greedy_prefix", "logistic", "oracle")
 COMPARED = ("learned", *ABLATIONS)  # the order of the routers in a report
@@ -43,13 +44,17 @@ class RoutingSplit:
             raise ValueError(f"{len(self.inputs)} router inputs for {len(self.utilities)} utility rows")
 
 
+def per_query_best_of_l(U: npt.NDArray[np.floating[Any]], picks: Picks) -> npt.NDArray[np.float64]:
+    """``(n, k)``: entry ``[q, l - 1]`` is query q's best utility among its first l picks."""
+    chosen = np.take_along_axis(np.asarray(U, dtype=np.float64), np.asarray(picks, dtype=np.int64), axis=1)
+    return np.maximum.accumulate(chosen, axis=1)
+
+
 def best_of_l(U: npt.NDArray[np.floating[Any]], picks: Picks) -> list[float]:
     """``[value at l = 1, ..., k]``: mean over queries of the best utility among the first l picks."""
-    U = np.asarray(U, dtype=np.float64)
     if len(U) == 0:
         return []
-    chosen = np.take_along_axis(U, np.asarray(picks, dtype=np.int64), axis=1)
-    return [float(v) for v in np.maximum.accumulate(chosen, axis=1).mean(axis=0)]
+    return [float(v) for v in per_query_best_of_l(U, picks).mean(axis=0)]
 
 
 def gap_closed(router: float, single: float, oracle: float) -> float | None:
@@ -87,7 +92,8 @@ class RoutingComparison:
         return {name: best_of_l(self.utilities, picks) for name, picks in self.picks.items()}
 
     def report(self) -> dict[str, Any]:
-        """``<router>.best_of_l``, ``single_best_member``, ``gap_closed_l1`` and ``summary``."""
+        """``<router>.best_of_l``, ``single_best_member``, ``gap_closed_l1``, ``learned_minus_single_best``
+        (95% paired-bootstrap intervals at l = 1, 2, :mod:`ragfolio.core.stats`) and ``summary``."""
         curves = self.curves
         single = curves["top_average"][0]  # the member with the best train mean, on test
         k = self.utilities.shape[1]
@@ -95,10 +101,22 @@ class RoutingComparison:
             **{name: {"best_of_l": curve} for name, curve in curves.items()},
             "single_best_member": single,
             "gap_closed_l1": gap_closed(curves["learned"][0], single, curves["oracle"][0]),
+            "learned_minus_single_best": self.differences_to_single_best(),
             "summary": {  # scalars for `dvc metrics show/diff`, which skips lists
                 f"{name}_l{l}": curves[name][l - 1] for name in SUMMARIZED for l in (1, 2) if l <= k
             },
         }
+
+
+    def differences_to_single_best(self, ls: Sequence[int] = (1, 2)) -> dict[str, dict[str, Any]]:
+        """``{"l1": interval, "l2": ...}``: learned best-of-l minus the single best member, per query, paired."""
+        if len(self.utilities) == 0:
+            return {}
+        learned = per_query_best_of_l(self.utilities, self.picks["learned"])
+        single = per_query_best_of_l(self.utilities, self.picks["top_average"])[:, 0]
+        ls = [l for l in ls if l <= learned.shape[1]]
+        found = paired_differences(learned[:, [l - 1 for l in ls]], single)
+        return {f"l{l}": interval.to_dict() for l, interval in zip(ls, found, strict=True)}
 
 
 def compare_routers(

@@ -17,7 +17,7 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.corpora import Corpora
 from ragfolio.core.data import Question
 from ragfolio.core.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
-from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid
+from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
 from ragfolio.core.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.runners import PoolSettings
 from ragfolio.core.scoring import Score, score_targets
@@ -36,7 +36,7 @@ class CandidateScoringParams(BaseModel):
     bm25_base: dict[str, Any] = Field(default_factory=dict)
     graph_max_degree: int = Field(50, ge=1)
     encoders: dict[str, dict[str, Any]]
-    grid: dict[str, Any]
+    grid: str | dict[str, Any]  # a preset of params:candidate_grids, or a grid written out
     scheduler_address: str | None = None  # a Dask scheduler (tcp://host:8786); None scores in process
     query_block_size: int = Field(256, ge=1)  # queries per block (per task on a cluster), both paths
 
@@ -46,11 +46,17 @@ class CandidateScoringParams(BaseModel):
         return PoolSettings.from_dict(self.model_dump(include=fields))
 
 
-def expand_candidates(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The named candidates of the grid, as JSON records."""
+def expand_candidates(params: dict[str, Any], grids: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The named candidates of the grid, as JSON records.
+
+    Args:
+        params: ``candidate_scoring`` parameters; ``grid`` names a preset of ``grids`` or is a grid.
+        grids: Grid presets by name (``candidate_grids``, conf/base/parameters_candidate_grids.yml).
+    """
     p = CandidateScoringParams(**params)
-    candidates = expand_grid(p.grid)
-    logger.info("candidate pool: %d candidates %s", len(candidates), count_by_family(candidates))
+    candidates = expand_grid(resolve_grid(p.grid, grids or {}))
+    preset = p.grid if isinstance(p.grid, str) else "inline"
+    logger.info("candidate pool (%s): %d candidates %s", preset, len(candidates), count_by_family(candidates))
     return [c.to_record() for c in candidates]
 
 

@@ -10,7 +10,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
         [
             node(
                 expand_candidates,
-                inputs={"params": "params:candidate_scoring"},
+                inputs={"params": "params:candidate_scoring", "grids": "params:candidate_grids"},
                 outputs="candidates",
                 name="expand_candidates",
             ),

@@ -1,4 +1,4 @@
-"""Nodes of ``portfolio_selection``: greedy portfolios, baselines' orders and the certificate."""
+"""Nodes of ``portfolio_selection``: the query sample, greedy portfolios, baselines' orders and the certificate."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core import portfolio as pf
+from ragfolio.core.sample_complexity import required_sample_size
+from ragfolio.core.sample_complexity import sample_queries as draw_sample
 from ragfolio.core.utility_index import stacked
 
 logger = logging.getLogger(__name__)
@@ -22,18 +24,37 @@ class PortfolioSelectionParams(BaseModel):
     k: int = Field(5, ge=1)
     k_max: int = Field(8, ge=1)
     random_draws: int = Field(20, ge=1)
+    n_queries: int | None = Field(None, ge=1)  # train questions drawn per selection key; None: all
     seed: int = 42
 
 
-def select_portfolios(
-    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], params: dict[str, Any]
-) -> dict[str, Any]:
-    """Greedy (Algorithm 1), top-by-average and random orders of the candidates on train rows.
+def sample_queries(utility_index: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Algorithm 1's first step: ``n_queries`` train questions per dataset and ``all``, drawn with ``seed``.
 
     Returns:
-        ``{"k", "k_max", "candidates", "selections": {dataset | "all": {...}}}`` where each
-        selection holds candidate indices in pick order (``k_max`` long), the portfolio (the first
-        ``k`` greedy picks, by name), the submodularity certificate at ``k``, and the sample size
+        The draw (:func:`ragfolio.core.sample_complexity.sample_queries`): per key the rows (positions
+        among its train rows) and question ids greedy selects on.
+    """
+    p = PortfolioSelectionParams(**params)
+    sample = draw_sample(utility_index, p.n_queries, p.seed)
+    for key, drawn in sample["samples"].items():
+        logger.info("%s: selecting on %d of %d train questions", key, drawn["n"], drawn["n_train"])
+    return sample
+
+
+def select_portfolios(
+    utility_matrices: dict[str, np.ndarray],
+    utility_index: dict[str, Any],
+    query_sample: dict[str, Any],
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """Greedy (Algorithm 1), top-by-average and random orders of the candidates on the sampled train rows.
+
+    Returns:
+        ``{"k", "k_max", "n_queries", "candidates", "selections": {dataset | "all": {...}}}`` where
+        each selection holds candidate indices in pick order (``k_max`` long), the portfolio (the
+        first ``k`` greedy picks, by name), the submodularity certificate at ``k``, the number of
+        train questions selected on (``n_train``, of ``n_train_available``), and the sample size
         DESIGN.md's bound asks for (epsilon = delta = 0.05).
     """
     p = PortfolioSelectionParams(**params)
@@ -42,23 +63,27 @@ def select_portfolios(
     k, k_max = min(p.k, m), min(max(p.k_max, p.k), m)
     rng = np.random.default_rng(p.seed)
     selections = {}
-    for key, U in stacked(utility_matrices, utility_index, "train").items():
-        if len(U) == 0:
-            raise ValueError(f"{key}: no train questions to select a portfolio on")
+    for key, U_all in stacked(utility_matrices, utility_index, "train").items():
+        drawn = query_sample["samples"][key]
+        if drawn["n_train"] != len(U_all):
+            raise ValueError(f"{key}: the query sample was drawn from {drawn['n_train']} train questions, the "
+                             f"utility matrices have {len(U_all)}: rerun sample_queries")
+        U = U_all[np.asarray(drawn["rows"], dtype=np.int64)]
         greedy = pf.select_greedy(U, k_max)
         cert = pf.certificate(U, greedy, k)
         selections[key] = {
             "n_train": int(len(U)),
+            "n_train_available": int(len(U_all)),
             "greedy": [int(i) for i in greedy.indices],
             "greedy_train_values": [float(v) for v in greedy.values],
             "portfolio": [names[i] for i in greedy.indices[:k]],
             "top_by_average": [int(i) for i in pf.top_k_by_average(U, k_max)],
             "random": [rng.permutation(m)[:k_max].tolist() for _ in range(p.random_draws)],
             "certificate": {"upper_bound": float(cert.upper_bound), "ratio": float(cert.ratio)},
-            "required_sample_size": int(pf.required_sample_size(m, k, epsilon=0.05, delta=0.05)),
+            "required_sample_size": int(required_sample_size(m, k, epsilon=0.05, delta=0.05)),
         }
         logger.info(
             "%s: portfolio of %d on %d train questions, F=%.3f (within %.1f%% of the bound %.3f)",
             key, k, len(U), greedy.values[k - 1], 100 * (1 - cert.ratio), cert.upper_bound,
         )
-    return {"k": k, "k_max": k_max, "candidates": names, "selections": selections}
+    return {"k": k, "k_max": k_max, "n_queries": p.n_queries, "candidates": names, "selections": selections}

@@ -10,7 +10,7 @@ hybrid    encoder, method (rrf | score), rrf_k, weight (of the dense side)
 ds        prefilter (a base), encoder, gamma, r
 mmr       prefilter, encoder, lambda
 vendi     prefilter, encoder, s
-graph     seeds (a base), n_seeds, hops, rank (ppr | dense), damping, encoder
+graph     seeds (a base), n_seeds, hops, rank (ppr | dense), damping, encoder; max_entity_df, max_candidates
 two_hop   first (a base), append (title | text), second (bm25 | dense:<encoder>), merge
 ========  ===========================================================================
 """

@@ -1,0 +1,112 @@
+"""portfolio_selection and evaluation on synthetic utility matrices (no encoders): the query sample,
+the report's intervals and the sample-complexity study."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.runner import SequentialRunner
+from kedro_datasets.json import JSONDataset
+from matplotlib.figure import Figure
+
+from ragfolio.core.sample_complexity import draw_rows, key_seed
+from ragfolio.pipeline_registry import register_pipelines
+from ragfolio.pipelines.evaluation.nodes import EvaluationParams, study_sample_complexity
+from ragfolio.pipelines.portfolio_selection.nodes import sample_queries, select_portfolios
+
+M = 6
+
+
+def synthetic(n_a: int = 60, n_b: int = 40, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    matrices, datasets = {}, {}
+    for name, n in (("a", n_a), ("b", n_b)):
+        matrices[name] = (np.round(4 * rng.random((n, M)) ** 2) / 4).astype(np.float32)
+        split = ["train" if i % 3 else "test" for i in range(n)]
+        datasets[name] = {"ids": [f"{name}{i}" for i in range(n)], "split": split, "type": ["bridge"] * n}
+    index = {"candidates": [f"c{j}" for j in range(M)], "score": "support_recall", "num_docs": 4,
+             "corpus": {"mode": "union"}, "datasets": datasets}
+    return matrices, index
+
+
+SELECTION = {"k": 2, "k_max": 3, "random_draws": 3, "seed": 5}
+
+
+def test_greedy_selects_on_the_drawn_rows_only() -> None:
+    matrices, index = synthetic()
+    sample = sample_queries(index, {**SELECTION, "n_queries": 10})
+    rows = sample["samples"]["a"]["rows"]
+    assert rows == draw_rows(40, 10, key_seed(5, "a")).tolist() and sample["samples"]["all"]["n_train"] == 40 + 26
+    # Make column 5 perfect on the drawn rows and worthless elsewhere: only a selection on the draw picks it first.
+    train = np.flatnonzero(np.array(index["datasets"]["a"]["split"]) == "train")
+    matrices["a"][:, 5] = 0.0
+    matrices["a"][train[rows], 5] = 1.0
+    sel = select_portfolios(matrices, index, sample, {**SELECTION, "n_queries": 10})["selections"]["a"]
+    assert sel["greedy"][0] == 5 and sel["n_train"] == 10 and sel["n_train_available"] == 40
+    full = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)["selections"]["a"]
+    assert full["greedy"][0] != 5 and full["n_train"] == 40
+    with pytest.raises(ValueError, match="rerun sample_queries"):
+        select_portfolios(matrices, synthetic(n_a=30)[1], sample, SELECTION)
+    with pytest.raises(ValueError, match="n_queries"):
+        sample_queries(index, {**SELECTION, "n_queries": 0})
+
+
+def test_selection_then_evaluation_writes_intervals_and_the_study(tmp_path) -> None:
+    matrices, index = synthetic()
+    params = {"sample_complexity": {"sizes": [5, 10, "all"], "seeds": 4}, "intervals": {"n_resamples": 500}}
+    catalog = DataCatalog({
+        "utility_matrices": MemoryDataset(matrices), "utility_index": MemoryDataset(index),
+        "candidates": MemoryDataset([{"name": n, "family": "dense"} for n in index["candidates"]]),
+        "params:portfolio_selection": MemoryDataset({**SELECTION, "n_queries": 20}),
+        "params:evaluation": MemoryDataset({"report_k": [1, 2], **params}),
+        # persisted: Kedro releases in-memory datasets once consumed
+        **{name: JSONDataset(filepath=str(tmp_path / f"{name}.json"))
+           for name in ("query_sample", "portfolios", "portfolio_metrics", "sample_complexity")},
+    })
+    pipelines = register_pipelines()
+    SequentialRunner().run(pipelines["portfolio_selection"], catalog)
+    assert catalog.load("query_sample")["samples"]["b"]["n"] == 20
+    free = SequentialRunner().run(pipelines["evaluation"], catalog)
+    assert {"best_of_k_plot", "sample_complexity_plot"} <= set(free)
+    outputs = {name: value.load() if hasattr(value, "load") else value for name, value in free.items()}
+    assert all(isinstance(outputs[name], Figure) for name in ("best_of_k_plot", "sample_complexity_plot"))
+
+    metrics = catalog.load("portfolio_metrics")
+    assert metrics["intervals"]["confidence"] == 0.95
+    for key in ("a", "b", "all"):
+        entry = metrics["datasets"][key]
+        assert entry["n_selected_on"] == 20 and entry["n_train"] == (26 if key == "b" else 40 if key == "a" else 66)
+        test = entry["test"]
+        for name in ("greedy_minus_top_by_average", "greedy_minus_single_best"):
+            intervals = test[f"{name}_at_k"]
+            assert len(intervals) == 3 and all(iv["low"] <= iv["estimate"] <= iv["high"] for iv in intervals)
+            assert test["at_portfolio_k"][name] == intervals[1]
+        assert [iv["estimate"] for iv in test["greedy_interval_at_k"]] == pytest.approx(test["greedy_at_k"])
+        assert "greedy_minus_top_by_average_at_k" not in entry["train"]  # in-sample: no interval
+    table = outputs["best_of_k_data"]
+    assert list(table["greedy_minus_top_by_average"]) == pytest.approx(
+        [iv["estimate"] for iv in metrics["datasets"]["all"]["test"]["greedy_minus_top_by_average_at_k"]])
+
+    study = catalog.load("sample_complexity")
+    assert set(study["datasets"]) == {"a", "b", "all"} and study["k"] == 2
+    for key, n_train in (("a", 40), ("b", 26), ("all", 66)):
+        entry = study["datasets"][key]
+        assert [r["n"] for r in entry["sizes"]] == [5, 10, n_train] and entry["n_seeds"] == 4
+        assert entry["sizes"][-1]["test_mean"] == pytest.approx(entry["full_train"])
+        assert [r["epsilon"] for r in entry["sizes"]] == sorted((r["epsilon"] for r in entry["sizes"]), reverse=True)
+        assert entry["test_mean_by_n"]["5"] == entry["sizes"][0]["test_mean"]
+
+
+def test_study_params_are_strict() -> None:
+    with pytest.raises(ValueError, match="sizes"):
+        EvaluationParams(sample_complexity={"sizes": [10, "most"]})
+    with pytest.raises(ValueError, match="seedz"):
+        EvaluationParams(sample_complexity={"seedz": 3})
+    matrices, index = synthetic()
+    portfolios = {"k": 2}
+    a = study_sample_complexity(matrices, index, portfolios, {"sample_complexity": {"sizes": [5], "seeds": 3, "seed": 1}})
+    b = study_sample_complexity(matrices, index, portfolios, {"sample_complexity": {"sizes": [5], "seeds": 3, "seed": 2}})
+    assert a["datasets"]["a"]["sizes"][0]["test_values"] != b["datasets"]["a"]["sizes"][0]["test_values"]
