@@ -23,6 +23,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "learned": {"hidden": 8, "embedding_dim": 4, "max_epochs": 5, "random_state": 0},
     "random": {"random_state": 7},
     "logistic": {"C": 2.0},
+    "pre_retrieval": {"min_z": 0.0, "min_questions": 5},
+    "post_retrieval": {"min_z": 0.0, "min_questions": 5, "completion": "top"},
 }
 
 
@@ -33,11 +35,15 @@ def _data(n: int, seed: int) -> tuple[RouteInputs, np.ndarray]:
     U = rng.random((n, K)).round(1).astype(np.float32)
     U[np.arange(n), topic] = 1.0
     dense = {"minilm": rng.normal(size=(n, 6)).astype(np.float32)}
-    return RouteInputs(query_features(texts, dense, TextHasher(n_features=64)), {"utility": U}), U
+    query = {**query_features(texts, dense, TextHasher(n_features=64)), "first_stage": rng.normal(size=(n, 4))}
+    members = rng.normal(size=(n, K, 3)) + 2.0 * (U == 1.0)[:, :, None]  # the retrieval routers' results block
+    return RouteInputs(query, {"utility": U, "members": members}), U
 
 
 def test_the_learned_router_and_every_ablation_are_registered() -> None:
-    assert router_names() == ["learned", "random", "top_average", "greedy_prefix", "logistic", "oracle"]
+    assert router_names() == [
+        "learned", "random", "top_average", "greedy_prefix", "logistic", "oracle", "pre_retrieval", "post_retrieval",
+    ]
     assert registry.router_class("learned") is Router
 
 

@@ -1,6 +1,7 @@
 """Routers by name: build one from its hyperparameters, or load a saved one from its folder.
 
-The registry holds the learned router and every ablation; :func:`register_router` adds another
+The registry holds the learned router, every ablation and the routers that see the retrieval
+(``pre_retrieval``, ``post_retrieval``); :func:`register_router` adds another
 class (any class with the members of :class:`~ragfolio.core.routing.base.RouterProtocol`).
 :func:`load_router` reads the router's name from the folder's ``router.json``, so whoever loads a
 router (the bundle, the Kedro dataset of routers) need not know which kind it is.
@@ -15,11 +16,16 @@ from ragfolio.core.router import Router
 from ragfolio.core.routing.base import RouterProtocol, saved_name
 from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
 from ragfolio.core.routing.logistic import LogisticRouter
+from ragfolio.core.routing.retrieval import PostRetrievalRouter, PreRetrievalRouter
 
 R = TypeVar("R", bound=type[RouterProtocol])
 
 _ROUTERS: dict[str, type[RouterProtocol]] = {
-    cls.name: cls for cls in (Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, OracleRouter)
+    cls.name: cls
+    for cls in (
+        Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, OracleRouter,
+        PreRetrievalRouter, PostRetrievalRouter,
+    )
 }
 
 

@@ -2,6 +2,9 @@
 
 Runners are built from candidate scoring's ``pool_settings`` (what it actually ran with), and the
 router features this stage uses are written as ``router_features`` for the stages after it.
+Beside the learned router, the routers that see the retrieval (``pre_retrieval``,
+``post_retrieval``) are trained on features of the first-stage rankings and of each member's
+results (``retrieval_inputs``), read from the retrieval cache candidate scoring filled.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from ragfolio.core.features import Features, TextHasher, query_features, stack_r
 from ragfolio.core.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.budget import BudgetRuns, same_budget_recall
-from ragfolio.core.routing.evaluation import COMPARED, RoutingComparison, RoutingSplit, compare_routers
+from ragfolio.core.routing.evaluation import COMPARED, RoutingComparison, RoutingSplit, compare_routers, gap_closed
+from ragfolio.core.routing.headroom import headroom
 from ragfolio.core.routing.registry import make_router
+from ragfolio.core.routing.retrieval import MODES
 from ragfolio.core.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.utility_index import ALL, datasets_of, row_questions, split_questions, split_rows
 from ragfolio.plotting import subplots
@@ -38,6 +43,17 @@ class BundleParams(BaseModel):
     default_l: int = Field(2, ge=1)
 
 
+class RetrievalRoutingParams(BaseModel):
+    """The routers that see the retrieval (``router_training.retrieval_routing``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agreement_depth: int = Field(10, ge=1)
+    query_block_size: int = Field(256, ge=1)
+    pre_retrieval: dict[str, Any] = Field(default_factory=dict)
+    post_retrieval: dict[str, Any] = Field(default_factory=dict)
+
+
 class RouterTrainingParams(BaseModel):
     """``router_training`` parameters (conf/base/parameters_router_training.yml)."""
 
@@ -47,6 +63,7 @@ class RouterTrainingParams(BaseModel):
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
     router: dict[str, Any] = Field(default_factory=dict)
     logistic_c: float = Field(1.0, gt=0)
+    retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
     bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
 
@@ -83,7 +100,7 @@ def build_query_features(
     return out
 
 
-def _split(
+def query_split(
     router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
     key: str, members: list[int], split: str,
 ) -> RoutingSplit:
@@ -94,7 +111,7 @@ def _split(
     return RoutingSplit(RouteInputs(X), U)
 
 
-def _members(portfolios: dict[str, Any], key: str) -> list[int]:
+def member_indices(portfolios: dict[str, Any], key: str) -> list[int]:
     """Candidate indices of portfolio ``key``'s members, in greedy order."""
     return list(portfolios["selections"][key]["greedy"][: portfolios["k"]])
 
@@ -107,7 +124,7 @@ def train_routers(
     p = RouterTrainingParams(**params)
     routers = {}
     for key, sel in portfolios["selections"].items():
-        train = _split(router_inputs, utility_matrices, utility_index, key, _members(portfolios, key), "train")
+        train = query_split(router_inputs, utility_matrices, utility_index, key, member_indices(portfolios, key), "train")
         router = make_router("learned", **{"random_state": p.seed, **p.router})
         routers[key] = router.fit(train.inputs, train.utilities, sel["portfolio"])
         logger.info("%s: router over %d members trained on %d questions", key, len(sel["portfolio"]),
@@ -123,10 +140,10 @@ def compare_on_test(
     p = RouterTrainingParams(**params)
     out = {}
     for key in portfolios["selections"]:
-        members = _members(portfolios, key)
-        test = _split(router_inputs, utility_matrices, utility_index, key, members, "test")
+        members = member_indices(portfolios, key)
+        test = query_split(router_inputs, utility_matrices, utility_index, key, members, "test")
         if len(test.utilities):
-            train = _split(router_inputs, utility_matrices, utility_index, key, members, "train")
+            train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
             out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c)
     return out
 
@@ -134,40 +151,84 @@ def compare_on_test(
 def evaluate_routers(
     router_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], corpora: dict[str, Any],
     candidates: list[dict[str, Any]], utility_index: dict[str, Any], portfolios: dict[str, Any],
-    pool_settings: dict[str, Any], cache: ArrayCache,
+    pool_settings: dict[str, Any], router_selection: dict[str, Any], cache: ArrayCache,
 ) -> dict[str, Any]:
     """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
 
+    Each router's entry also gets its own ``gap_closed_l1``; each portfolio's ``headroom`` says how
+    often a member beats the default one (the best train mean) and how much of that each router's
+    first pick took (:func:`~ragfolio.core.routing.headroom.headroom`), and ``selection`` what
+    validation on train questions chose, with the routers that fell back to the default member
+    (``router_selection``). ``retrieval_features`` names the retrieval features and their cost.
     The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
     """
     sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
     runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
     report: dict[str, Any] = {
         "k": portfolios["k"], "num_docs": settings.num_docs, "corpus": sets.describe(), "datasets": {},
+        "retrieval_features": router_selection["features"],
     }
     for key, comparison in router_comparison.items():
         sel = portfolios["selections"][key]
-        members, single = [specs[i] for i in _members(portfolios, key)], specs[sel["top_by_average"][0]]
+        members, single = [specs[i] for i in member_indices(portfolios, key)], specs[sel["top_by_average"][0]]
         tests = {d: split_questions(questions, utility_index, d, "test") for d in datasets_of(utility_index, key)}
         runs = [BudgetRuns.retrieve(runners, sets.name_for(d), qs, members, single) for d, qs in tests.items()]
-        report["datasets"][key] = {
+        entry = {
             "n_test": len(comparison.utilities), "members": sel["portfolio"], **comparison.report(),
             "same_budget": same_budget_recall(BudgetRuns.concatenate(runs), comparison.picks["learned"]),
         }
+        report["datasets"][key] = _with_headroom(entry, comparison, router_selection["portfolios"].get(key, {}))
     _log_summary(report)
     return report
+
+
+def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selection: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with every router's gap closed at l = 1, the retrieval routers' summary scalars,
+    the headroom over the default member and the validation ``selection``."""
+    curves, k = comparison.curves, comparison.utilities.shape[1]
+    single, oracle = curves["top_average"][0], curves["oracle"][0]
+    for name, curve in curves.items():
+        if name != "oracle":
+            entry[name]["gap_closed_l1"] = gap_closed(curve[0], single, oracle)
+    for mode in MODES:
+        if mode in curves:
+            entry["summary"].update({f"{mode}_l{l}": curves[mode][l - 1] for l in (1, 2) if l <= k})
+    default = int(comparison.picks["top_average"][0, 0]) if len(comparison.utilities) else 0
+    routed = {name: picks for name, picks in comparison.picks.items() if name != "oracle"}
+    entry["headroom"] = headroom(comparison.utilities, default, routed)
+    entry["selection"] = selection
+    return entry
 
 
 def _log_summary(report: dict[str, Any]) -> None:
     lines = [f"test best-of-l support recall, l = 1..{report['k']}"]
     for key, entry in report["datasets"].items():
-        lines.append(f"{key} (n={entry['n_test']}), gap closed at l=1: {entry['gap_closed_l1']}")
-        for name in COMPARED:
-            lines.append(f"  {name:<14}" + " ".join(f"{v:.3f}" for v in entry[name]["best_of_l"]))
+        room = entry["headroom"]
+        lines.append(f"{key} (n={entry['n_test']}), a member beats the default on {_pct(room['share'])} "
+                     f"of questions; fell back on validation: "
+                     f"{[n for n, sel in entry['selection'].items() if sel.get('fallback')] or 'none'}")
+        lines.append(f"  {'router':<15}{'best-of-l':<{6 * report['k']}} gap@1  captured worse")
+        for name in _routed(entry):
+            taken = room["routers"].get(name, {})
+            lines.append(f"  {name:<15}" + " ".join(f"{v:.3f}" for v in entry[name]["best_of_l"])
+                         + f" {_pct(entry[name].get('gap_closed_l1')):>6} {_pct(taken.get('captured')):>8}"
+                         + f" {_pct(taken.get('worse')):>5}")
         budget = entry["same_budget"]
-        lines.append("  routed union  " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
-        lines.append("  single, l*n   " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))
+        lines.append("  routed union   " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
+        lines.append("  single, l*n    " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))
+    cost = report["retrieval_features"]["cost"]
+    lines.append(f"retrieval features: {cost['first_stage_ms_per_query']:.2f} ms/query first stage, "
+                 f"{cost['members_ms_per_query']:.2f} ms/query/portfolio members")
     logger.info("\n".join(lines))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _routed(entry: dict[str, Any]) -> list[str]:
+    """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
+    return [name for name in (*COMPARED, *MODES) if name in entry]
 
 
 def plot_router_curves(metrics: dict[str, Any]) -> Figure:
@@ -177,7 +238,8 @@ def plot_router_curves(metrics: dict[str, Any]) -> Figure:
     for ax, key in zip(axes[0], keys, strict=False):
         entry = metrics["datasets"][key]
         ls = np.arange(1, metrics["k"] + 1)
-        for name, style in zip(COMPARED, ("o-", "x:", "s--", "d--", "v-.", "k-"), strict=True):
+        styles = ("o-", "x:", "s--", "d--", "v-.", "k-", "^-", "P-")
+        for name, style in zip(_routed(entry), styles, strict=False):
             ax.plot(ls, entry[name]["best_of_l"], style, label=name, lw=1.2, ms=4)
         ax.plot(ls, entry["same_budget"]["single_best_recall"], "*:", color="grey", label="single best, l x num_docs")
         ax.set_title(f"{key} (n={entry['n_test']} test)")
@@ -207,7 +269,7 @@ def build_bundle(
     if key not in portfolios["selections"]:
         raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios['selections'])}")
     sel, specs = portfolios["selections"][key], [CandidateSpec.from_record(c) for c in candidates]
-    members = [specs[i] for i in _members(portfolios, key)]
+    members = [specs[i] for i in member_indices(portfolios, key)]
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features["encoders"]]))
     sets = Corpora.from_json(corpora)
     names = sets.names_for(sets.datasets if key == ALL else [key])

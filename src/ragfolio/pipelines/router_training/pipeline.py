@@ -11,6 +11,12 @@ from ragfolio.pipelines.router_training.nodes import (
     router_settings,
     train_routers,
 )
+from ragfolio.pipelines.router_training.retrieval_nodes import (
+    build_retrieval_features,
+    compare_retrieval_routers,
+    routing_selection,
+    train_retrieval_routers,
+)
 
 ROWS = {
     "router_inputs": "router_inputs",
@@ -39,21 +45,57 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 name="build_query_features",
             ),
             node(
+                build_retrieval_features,
+                inputs={
+                    "questions": "questions", "corpora": "corpora", "candidates": "candidates",
+                    "utility_index": "utility_index", "portfolios": "portfolios", "pool_settings": "pool_settings",
+                    "params": "params:router_training", "cache": "retrieval_cache",
+                },
+                outputs="retrieval_inputs",
+                name="build_retrieval_features",
+            ),
+            node(
                 train_routers, inputs={**ROWS, "params": "params:router_training"}, outputs="routers",
                 name="train_routers",
             ),
             node(
+                train_retrieval_routers,
+                inputs={**ROWS, "retrieval_inputs": "retrieval_inputs", "params": "params:router_training"},
+                outputs=["pre_retrieval_routers", "post_retrieval_routers"],
+                name="train_retrieval_routers",
+            ),
+            node(
+                routing_selection,
+                inputs={
+                    "routers": "routers", "pre_retrieval_routers": "pre_retrieval_routers",
+                    "post_retrieval_routers": "post_retrieval_routers", "retrieval_inputs": "retrieval_inputs",
+                },
+                outputs="router_selection",
+                name="routing_selection",
+            ),
+            node(
                 compare_on_test,
                 inputs={**ROWS, "routers": "routers", "params": "params:router_training"},
-                outputs="router_comparison",
+                outputs="query_router_comparison",
                 name="compare_on_test",
+            ),
+            node(
+                compare_retrieval_routers,
+                inputs={
+                    **ROWS, "query_router_comparison": "query_router_comparison",
+                    "retrieval_inputs": "retrieval_inputs", "pre_retrieval_routers": "pre_retrieval_routers",
+                    "post_retrieval_routers": "post_retrieval_routers",
+                },
+                outputs="router_comparison",
+                name="compare_retrieval_routers",
             ),
             node(
                 evaluate_routers,
                 inputs={
                     "router_comparison": "router_comparison", "questions": "questions", "corpora": "corpora",
                     "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
-                    "pool_settings": "pool_settings", "cache": "retrieval_cache",
+                    "pool_settings": "pool_settings", "router_selection": "router_selection",
+                    "cache": "retrieval_cache",
                 },
                 outputs="router_metrics",
                 name="evaluate_routers",

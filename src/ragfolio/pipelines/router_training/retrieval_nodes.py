@@ -1,0 +1,176 @@
+"""Nodes of ``router_training`` for the routers that see the retrieval (``pre_retrieval``, ``post_retrieval``).
+
+Features of the shared first stage (per dataset) and of each portfolio member's results (per
+portfolio and dataset) are computed from the pool runners built from ``pool_settings``, in blocks
+of ``retrieval_routing.query_block_size`` questions: with candidate scoring's block size the
+rankings come from the retrieval cache it filled, so the features cost only their arithmetic.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.corpora import Corpora
+from ragfolio.core.features import Features
+from ragfolio.core.pool import CandidateSpec
+from ragfolio.core.router import SWITCH_MARGINS, Router
+from ragfolio.core.routing.base import RouteInputs, RouterProtocol
+from ragfolio.core.routing.evaluation import RoutingComparison, RoutingSplit, route_all
+from ragfolio.core.routing.registry import make_router
+from ragfolio.core.routing.retrieval import MODES
+from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.runners import CorpusRunners, PoolSettings
+from ragfolio.core.utility_index import datasets_of, row_questions, split_rows
+from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, member_indices, query_split
+
+logger = logging.getLogger(__name__)
+
+
+class _Stopwatch:
+    """Seconds spent per named stage: ``with clock("fetch"): ...`` adds the block's time to ``fetch``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+
+def build_retrieval_features(
+    questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
+    utility_index: dict[str, Any], portfolios: dict[str, Any], pool_settings: dict[str, Any],
+    params: dict[str, Any], cache: ArrayCache,
+) -> dict[str, Any]:
+    """Retrieval features of every utility-matrix row, in row order (``retrieval_inputs``).
+
+    Returns:
+        ``{"first_stage": {dataset: (n, d_f)}, "members": {portfolio: {dataset: (n, k, d_m)}},
+        "names": {"first_stage": [...], "members": [...]}, "cost": {...}}``; ``cost`` gives the
+        graph build (once per corpus, s), reading the rankings (cache hits when candidate scoring
+        ran the same blocks) and computing each block, in ms per query (members: per query and
+        portfolio).
+    """
+    p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
+    r = p.retrieval_routing
+    runners = CorpusRunners(Corpora.from_json(corpora), cache, settings)
+    featurizer = RetrievalFeaturizer(tuple(p.encoders), settings.num_docs, r.agreement_depth)
+    specs = [CandidateSpec.from_record(c) for c in candidates]
+    names = {"first_stage": featurizer.first_stage_names(), "members": featurizer.member_names()}
+    clock, n_queries, n_member_rows = _Stopwatch(), 0, 0
+    first: dict[str, npt.NDArray[np.float32]] = {}
+    members: dict[str, dict[str, npt.NDArray[np.float32]]] = {key: {} for key in portfolios["selections"]}
+    for dataset in utility_index["datasets"]:
+        texts = [q.question for q in row_questions(questions, utility_index, dataset)]
+        runner = runners.for_dataset(dataset)
+        with clock("graph"):
+            graph = runner.graph()
+        keys = [key for key in portfolios["selections"] if dataset in datasets_of(utility_index, key)]
+        parts: list[npt.NDArray[np.float32]] = [np.zeros((0, len(names["first_stage"])), np.float32)]
+        member_parts = {key: [np.zeros((0, len(member_indices(portfolios, key)), len(names["members"])), np.float32)]
+                        for key in keys}
+        for start in range(0, len(texts), r.query_block_size):
+            block = texts[start : start + r.query_block_size]
+            with clock("fetch"):
+                bases = featurizer.fetch_bases(runner, block)
+            with clock("first_stage"):
+                parts.append(featurizer.first_stage(block, bases, runner.titles, graph))
+            for key in keys:
+                with clock("fetch"):
+                    results = [runner.run(specs[i], block) for i in member_indices(portfolios, key)]
+                with clock("members"):
+                    member_parts[key].append(featurizer.members(block, results, bases, runner.titles, graph))
+        first[dataset] = np.concatenate(parts)
+        for key in keys:
+            members[key][dataset] = np.concatenate(member_parts[key])
+        n_queries, n_member_rows = n_queries + len(texts), n_member_rows + len(texts) * len(keys)
+    sec = clock.seconds
+    cost = {
+        "n_queries": n_queries, "graph_build_s": sec.get("graph", 0.0),
+        "fetch_ms_per_query": 1e3 * sec.get("fetch", 0.0) / max(n_queries, 1),
+        "first_stage_ms_per_query": 1e3 * sec.get("first_stage", 0.0) / max(n_queries, 1),
+        "members_ms_per_query": 1e3 * sec.get("members", 0.0) / max(n_member_rows, 1),
+    }
+    logger.info("retrieval features of %d questions: %d first-stage, %d per member; %.2f ms/query first stage, "
+                "%.2f ms/query/portfolio members, %.2f ms/query reading rankings, graph %.1f s", n_queries,
+                len(names["first_stage"]), len(names["members"]), cost["first_stage_ms_per_query"],
+                cost["members_ms_per_query"], cost["fetch_ms_per_query"], cost["graph_build_s"])
+    return {"first_stage": first, "members": members, "names": names, "cost": cost}
+
+
+def retrieval_split(
+    router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
+    utility_index: dict[str, Any], portfolios: dict[str, Any], key: str, split: str,
+) -> RoutingSplit:
+    """The query-feature split of :func:`query_split` with ``first_stage`` among its query blocks and
+    ``results["members"]`` ``(n, k, d_m)``."""
+    base = query_split(router_inputs, utility_matrices, utility_index, key, member_indices(portfolios, key), split)
+    rows = {d: split_rows(utility_index, d, split) for d in datasets_of(utility_index, key)}
+    first = np.concatenate([retrieval_inputs["first_stage"][d][r] for d, r in rows.items()])
+    members = np.concatenate([retrieval_inputs["members"][key][d][r] for d, r in rows.items()])
+    inputs = RouteInputs({**base.inputs.query, "first_stage": first}, {"members": members})
+    return RoutingSplit(inputs, base.utilities)
+
+
+def train_retrieval_routers(
+    router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
+    utility_index: dict[str, Any], portfolios: dict[str, Any], params: dict[str, Any],
+) -> tuple[dict[str, RouterProtocol], dict[str, RouterProtocol]]:
+    """Per portfolio, a pre- and a post-retrieval router trained (and selected) on its train questions."""
+    p = RouterTrainingParams(**params)
+    hyper = {"pre_retrieval": p.retrieval_routing.pre_retrieval, "post_retrieval": p.retrieval_routing.post_retrieval}
+    out: dict[str, dict[str, RouterProtocol]] = {mode: {} for mode in MODES}
+    for key, sel in portfolios["selections"].items():
+        train = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "train")
+        for mode in MODES:
+            router = make_router(mode, **{"random_state": p.seed, **hyper[mode]})
+            out[mode][key] = router.fit(train.inputs, train.utilities, sel["portfolio"])
+    return out["pre_retrieval"], out["post_retrieval"]
+
+
+def compare_retrieval_routers(
+    query_router_comparison: dict[str, RoutingComparison], router_inputs: dict[str, Features],
+    retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
+    portfolios: dict[str, Any], pre_retrieval_routers: dict[str, RouterProtocol],
+    post_retrieval_routers: dict[str, RouterProtocol],
+) -> dict[str, RoutingComparison]:
+    """Each portfolio's comparison with the pre- and post-retrieval routings of its test questions added."""
+    out = {}
+    for key, comparison in query_router_comparison.items():
+        test = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "test")
+        routers = {"pre_retrieval": pre_retrieval_routers[key], "post_retrieval": post_retrieval_routers[key]}
+        out[key] = replace(comparison, picks={**comparison.picks, **route_all(routers, test)})
+    return out
+
+
+def routing_selection(
+    routers: dict[str, RouterProtocol], pre_retrieval_routers: dict[str, RouterProtocol],
+    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: dict[str, Any],
+) -> dict[str, Any]:
+    """What validation on train questions chose per portfolio and router, and the features' names and cost.
+
+    The learned router falls back when its tuned switch margin is the largest (it never leaves
+    the default member); the retrieval routers say so themselves (``fallback``).
+    """
+    portfolios: dict[str, dict[str, Any]] = {}
+    for key, learned in routers.items():
+        entry: dict[str, Any] = {}
+        if isinstance(learned, Router):
+            entry["learned"] = {"fallback": learned.switch_margin_ >= max(SWITCH_MARGINS),
+                                "val_best_of_1": learned.val_best_of_1_, "switch_margin": learned.switch_margin_}
+        for mode, trained in (("pre_retrieval", pre_retrieval_routers), ("post_retrieval", post_retrieval_routers)):
+            entry[mode] = trained[key].selection()  # type: ignore[attr-defined]
+        portfolios[key] = entry
+    features = {"names": retrieval_inputs["names"], "cost": retrieval_inputs["cost"]}
+    return {"features": features, "portfolios": portfolios}

@@ -1,0 +1,67 @@
+"""router_training with the routers that see the retrieval, on the tiny fixtures (BM25-only pool, no models)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.runner import SequentialRunner
+from kedro_datasets.json import JSONDataset
+
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.routing.retrieval import MODES
+from ragfolio.pipeline_registry import register_pipelines
+
+pytestmark = pytest.mark.slow
+
+GRID = {
+    "bm25": [{"k1": [0.6, 1.5], "b": [0.3, 0.9]}],
+    "graph": [{"seeds": "bm25", "n_seeds": [1, 2], "rank": "ppr"}],
+    "two_hop": [{"first": "bm25", "append": ["title", "text"], "second": "bm25"}],
+}
+
+
+@pytest.fixture
+def catalog(tmp_path, tiny_dir) -> DataCatalog:
+    params = {
+        "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "seed": 0},
+        "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall",
+                              "graph_max_degree": 20, "encoders": {}, "grid": GRID},
+        "candidate_grids": {},  # presets by name; the grid above is written out
+        "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
+        "router_training": {
+            "text_features": {"n_features": 64}, "encoders": [],
+            "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
+            "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
+            "seed": 0,
+        },
+    }
+    datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
+    datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
+    datasets["router_metrics"] = JSONDataset(filepath=str(tmp_path / "router_metrics.json"))
+    return DataCatalog(datasets)
+
+
+def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> None:
+    pipelines = register_pipelines()
+    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training")
+    SequentialRunner().run(sum((pipelines[name] for name in names[1:]), pipelines[names[0]]), catalog)
+    metrics = catalog.load("router_metrics")
+    k = metrics["k"]
+    features = metrics["retrieval_features"]
+    assert "bm25.top1" in features["names"]["first_stage"] and "overlap.bm25" in features["names"]["members"]
+    assert features["cost"]["n_queries"] == 14 and features["cost"]["first_stage_ms_per_query"] > 0
+    for key, entry in metrics["datasets"].items():
+        oracle = entry["oracle"]["best_of_l"][0]
+        for mode in MODES:
+            curve = entry[mode]["best_of_l"]
+            assert len(curve) == k and curve == sorted(curve) and curve[-1] == pytest.approx(oracle), (key, mode)
+            assert f"{mode}_l1" in entry["summary"] and "gap_closed_l1" in entry[mode]
+            assert isinstance(entry["selection"][mode]["fallback"], bool)
+            if entry["selection"][mode]["fallback"]:  # a router that fell back takes the default member first
+                assert entry["headroom"]["routers"][mode]["switched"] == 0
+        room = entry["headroom"]
+        assert room["n"] == entry["n_test"] and set(room["routers"]) >= {"learned", *MODES}
+        assert room["routers"]["top_average"]["switched"] == 0 and room["routers"]["top_average"]["captured"] in (0, None)
+        assert "learned" in entry["selection"]
+    assert np.isfinite(metrics["datasets"]["all"]["post_retrieval"]["best_of_l"]).all()
