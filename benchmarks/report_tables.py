@@ -18,7 +18,15 @@ from pathlib import Path
 import pandas as pd
 
 from ragfolio.core.routing.evaluation import COMPARED
-from ragfolio.pipelines.answering_evaluation.nodes import plot_em_vs_tokens, summarize_answers
+from ragfolio.core.routing.retrieval import MODES
+from ragfolio.pipelines.answering_evaluation.report import plot_em_vs_tokens, summarize_answers
+
+
+def _interval(x: dict | None) -> str:
+    """``+0.012 [-0.010, +0.034]`` of a paired-bootstrap interval; ``-`` when undefined."""
+    if not x or x.get("low") is None:
+        return "-"
+    return f"{x['estimate']:+.3f} [{x['low']:+.3f}, {x['high']:+.3f}]"
 
 
 def portfolio_table(metrics: dict) -> list[str]:
@@ -39,10 +47,13 @@ def router_table(metrics: dict) -> list[str]:
     for key, entry in metrics["datasets"].items():
         gap = entry["gap_closed_l1"]
         lines += [f"**{key}** (n = {entry['n_test']} test; gap closed at l = 1: "
-                  f"{'n/a' if gap is None else f'{100 * gap:.0f}%'})", "", f"| router | {head} |",
-                  "|---|" + "---|" * k]
-        for name in COMPARED:
-            lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in entry[name]["best_of_l"]) + " |")
+                  f"{'n/a' if gap is None else f'{100 * gap:.0f}%'})", "",
+                  f"| router | {head} | l=1 minus single best [95%] | l=2 minus greedy pair [95%] |",
+                  "|---|" + "---|" * (k + 2)]
+        for name in [n for n in (*COMPARED, *MODES) if n in entry]:
+            lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in entry[name]["best_of_l"])
+                         + f" | {_interval(entry[name].get('minus_single_best', {}).get('l1'))}"
+                         + f" | {_interval(entry[name].get('minus_greedy_prefix', {}).get('l2'))} |")
         budget = entry["same_budget"]
         lines.append("| routed union (same budget) | " + " | ".join(f"{v:.3f}" for v in budget["routed_union_recall"]) + " |")
         lines.append("| single best, l x num_docs | " + " | ".join(f"{v:.3f}" for v in budget["single_best_recall"]) + " |")
@@ -51,12 +62,15 @@ def router_table(metrics: dict) -> list[str]:
 
 
 def answer_table(metrics: dict) -> list[str]:
-    lines = ["| dataset | system | n | EM | F1 | answer recall of passages | latency mean ms | p95 ms | tokens/query |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| dataset | system | n | EM | F1 | answer recall of passages | latency mean ms | p95 ms | retrieval ms "
+             "| tokens/query | EM minus single best [95%] | F1 minus single best [95%] |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for dataset, systems in metrics["datasets"].items():
         for system, m in systems.items():
+            diff = m.get("minus_single_best", {})
             lines.append(f"| {dataset} | {system} | {m['n']} | {m['em']:.3f} | {m['f1']:.3f} | {m['answer_recall']:.3f} | "
-                         f"{m['latency_ms_mean']:.0f} | {m['latency_ms_p95']:.0f} | {m['tokens_mean']:.0f} |")
+                         f"{m['latency_ms_mean']:.0f} | {m['latency_ms_p95']:.0f} | {m.get('retrieval_ms_mean', 0):.1f} | "
+                         f"{m['tokens_mean']:.0f} | {_interval(diff.get('em'))} | {_interval(diff.get('f1'))} |")
     return lines
 
 
@@ -73,7 +87,7 @@ def main() -> None:
         out = args.project / "data" / "07_model_output" / "answers.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
         merged.to_json(out, orient="records", lines=True)
-        metrics = summarize_answers(merged)
+        metrics = summarize_answers(merged, {})
         (reporting / "answer_metrics.json").write_text(json.dumps(metrics, indent=1))
         if args.plot:
             plot_em_vs_tokens(metrics).savefig(args.plot, dpi=120, bbox_inches="tight")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ragfolio.core.answer_eval import SYSTEMS
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -83,10 +85,11 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
     for key in ("hotpotqa", "musique", "all"):
         assert (project / "data/06_models/routers" / key / "router.safetensors").exists()
     answers = [json.loads(line) for line in (project / "data/07_model_output/answers.jsonl").read_text().splitlines()]
-    assert len(answers) == 4 * 7  # 2 test questions x 2 datasets, 7 systems
+    assert len(answers) == 4 * len(SYSTEMS)  # 2 test questions x 2 datasets, 14 systems
     answer_metrics = json.loads((project / "data/08_reporting/answer_metrics.json").read_text())
     assert set(answer_metrics["datasets"]) == {"hotpotqa", "musique", "all"}
     assert answer_metrics["datasets"]["all"]["vendi_rag"]["tokens_mean"] > 0
+    assert answer_metrics["foreign_query_hits"] == 0  # every system timed with its own cold query caches
     for png in ("router_best_of_l.png", "em_vs_tokens.png"):
         assert (project / "data/08_reporting" / png).stat().st_size > 10_000
     for csv in ("best_of_k.csv", "em_vs_tokens.csv"):  # the plots' data for `dvc plots show`

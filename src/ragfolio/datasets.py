@@ -10,6 +10,7 @@ from typing import Any, Literal
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
+from ragfolio.core.answer_store import AnswerStore
 from ragfolio.core.artifacts import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.base import RouterProtocol
@@ -35,6 +36,26 @@ class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "enabled": self._enabled}
+
+
+class AnswerStoreDataset(AbstractDataset[None, AnswerStore]):
+    """Loads the :class:`~ragfolio.core.answer_store.AnswerStore` of the JSONL file ``filepath``.
+
+    The store is appended to by the node that answers questions, one question at a time, so that
+    a stopped run resumes; it is an input only: ``save`` is refused.
+    """
+
+    def __init__(self, filepath: str) -> None:
+        self._filepath = Path(filepath)
+
+    def load(self) -> AnswerStore:
+        return AnswerStore(self._filepath)
+
+    def save(self, data: None) -> None:
+        raise DatasetError("AnswerStoreDataset is appended to through the AnswerStore it loads, not saved")
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
 
 
 class ArrayFolderDataset(AbstractDataset[dict[str, np.ndarray], dict[str, np.ndarray]]):

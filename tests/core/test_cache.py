@@ -41,3 +41,17 @@ def test_read_only_view_loads_but_never_writes(tmp_path) -> None:
     assert calls == []
     reader.get_or_compute("ns", {"a": 2}, lambda: {"x": np.ones(2)})
     assert not reader.path_for("ns", {"a": 2}).exists()
+
+
+def test_corpus_reader_serves_corpus_parts_only(tmp_path) -> None:
+    """A timed run reads the stored passage embeddings but computes every query's parts itself."""
+    cache = ArrayCache(tmp_path)
+    stored = {"emb": np.ones((2, 3), dtype=np.float32)}
+    for namespace in ("passage_embeddings", "query_embeddings", "base"):
+        cache.get_or_compute(namespace, {"k": 1}, lambda: stored)
+    reader = cache.corpus_reader()
+    fresh = {"emb": np.zeros((2, 3), dtype=np.float32)}
+    assert reader.get_or_compute("passage_embeddings", {"k": 1}, lambda: fresh)["emb"].sum() == 6
+    assert reader.get_or_compute("query_embeddings", {"k": 1}, lambda: fresh)["emb"].sum() == 0
+    assert reader.get_or_compute("base", {"k": 2}, lambda: fresh)["emb"].sum() == 0
+    assert not reader.path_for("base", {"k": 2}).exists()  # and writes nothing

@@ -144,7 +144,8 @@ def test_prepare_in_a_pool_matches_prepare_in_turn_and_encodes_each_part_once(ti
     with ThreadPoolExecutor(4) as pool:
         pooled.prepare(candidates, queries[:2], executor=pool)
     assert sorted(c[:3] for c in calls) == expected
-    assert pooled.memo_stats() == in_turn.memo_stats()
+    parts = ("corpus_parts", "query_batches", "query_parts", "corpus_misses", "query_misses")
+    assert {k: pooled.memo_stats()[k] for k in parts} == {k: in_turn.memo_stats()[k] for k in parts}
 
 
 def test_prepare_finishes_when_every_worker_is_busy(tiny_dir, calls, small_grid) -> None:
@@ -164,4 +165,22 @@ def test_forget_queries_keeps_corpus_parts(tiny_dir, calls, small_grid) -> None:
     runner.prepare(expand_grid(small_grid), queries)
     stats = runner.memo_stats()
     runner.forget_queries()
-    assert runner.memo_stats() == {"corpus_parts": stats["corpus_parts"], "query_batches": 0, "query_parts": 0}
+    after = runner.memo_stats()
+    assert (after["corpus_parts"], after["query_batches"], after["query_parts"]) == (stats["corpus_parts"], 0, 0)
+
+
+def test_memo_counts_hits_and_misses_and_hits_on_another_scopes_parts(tiny_dir, calls) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    runner.cold_queries("a")
+    runner.query_embeddings("minilm", queries[:1])
+    runner.query_embeddings("minilm", queries[:1])
+    stats = runner.memo_stats()
+    assert (stats["query_misses"], stats["query_hits"], stats["foreign_query_hits"]) == (1, 1, 0)
+    runner.cold_queries("b", forget=False)  # retag only: b reads a's embeddings
+    runner.query_embeddings("minilm", queries[:1])
+    assert runner.memo_stats()["foreign_query_hits"] == 1
+    runner.cold_queries("c")  # cold: c encodes the query again
+    runner.query_embeddings("minilm", queries[:1])
+    stats = runner.memo_stats()
+    assert (stats["query_misses"], stats["foreign_query_hits"]) == (2, 1)
+    assert len(_query_encodings(calls)) == 2

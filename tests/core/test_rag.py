@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
-from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize
+from ragfolio.core.answer_eval import SystemRunner, run_order, system_names
+from ragfolio.core.answer_summary import summarize
 from ragfolio.core.answering import Answerer
 from ragfolio.core.features import TextHasher
 from ragfolio.core.llm import Completion
@@ -14,6 +15,9 @@ from ragfolio.core.pool import CandidateSpec, expand_grid
 from ragfolio.core.rag import AdaptiveRAG
 from ragfolio.core.router import Router
 from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.retrieval import PostRetrievalRouter, PreRetrievalRouter
+from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.vendi_rag import VendiRAG
 
 
@@ -28,8 +32,10 @@ class EchoBackend:
         self.calls.append(prompt)
         if "candidate answers" in prompt.lower() or "candidates" in prompt.lower():
             return Completion(self.selector_reply, 20, 1, 2.0)
-        if "supported" in prompt.lower() or "yes or no" in prompt.lower():
-            return Completion("yes", 30, 1, 2.0)
+        if prompt.startswith("Rate from 1 to 10"):  # Vendi-RAG's judge
+            return Completion("9", 30, 1, 2.0)
+        if prompt.startswith("The answer found so far"):  # Vendi-RAG's query refinement
+            return Completion("a rewritten question about it", 20, 6, 2.0)
         if "Passages:" not in prompt:
             return Completion("none", 20, 1, 1.0)
         last = prompt.rsplit("Passages:\n", 1)[1]  # after the prompt's worked example
@@ -100,21 +106,81 @@ def test_retrieval_only_instance_refuses_to_answer(rag_parts) -> None:
         AdaptiveRAG(runner, members[:2], router, hasher, ["minilm"])
 
 
-def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts) -> None:
+def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: str = "1"):
+    """A SystemRunner over every system: wide runner and both retrieval routers included."""
     runner, members, router, hasher, queries = rag_parts
-    backend = EchoBackend(selector_reply="1")
-    answerer = Answerer(backend)
+    answerer = Answerer(EchoBackend(selector_reply=selector_reply))
     rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], answerer)
-    systems = SystemRunner(rag, members[0], VendiRAG(answerer, runner, num_docs=3, max_iterations=2))
+    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    first, member_features = featurizer.compute(runner, queries, members)
+    U = np.tile(np.array([[1.0, 0.5, 0.0]], dtype=np.float32), (len(queries), 1))
+    inputs = RouteInputs({"first_stage": first}, {"members": member_features})
+    online = {
+        "pre_retrieval": OnlineRetrievalRouting(PreRetrievalRouter().fit(inputs, U), rag.executor, featurizer),
+        "post_retrieval": OnlineRetrievalRouting(PostRetrievalRouter().fit(inputs, U), rag.executor, featurizer),
+    }
+    wide, _ = tiny_runner(tiny_dir)
+    wide.num_docs = 2 * runner.num_docs
+    vendi = VendiRAG(answerer, runner, num_docs=3, max_iterations=2)
+    systems = SystemRunner(rag, members[0], vendi, wide_runner=wide, retrieval_routers=online, ls=(1, 2, 3),
+                           cold_caches=cold_caches)
+    return systems, runner, queries
+
+
+def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts, tiny_dir) -> None:
+    systems, runner, queries = _systems(rag_parts, tiny_dir)
+    assert systems.systems == system_names((1, 2, 3))
     answers = systems.run(queries[0])
-    assert [a.system for a in answers] == list(SYSTEMS)
+    assert [a.system for a in answers] == list(systems.systems) and [a.run_position for a in answers] == list(range(len(answers)))
     by = {a.system: a for a in answers}
     assert by["no_retrieval"].doc_ids == [] and by["no_retrieval"].prediction == "none"
-    assert len(by["routed_l1"].calls) == 1 and len(by["routed_lk"].calls) >= 3
-    # routed_lk and portfolio_all answer from the same members: the member calls are the same objects
-    assert {id(c) for c in by["routed_lk"].calls[:3]} == {id(c) for c in by["portfolio_all"].calls[:3]}
+    assert len(by["routed_l1"].calls) == 1 and len(by["routed_l3"].calls) >= 3
+    assert len(by["single_best"].doc_ids) == 3 and len(by["single_best_wide"].doc_ids) == 6
+    assert by["single_best_wide"].doc_ids[:3] == by["single_best"].doc_ids  # the same ranking, twice as deep
+    for mode in ("pre_retrieval", "post_retrieval"):
+        assert [len(by[f"{mode}_l{l}"].members) for l in (1, 2, 3)] == [1, 2, 3]
+    # routed_l3 and portfolio_all answer from the same members: the member calls are the same objects
+    assert {id(c) for c in by["routed_l3"].calls[:3]} == {id(c) for c in by["portfolio_all"].calls[:3]}
+    assert by["vendi_rag"].rounds == 1 and by["vendi_rag"].judged == 1 and by["vendi_rag"].accepted == 1
+    assert all(a.retrieval_ms > 0 for a in answers if a.system != "no_retrieval")
     records = [a.record("q1", "tiny", ["x"], runner.texts) for a in answers]
     assert all(r["tokens"] == r["prompt_tokens"] + r["completion_tokens"] for r in records)
     summary = summarize(records)["tiny"]
-    assert set(summary) == set(SYSTEMS) and summary["routed_lk"]["tokens_mean"] > summary["routed_l1"]["tokens_mean"]
-    rag.close()
+    assert list(summary) == list(systems.systems)
+    assert summary["routed_l3"]["tokens_mean"] > summary["routed_l1"]["tokens_mean"]
+    systems.rag.close()
+
+
+def test_each_system_runs_with_its_own_cold_query_caches(rag_parts, tiny_dir) -> None:
+    """The memo's counters: with cold caches no system reads a query part another computed, in any order;
+    sharing the caches (the old behaviour) shows up as foreign hits."""
+    systems, _, queries = _systems(rag_parts, tiny_dir)
+    for order in ("fixed", "reversed", "shuffled"):
+        answers = systems.run(queries[1], run_order(systems.systems, order, 0, "q1"))
+        for a in answers:
+            assert a.cache["foreign_query_hits"] == 0, a.system
+            if a.system.startswith(("routed", "pre_retrieval", "post_retrieval", "vendi")):
+                assert a.cache["query_misses"] > 0, a.system  # it encoded and ranked the query itself
+    shared, _, _ = _systems(rag_parts, tiny_dir, cold_caches=False)
+    leaked = {a.system: a.cache["foreign_query_hits"] for a in shared.run(queries[2])}  # a query not run before
+    assert leaked["no_retrieval"] == leaked["single_best"] == 0  # the first to retrieve computes its own parts
+    assert leaked["routed_l2"] > 0  # it reads the query embeddings and results routed_l1 computed
+    systems.rag.close()
+    shared.rag.close()
+
+
+def test_retrieval_latency_in_two_orders_and_run_orders(rag_parts, tiny_dir) -> None:
+    systems, _, queries = _systems(rag_parts, tiny_dir)
+    names = systems.systems
+    forward = systems.retrieval_ms(queries[0], run_order(names, "fixed", 0, "q"))
+    backward = systems.retrieval_ms(queries[0], run_order(names, "reversed", 0, "q"))
+    assert set(forward) == set(backward) == set(names) - {"no_retrieval"}
+    assert all(v > 0 for v in [*forward.values(), *backward.values()])
+    shuffled = [run_order(names, "shuffled", 7, f"q{i}") for i in range(20)]
+    assert all(sorted(o) == sorted(names) for o in shuffled) and len({tuple(o) for o in shuffled}) > 1
+    assert run_order(names, "shuffled", 7, "q3") == shuffled[3]  # seeded per question
+    with pytest.raises(ValueError, match="system_order='random'"):
+        run_order(names, "random", 0, "q")
+    with pytest.raises(ValueError, match="must list each of"):
+        systems.run(queries[0], names[:-1])
+    systems.rag.close()

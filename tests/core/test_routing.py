@@ -105,6 +105,26 @@ def test_report_bootstraps_learned_minus_single_best_paired() -> None:
     assert l2["estimate"] == pytest.approx(1.0 - 30 / 40) and l2["low"] > l1["low"]  # two members solve every question
 
 
+def test_every_router_gets_paired_intervals_to_the_single_best_and_the_greedy_prefix() -> None:
+    """The retrieval routers' routings (added after the ablations) get the same intervals as learned."""
+    Ut = np.array([[1.0, 0.0]] * 30 + [[0.0, 1.0]] * 10, dtype=np.float32)
+    right, single = np.array([[0, 1]] * 30 + [[1, 0]] * 10), np.array([[0, 1]] * 40)
+    picks = {name: single for name in COMPARED} | {"learned": right, "post_retrieval": right, "pre_retrieval": single}
+    report = RoutingComparison(picks, Ut).report()
+    for name in (*COMPARED, "pre_retrieval", "post_retrieval"):
+        if name == "top_average":  # the baseline itself
+            assert "minus_single_best" not in report[name]
+            continue
+        assert set(report[name]["minus_single_best"]) == {"l1", "l2"}
+        if name != "greedy_prefix":
+            assert set(report[name]["minus_greedy_prefix"]) == {"l1", "l2"}
+    post = report["post_retrieval"]["minus_single_best"]["l1"]
+    assert post["estimate"] == pytest.approx(10 / 40) and post["low"] > 0  # right on the 10 the single best misses
+    assert report["pre_retrieval"]["minus_single_best"]["l1"] == {"estimate": 0.0, "low": 0.0, "high": 0.0, "n": 40}
+    assert report["post_retrieval"]["minus_greedy_prefix"]["l2"]["estimate"] == pytest.approx(0.0)  # both hold 0 and 1
+    assert report["learned_minus_single_best"] == report["learned"]["minus_single_best"]
+
+
 def test_same_budget_recall_by_hand() -> None:
     """Two questions, two members of 1 passage each; the single best returns 1, then 2 passages."""
     runs = BudgetRuns(

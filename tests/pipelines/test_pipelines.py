@@ -10,6 +10,7 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 
 from ragfolio.core.answer_eval import SYSTEMS
+from ragfolio.core.answer_store import AnswerStore
 from ragfolio.core.artifacts import save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.corpora import Corpora
@@ -51,6 +52,9 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
     datasets["utility_matrices"] = ArrayFolderDataset(str(tmp_path / "utility"))
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
+    for mode in ("pre_retrieval", "post_retrieval"):
+        datasets[f"{mode}_routers"] = RouterFolderDataset(str(tmp_path / f"{mode}_routers"))
+    datasets["answer_store"] = MemoryDataset(AnswerStore(tmp_path / "answer_store.jsonl"), copy_mode="assign")
     datasets["answers"] = PandasJSONDataset(
         filepath=str(tmp_path / "answers.jsonl"), load_args={"lines": True}, save_args={"orient": "records", "lines": True}
     )
@@ -122,21 +126,32 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert bundle.scoring == {key: value for key, value in settings.items() if key != "score"}
     assert bundle.routing == catalog.load("router_features")
 
-    # answering_evaluation: every system answers with the embedded LLM
+    # answering_evaluation: every system answers with the embedded LLM, each with cold query caches
     SequentialRunner().run(pipelines["answering_evaluation"], catalog)
     answers = catalog.load("answers")
-    assert set(answers["system"]) == set(SYSTEMS)
+    assert set(answers["system"]) == set(SYSTEMS)  # k = 3: routed l = 1, 2, 3 in every mode
     assert len(answers) == 2 * len(SYSTEMS)  # one question per dataset
     assert (answers["tokens"] > 0).all() and (answers["latency_ms"] > 0).all()
-    assert set(answers.columns) >= {"id", "dataset", "system", "prediction", "answers", "em", "f1", "latency_ms", "tokens"}
+    assert set(answers.columns) >= {"id", "dataset", "system", "prediction", "answers", "em", "f1", "latency_ms",
+                                    "tokens", "retrieval_ms", "run_position", "foreign_query_hits", "settings"}
     answer_metrics = catalog.load("answer_metrics")
+    assert answer_metrics["foreign_query_hits"] == 0
     for dataset in ("hotpotqa", "musique", "all"):
         for system in SYSTEMS:
             m = answer_metrics["datasets"][dataset][system]
             assert 0 <= m["em"] <= m["f1"] + 1e-9 <= 1 + 1e-9
             assert m["latency_ms_p95"] >= m["latency_ms_mean"] * 0 and m["tokens_mean"] > 0
+            assert (system == "single_best") != ("minus_single_best" in m)
+        assert 1 <= answer_metrics["datasets"][dataset]["vendi_rag"]["rounds_mean"] <= 2
+    assert set(answer_metrics["retrieval_orders"]) == {"hotpotqa", "musique"}
     by_system = answers.groupby("system")["tokens"].mean()
-    assert by_system["routed_lk"] > by_system["routed_l1"]  # k answers cost more than one
+    assert by_system["routed_l3"] > by_system["routed_l1"]  # k answers cost more than one
+    # a second run reads every answer from the store: no LLM call, the same predictions
+    SequentialRunner().run(pipelines["answering_evaluation"], catalog)
+    again = catalog.load("answers")
+    first, second = (frame.sort_values(["id", "system"]).reset_index(drop=True) for frame in (answers, again))
+    assert list(second["prediction"]) == list(first["prediction"])
+    assert list(second["latency_ms"]) == list(first["latency_ms"])  # stored, not measured again
 
 
 def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny_dir) -> None:

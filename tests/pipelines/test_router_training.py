@@ -57,6 +57,7 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
             curve = entry[mode]["best_of_l"]
             assert len(curve) == k and curve == sorted(curve) and curve[-1] == pytest.approx(oracle), (key, mode)
             assert f"{mode}_l1" in entry["summary"] and "gap_closed_l1" in entry[mode]
+            assert set(entry[mode]["minus_single_best"]) == set(entry[mode]["minus_greedy_prefix"]) == {"l1", "l2"}
             assert isinstance(entry["selection"][mode]["fallback"], bool)
             if entry["selection"][mode]["fallback"]:  # a router that fell back takes the default member first
                 assert entry["headroom"]["routers"][mode]["switched"] == 0

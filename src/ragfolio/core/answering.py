@@ -4,7 +4,9 @@
 embedded Gemma-3-270M on transformers (``transformers``, the default; wheels only), llama.cpp
 (``llama_cpp``, an optional extra that compiles) or any OpenAI-compatible endpoint (``openai``).
 :class:`Answerer` builds the prompts, cleans the replies and, given the answers of several
-portfolio members, asks the LLM to select one. Prompts carry no ``system`` message because
+portfolio members, asks the LLM to select one, shown in a seeded random order (the order the
+members were routed in would tell a model that copies the first candidate which one the router
+preferred). Prompts carry no ``system`` message because
 Gemma's chat template rejects that role; instructions and one worked example go into the user
 message, which ends with ``"Answer:"`` so that base models (prompted as plain text, see
 :data:`~ragfolio.core.llm.PLAIN`) continue with the answer too.
@@ -15,9 +17,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ragfolio.core.embedded_llm import LlamaCppBackend, TransformersBackend
 from ragfolio.core.llm import ChatBackend, Completion, Messages, OpenAICompatibleClient
@@ -85,7 +90,12 @@ def format_passages(passages: Sequence[tuple[str, str]], max_passage_words: int)
 # "Answer:" line) and costs an instruction-tuned model ~40 prompt tokens.
 _DEMO_QUESTION, _DEMO_ANSWER = "In which city is the Eiffel Tower?", "Paris"
 _DEMO_PASSAGE = ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.")
-_DEMO_CANDIDATES = ("Paris", "London")  # the right one first: a copying model keeps the router's pick
+# The selector's worked examples put the right candidate once second and once first, so that
+# neither position is what the examples teach.
+_SELECT_DEMOS = (
+    (_DEMO_QUESTION, ("London", "Paris"), _DEMO_ANSWER),
+    ("Who wrote the play Hamlet?", ("William Shakespeare", "Charles Dickens"), "William Shakespeare"),
+)
 
 
 def answer_messages(
@@ -117,13 +127,17 @@ def _numbered(candidates: Sequence[str]) -> str:
 def selector_messages(question: str, candidates: Sequence[str]) -> Messages:
     """Asks which of the numbered candidate answers is right, replying with exactly one of them.
 
-    One worked example precedes the question; the prompt ends with ``"Answer:"``.
+    Two worked examples precede the question, their right answers at positions 2 and 1 (neutral
+    about position); the prompt ends with ``"Answer:"``.
     """
+    demos = "".join(
+        f"Question: {q}\nCandidate answers:\n{_numbered(options)}\nAnswer: {right}\n\n"
+        for q, options, right in _SELECT_DEMOS
+    )
     content = (
         "Which candidate answers the question correctly? Reply with exactly one of the candidate answers, "
-        "copied as written, and nothing else.\n\n"
-        f"Question: {_DEMO_QUESTION}\nCandidate answers:\n{_numbered(_DEMO_CANDIDATES)}\nAnswer: {_DEMO_ANSWER}"
-        f"\n\nQuestion: {question}\nCandidate answers:\n{_numbered(candidates)}\nAnswer:"
+        f"copied as written, and nothing else.\n\n{demos}"
+        f"Question: {question}\nCandidate answers:\n{_numbered(candidates)}\nAnswer:"
     )
     return [{"role": "user", "content": content}]
 
@@ -198,12 +212,18 @@ class Selection:
         answer: That candidate.
         fallback: Whether the reply named no candidate, so the top-routed one was taken.
         completion: The selector call; :meth:`Completion.none` when no call was needed.
+        shown: Indices into the list given of the candidates the selector was shown, in the order
+            shown (distinct non-empty answers only); empty when no call was needed.
+        position: 1-based position, in the order shown, of the candidate the selector named;
+            None when no call was made or the reply named none.
     """
 
     index: int
     answer: str
     fallback: bool
     completion: Completion
+    shown: tuple[int, ...] = ()
+    position: int | None = None
 
 
 class Answerer:
@@ -214,6 +234,10 @@ class Answerer:
         max_answer_tokens: Generation limit of an answer.
         max_selector_tokens: Generation limit of a selection.
         max_passage_words: Words kept of each passage in a prompt.
+        shuffle_candidates: Show the selector the candidates in a random order drawn from
+            ``seed`` and the question (the same question always gets the same order); False: in
+            the order given.
+        seed: Seed of those orders.
     """
 
     def __init__(
@@ -223,10 +247,13 @@ class Answerer:
         max_answer_tokens: int = 16,
         max_selector_tokens: int = 16,
         max_passage_words: int = 100,
+        shuffle_candidates: bool = True,
+        seed: int = 0,
     ) -> None:
         self.backend = backend
         self.max_answer_tokens, self.max_selector_tokens = max_answer_tokens, max_selector_tokens
         self.max_passage_words = max_passage_words
+        self.shuffle_candidates, self.seed = shuffle_candidates, seed
 
     def answer(self, question: str, passages: Sequence[tuple[str, str]]) -> tuple[str, Completion]:
         """The cleaned answer to ``question`` from ``(title, text)`` passages (closed-book if none)."""
@@ -237,10 +264,11 @@ class Answerer:
     def select(self, question: str, candidates: Sequence[str]) -> Selection:
         """Choose one of the candidates (router order: index 0 is the top-routed member's answer).
 
-        Candidates equal after SQuAD normalisation are offered once, and empty ones not at all.
-        With a single distinct non-empty candidate (or none) no call is made and the first of
-        them (or index 0) is returned. A reply naming no candidate falls back to the first
-        non-empty candidate, which is index 0 unless the top member answered nothing.
+        Candidates equal after SQuAD normalisation are offered once, and empty ones not at all,
+        in the order of :meth:`shown_order`. With a single distinct non-empty candidate (or none)
+        no call is made and the first of them (or index 0) is returned. A reply naming no
+        candidate falls back to the first non-empty candidate, which is index 0 unless the top
+        member answered nothing.
         """
         if not candidates:
             raise ValueError("select needs at least one candidate")
@@ -252,10 +280,20 @@ class Answerer:
         if len(options) <= 1:
             index = options[0] if options else 0
             return Selection(index, candidates[index], False, Completion.none())
-        shown = [candidates[i] for i in options]
+        order = self.shown_order(question, options)
+        shown = [candidates[i] for i in order]
         completion = self.backend.complete(selector_messages(question, shown), max_tokens=self.max_selector_tokens)
         picked = parse_selection(completion.text, shown)
         if picked is None:
             logger.debug("selector reply %r names no candidate of %s", completion.text, shown)
-        index = options[0] if picked is None else options[picked]
-        return Selection(index, candidates[index], picked is None, completion)
+        index = options[0] if picked is None else order[picked]
+        position = None if picked is None else picked + 1
+        return Selection(index, candidates[index], picked is None, completion, tuple(order), position)
+
+    def shown_order(self, question: str, options: Sequence[int]) -> list[int]:
+        """``options`` in the order the selector sees them: a permutation drawn from ``(seed,
+        crc32(question))`` when :attr:`shuffle_candidates`, else as given."""
+        if not self.shuffle_candidates:
+            return list(options)
+        rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
+        return [options[i] for i in rng.permutation(len(options))]

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,9 @@ import numpy.typing as npt
 logger = logging.getLogger(__name__)
 
 Arrays = dict[str, npt.NDArray[Any]]
+
+# Namespaces that hold parts of a corpus, not of a query batch (see ArrayCache.corpus_reader).
+CORPUS_NAMESPACES = ("passage_embeddings",)
 
 
 def fingerprint(items: Iterable[str]) -> str:
@@ -51,16 +54,30 @@ class ArrayCache:
         enabled: When False every lookup recomputes and nothing is written.
         read_only: Load what is stored but write nothing new (online serving and timed
             evaluation: the corpus parts come from disk, per-query work is done afresh).
+        namespaces: The namespaces served from (and written to) disk; others always compute.
+            None: every namespace.
     """
 
-    def __init__(self, root: str | Path, enabled: bool = True, read_only: bool = False) -> None:
+    def __init__(
+        self, root: str | Path, enabled: bool = True, read_only: bool = False,
+        namespaces: Collection[str] | None = None,
+    ) -> None:
         self.root = Path(root)
         self.enabled = enabled
         self.read_only = read_only
+        self.namespaces = None if namespaces is None else frozenset(namespaces)
 
     def reader(self) -> ArrayCache:
         """A read-only view of this cache."""
-        return ArrayCache(self.root, enabled=self.enabled, read_only=True)
+        return ArrayCache(self.root, enabled=self.enabled, read_only=True, namespaces=self.namespaces)
+
+    def corpus_reader(self) -> ArrayCache:
+        """A read-only view that serves only corpus parts (:data:`CORPUS_NAMESPACES`).
+
+        Per-query entries (query embeddings, first-stage rankings, candidate results) are computed
+        afresh even when stored, so a timed run pays for every query's work itself.
+        """
+        return ArrayCache(self.root, enabled=self.enabled, read_only=True, namespaces=CORPUS_NAMESPACES)
 
     def path_for(self, namespace: str, key: Mapping[str, Any]) -> Path:
         blob = json.dumps(key, sort_keys=True, default=str)
@@ -68,6 +85,8 @@ class ArrayCache:
 
     def get_or_compute(self, namespace: str, key: Mapping[str, Any], compute: Callable[[], Arrays]) -> Arrays:
         """Load the arrays stored for ``key``, or compute, store and return them."""
+        if self.namespaces is not None and namespace not in self.namespaces:
+            return compute()
         path = self.path_for(namespace, key)
         if self.enabled and path.exists():
             with np.load(path, allow_pickle=False) as stored:

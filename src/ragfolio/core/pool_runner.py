@@ -128,7 +128,8 @@ class PoolRunner:
 
     # --- shared parts -------------------------------------------------------------------------
     def memo_stats(self) -> dict[str, int]:
-        """Parts held in memory: ``corpus_parts``, ``query_batches`` and ``query_parts``."""
+        """Parts held in memory (``corpus_parts``, ``query_batches``, ``query_parts``) and the memo's
+        hit and miss counters (:data:`ragfolio.core.memo.COUNTERS`)."""
         return self._memo.stats()
 
     def _remember(self, key: tuple[Any, ...], compute: Callable[[], T], queries: str | None = None) -> T:
@@ -263,6 +264,18 @@ class PoolRunner:
     def forget_queries(self) -> None:
         """Drop every query-batch part from memory (corpus parts stay)."""
         self._memo.clear_batches()
+
+    def cold_queries(self, scope: str, *, forget: bool = True) -> None:
+        """Drop every query-batch part and tag the ones computed from now on with ``scope``.
+
+        A timed system starts with cold query caches (embeddings, first-stage rankings, results)
+        and the warm corpus parts a service keeps; :meth:`memo_stats` then counts any hit on
+        another scope's query part as ``foreign_query_hits``. ``forget=False`` only retags (what
+        the counters see when scopes share the caches).
+        """
+        if forget:
+            self._memo.clear_batches()
+        self._memo.set_scope(scope)
 
     def prepare(
         self, candidates: Sequence[CandidateSpec], queries: Sequence[str], *, executor: Executor | None = None

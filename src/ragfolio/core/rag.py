@@ -3,7 +3,8 @@
 :class:`AdaptiveRAG` ties together the router (:mod:`ragfolio.core.router`), the concurrent
 member execution (:mod:`ragfolio.core.inference`) and the LLM answerer and selector
 (:mod:`ragfolio.core.answering`). Each of the l routed members' passages goes to its own answer
-prompt; the selector sees the question and the candidate answers in router order and picks one.
+prompt; the selector sees the question and the candidate answers in a seeded random order
+(:meth:`~ragfolio.core.answering.Answerer.shown_order`) and picks one.
 Latency is recorded per stage and tokens per call, so a caller can report both per query.
 """
 

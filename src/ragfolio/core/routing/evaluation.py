@@ -92,31 +92,60 @@ class RoutingComparison:
         return {name: best_of_l(self.utilities, picks) for name, picks in self.picks.items()}
 
     def report(self) -> dict[str, Any]:
-        """``<router>.best_of_l``, ``single_best_member``, ``gap_closed_l1``, ``learned_minus_single_best``
-        (95% paired-bootstrap intervals at l = 1, 2, :mod:`ragfolio.core.stats`) and ``summary``."""
+        """``<router>.best_of_l``, ``<router>.minus_single_best`` and ``<router>.minus_greedy_prefix``
+        (95% paired-bootstrap intervals at l = 1, 2, :mod:`ragfolio.core.stats`; see
+        :meth:`differences`), ``single_best_member``, ``gap_closed_l1``, ``learned_minus_single_best``
+        (the learned router's entry, kept at the top) and ``summary``."""
         curves = self.curves
         single = curves["top_average"][0]  # the member with the best train mean, on test
         k = self.utilities.shape[1]
+        to_single, to_prefix = self.differences("top_average", fixed=True), self.differences("greedy_prefix")
+        entries: dict[str, dict[str, Any]] = {}
+        for name, curve in curves.items():
+            entries[name] = {"best_of_l": curve}
+            if name in to_single:
+                entries[name]["minus_single_best"] = to_single[name]
+            if name in to_prefix:
+                entries[name]["minus_greedy_prefix"] = to_prefix[name]
         return {
-            **{name: {"best_of_l": curve} for name, curve in curves.items()},
+            **entries,
             "single_best_member": single,
             "gap_closed_l1": gap_closed(curves["learned"][0], single, curves["oracle"][0]),
-            "learned_minus_single_best": self.differences_to_single_best(),
+            "learned_minus_single_best": to_single.get("learned", {}),
             "summary": {  # scalars for `dvc metrics show/diff`, which skips lists
                 f"{name}_l{l}": curves[name][l - 1] for name in SUMMARIZED for l in (1, 2) if l <= k
             },
         }
 
+    def differences(
+        self, baseline: str, ls: Sequence[int] = (1, 2), *, fixed: bool = False
+    ) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{router: {"l1": interval, "l2": ...}}``: every other router's best-of-l minus ``baseline``'s,
+        per query, paired (one shared bootstrap resampling for all routers and l).
+
+        Args:
+            baseline: A router of :attr:`picks` (``top_average``'s first pick is the single best member,
+                ``greedy_prefix`` the fixed greedy members).
+            ls: The l compared (those above k are left out).
+            fixed: Compare every l with the baseline at l = 1 (a single member, not a growing set).
+        """
+        if len(self.utilities) == 0 or baseline not in self.picks:
+            return {}
+        k = self.utilities.shape[1]
+        ls = [l for l in ls if l <= k]
+        base = per_query_best_of_l(self.utilities, self.picks[baseline])
+        names = [name for name in self.picks if name != baseline]
+        if not names or not ls:
+            return {}
+        A = np.concatenate([per_query_best_of_l(self.utilities, self.picks[n])[:, [l - 1 for l in ls]] for n in names],
+                           axis=1)
+        B = np.tile(base[:, [0] * len(ls) if fixed else [l - 1 for l in ls]], len(names))
+        found = iter(paired_differences(A, B))
+        return {name: {f"l{l}": next(found).to_dict() for l in ls} for name in names}
 
     def differences_to_single_best(self, ls: Sequence[int] = (1, 2)) -> dict[str, dict[str, Any]]:
         """``{"l1": interval, "l2": ...}``: learned best-of-l minus the single best member, per query, paired."""
-        if len(self.utilities) == 0:
-            return {}
-        learned = per_query_best_of_l(self.utilities, self.picks["learned"])
-        single = per_query_best_of_l(self.utilities, self.picks["top_average"])[:, 0]
-        ls = [l for l in ls if l <= learned.shape[1]]
-        found = paired_differences(learned[:, [l - 1 for l in ls]], single)
-        return {f"l{l}": interval.to_dict() for l, interval in zip(ls, found, strict=True)}
+        return self.differences("top_average", ls, fixed=True).get("learned", {})
 
 
 def compare_routers(

@@ -1,17 +1,20 @@
-"""Nodes of ``answering_evaluation``: answer test questions with every system, summarise, plot."""
+"""Nodes of ``answering_evaluation``: answer test questions with every system, resuming from the store."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from typing import Any
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 from pydantic import BaseModel, ConfigDict, Field
-from tqdm.auto import tqdm
 
-from ragfolio.core.answer_eval import SYSTEMS, SystemRunner, summarize
+from ragfolio.core.answer_eval import SystemRunner, run_order
+from ragfolio.core.answer_store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering import EMBEDDED_LLM, Answerer, make_backend
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.corpora import Corpora
@@ -20,12 +23,15 @@ from ragfolio.core.features import TextHasher
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.rag import AdaptiveRAG
 from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.runners import CorpusRunners, PoolSettings
 from ragfolio.core.utility_index import row_questions, split_rows
 from ragfolio.core.vendi_rag import VendiRAG
-from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)
+
+STORE_VERSION = 1  # bumped when a stored record's meaning changes, so old rows are not reused
 
 
 class AnsweringEvaluationParams(BaseModel):
@@ -39,6 +45,13 @@ class AnsweringEvaluationParams(BaseModel):
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
     answerer: dict[str, Any] = Field(default_factory=dict)
     vendi_rag: dict[str, Any] = Field(default_factory=dict)
+    routed_l: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    retrieval_routers: bool = True
+    wide_factor: int = Field(2, ge=0)
+    system_order: Literal["fixed", "reversed", "shuffled"] = "shuffled"
+    cold_caches: bool = True
+    order_check_questions: int = Field(5, ge=0)
+    resume: bool = True
     seed: int = 42
 
 
@@ -52,89 +65,102 @@ def _test_questions(
     return [qs[i] for i in chosen]
 
 
+def _answer(systems: SystemRunner, dataset: str, system_order: str, seed: int, q: Question) -> list[dict[str, Any]]:
+    """Every system's record for question ``q``, the systems run in the question's order."""
+    order = run_order(systems.systems, system_order, seed, q.id)
+    return [a.record(q.id, dataset, q.answers, systems.rag.runner.texts) for a in systems.run(q.question, order)]
+
+
+def _router_digest(router: RouterProtocol) -> str:
+    """sha256 of the files the router saves (its settings and weights): a retrained router differs."""
+    digest = hashlib.sha256()
+    with tempfile.TemporaryDirectory() as folder:
+        router.save(folder)
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file():
+                digest.update(path.relative_to(folder).as_posix().encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _retrieval_routings(
+    rag: AdaptiveRAG, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: dict[str, Any],
+    num_docs: int,
+) -> dict[str, OnlineRetrievalRouting]:
+    """The pre- and post-retrieval routers of ``dataset``'s portfolio, routing one query at a time."""
+    present = {mode: routers[dataset] for mode, routers in trained.items() if dataset in routers}
+    if not present:
+        return {}
+    config = router_features.get("retrieval_features")
+    if config is None:
+        raise ValueError("router_features has no 'retrieval_features' (the retrieval routers' featurizer): "
+                         "run router_training again")
+    featurizer = RetrievalFeaturizer(tuple(config["encoders"]), num_docs, int(config["agreement_depth"]))
+    return {mode: OnlineRetrievalRouting(router, rag.executor, featurizer, rag.features) for mode, router in present.items()}
+
+
 def answer_test_questions(
     questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, RouterProtocol], cache: ArrayCache,
-    pool_settings: dict[str, Any], router_features: dict[str, Any], params: dict[str, Any],
-) -> pd.DataFrame:
+    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, RouterProtocol],
+    pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
+    cache: ArrayCache, pool_settings: dict[str, Any], router_features: dict[str, Any], answer_store: AnswerStore,
+    params: dict[str, Any],
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
 
-    Each dataset uses its own portfolio and router over the corpus it retrieved from; datasets that
-    share a corpus share one runner, configured as candidate scoring ran it (``pool_settings``); the
-    routers read the features router training built (``router_features``). The corpus parts
-    (embeddings) load from the retrieval cache; per-query work runs afresh and is not written back,
-    so latencies are real.
+    Each dataset uses its own portfolio and routers over the corpus it retrieved from, configured
+    as candidate scoring ran it (``pool_settings``). Only corpus parts (passage embeddings) load
+    from the retrieval cache; every system computes its own query parts with cold caches, in the
+    order ``system_order`` gives per question. A question whose records the ``answer_store`` holds
+    under the same settings is not answered again; new ones are stored as each question ends.
+
+    Returns:
+        ``(answers, retrieval_orders)``: the rows, and for the first ``order_check_questions`` of each
+        dataset every system's retrieval latency (no LLM call) in the fixed and the reversed order.
     """
     p = AnsweringEvaluationParams(**params)
     settings = PoolSettings.from_dict(pool_settings)
     hasher, encoders = TextHasher.from_dict(router_features["text_features"]), router_features["encoders"]
     specs = [CandidateSpec.from_record(c) for c in candidates]
-    answerer = Answerer(make_backend(p.llm), **p.answerer)
-    rows = []
+    answerer = Answerer(make_backend(p.llm), **{"seed": p.seed, **p.answerer})
     sets = Corpora.from_json(corpora)
-    unknown = set(p.datasets or []) - set(sets.datasets)
-    if unknown:
+    if unknown := set(p.datasets or []) - set(sets.datasets):
         raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a corpus "
                          f"{sorted(sets.datasets)}")
-    runners = CorpusRunners(sets, cache.reader(), settings)
+    runners = CorpusRunners(sets, cache.corpus_reader(), settings)
+    trained = {"pre_retrieval": pre_retrieval_routers, "post_retrieval": post_retrieval_routers} if p.retrieval_routers else {}
+    rows: list[dict[str, Any]] = []
+    orders: dict[str, Any] = {}
     for dataset in sets.datasets:
         if p.datasets is not None and dataset not in p.datasets:
             continue
         sel, router, runner = portfolios["selections"][dataset], routers[dataset], runners.for_dataset(dataset)
         members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
         rag = AdaptiveRAG(runner, members, router, hasher, encoders, answerer, timeout_s=p.member_timeout_s)
-        vendi = VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag)
-        systems = SystemRunner(rag, specs[sel["top_by_average"][0]], vendi)
+        wide = runners.for_dataset(dataset, p.wide_factor * settings.num_docs) if p.wide_factor else None
+        online = _retrieval_routings(rag, trained, dataset, router_features, settings.num_docs)
+        systems = SystemRunner(
+            rag, specs[sel["top_by_average"][0]], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
+            wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches,
+        )
+        key = settings_hash({
+            "version": STORE_VERSION, "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
+            "router_features": router_features, "members": [m.name for m in members],
+            "single_best": systems.single_best.name, "systems": systems.systems,
+            "routers": {"learned": _router_digest(router), **{m: _router_digest(o.router) for m, o in online.items()}},
+            "params": p.model_dump(exclude={"max_questions_per_dataset", "datasets", "order_check_questions", "resume"}),
+        })
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
-        runner.prepare([*members, systems.single_best], ["warm-up query"])  # build indexes outside the timings
-        for q in tqdm(sample, desc=f"{dataset} answering", unit="q"):
-            rows += [a.record(q.id, dataset, q.answers, runner.texts) for a in systems.run(q.question)]
+        systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
+        answer = partial(_answer, systems, dataset, p.system_order, p.seed)
+        answered, reused = answer_all(sample, systems.systems, answer_store, key, answer, resume=p.resume,
+                                      desc=f"{dataset} answering")
+        rows += answered
+        orders[dataset] = [
+            {"id": q.id, **{how: systems.retrieval_ms(q.question, run_order(systems.systems, how, p.seed, q.id))
+                            for how in ("fixed", "reversed")}}
+            for q in sample[: p.order_check_questions]
+        ]
+        logger.info("%s: %d questions, %d read from the answer store (settings %s)", dataset, len(sample), reused, key)
         rag.close()
-    return pd.DataFrame(rows)
-
-
-def summarize_answers(answers: pd.DataFrame) -> dict[str, Any]:
-    """``datasets.<dataset | all>.<system>.{em, f1, latency_ms_mean, latency_ms_p95, tokens_mean, ...}``."""
-    records = answers.to_dict(orient="records")
-    for r in records:  # pandas turns None into NaN
-        r["fallback"] = None if r["fallback"] is None or r["fallback"] != r["fallback"] else bool(r["fallback"])
-    per = summarize(records)
-    datasets: dict[str, Any] = {**per, "all": summarize([{**r, "dataset": "all"} for r in records])["all"]}
-    report = {"systems": list(SYSTEMS), "datasets": datasets}
-    lines = [f"{'dataset':<18}{'system':<15}{'n':>4}{'EM':>7}{'F1':>7}{'ans.rec':>8}{'ms mean':>9}{'ms p95':>9}{'tokens':>8}"]
-    for dataset, systems in datasets.items():
-        for system, m in systems.items():
-            lines.append(
-                f"{dataset:<18}{system:<15}{m['n']:>4}{m['em']:>7.3f}{m['f1']:>7.3f}{m['answer_recall']:>8.3f}"
-                f"{m['latency_ms_mean']:>9.0f}{m['latency_ms_p95']:>9.0f}{m['tokens_mean']:>8.0f}"
-            )
-    logger.info("answering on test questions\n%s", "\n".join(lines))
-    return report
-
-
-def plot_em_vs_tokens(metrics: dict[str, Any]) -> Figure:
-    """EM against mean tokens per query, one point per system, one panel per dataset."""
-    keys = list(metrics["datasets"])
-    fig, axes = subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6))
-    for ax, key in zip(axes[0], keys, strict=True):
-        for system, m in metrics["datasets"][key].items():
-            ax.scatter(m["tokens_mean"], m["em"], s=30)
-            ax.annotate(system, (m["tokens_mean"], m["em"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        ax.set_title(f"{key} (n={next(iter(metrics['datasets'][key].values()))['n']})")
-        ax.set_xlabel("tokens per query (mean)")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("exact match")
-    fig.tight_layout()
-    return fig
-
-
-def em_vs_tokens_table(metrics: dict[str, Any]) -> pd.DataFrame:
-    """Rows ``(system, tokens_mean, em, f1, latency_ms_mean)`` over every dataset (``all``).
-
-    The data behind ``em_vs_tokens.png``, for ``dvc plots show`` (a scatter of ``em`` on ``tokens_mean``).
-    """
-    systems = metrics["datasets"]["all"]
-    return pd.DataFrame([
-        {"system": system, **{key: m[key] for key in ("tokens_mean", "em", "f1", "latency_ms_mean")}}
-        for system, m in systems.items()
-    ], columns=["system", "tokens_mean", "em", "f1", "latency_ms_mean"])
+    return pd.DataFrame(rows), orders

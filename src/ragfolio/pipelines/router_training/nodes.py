@@ -69,7 +69,9 @@ class RouterTrainingParams(BaseModel):
 
 
 def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """The router's inputs (``router_features``): ``{"text_features": hasher config, "encoders": [...]}``.
+    """The routers' inputs (``router_features``): ``{"text_features": hasher config, "encoders": [...],
+    "retrieval_features": {"encoders": [...], "agreement_depth": n}}`` (the last: the featurizer of
+    the routers that see the retrieval, which answering rebuilds to route a question).
 
     The encoders must be ones candidate scoring ran, whose query embeddings the cache holds.
     """
@@ -78,7 +80,10 @@ def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> di
         raise ValueError(
             f"router_training.encoders {unknown} are not candidate_scoring encoders {sorted(settings.encoders)}"
         )
-    return {"text_features": TextHasher.from_dict(p.text_features).to_dict(), "encoders": list(p.encoders)}
+    return {
+        "text_features": TextHasher.from_dict(p.text_features).to_dict(), "encoders": list(p.encoders),
+        "retrieval_features": {"encoders": list(p.encoders), "agreement_depth": p.retrieval_routing.agreement_depth},
+    }
 
 
 def build_query_features(
@@ -207,12 +212,14 @@ def _log_summary(report: dict[str, Any]) -> None:
         lines.append(f"{key} (n={entry['n_test']}), a member beats the default on {_pct(room['share'])} "
                      f"of questions; fell back on validation: "
                      f"{[n for n, sel in entry['selection'].items() if sel.get('fallback')] or 'none'}")
-        lines.append(f"  {'router':<15}{'best-of-l':<{6 * report['k']}} gap@1  captured worse")
+        lines.append(f"  {'router':<15}{'best-of-l':<{6 * report['k']}} gap@1  captured worse  "
+                     f"l=1 minus single best [95%]")
         for name in _routed(entry):
             taken = room["routers"].get(name, {})
             lines.append(f"  {name:<15}" + " ".join(f"{v:.3f}" for v in entry[name]["best_of_l"])
                          + f" {_pct(entry[name].get('gap_closed_l1')):>6} {_pct(taken.get('captured')):>8}"
-                         + f" {_pct(taken.get('worse')):>5}")
+                         + f" {_pct(taken.get('worse')):>5}"
+                         + f"  {_interval(entry[name].get('minus_single_best', {}).get('l1'))}")
         budget = entry["same_budget"]
         lines.append("  routed union   " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
         lines.append("  single, l*n    " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))
@@ -220,6 +227,12 @@ def _log_summary(report: dict[str, Any]) -> None:
     lines.append(f"retrieval features: {cost['first_stage_ms_per_query']:.2f} ms/query first stage, "
                  f"{cost['members_ms_per_query']:.2f} ms/query/portfolio members")
     logger.info("\n".join(lines))
+
+
+def _interval(x: dict[str, Any] | None) -> str:
+    if not x or x.get("low") is None:
+        return "-"
+    return f"{x['estimate']:+.3f} [{x['low']:+.3f}, {x['high']:+.3f}]"
 
 
 def _pct(x: float | None) -> str:
@@ -285,7 +298,7 @@ def build_bundle(
     scoring = {name: value for name, value in settings.to_dict().items() if name != "score"}
     bundle = PortfolioBundle(
         name=key, corpus=corpus, members=members, router=routers[key], scoring=scoring,
-        routing={"text_features": router_features["text_features"], "encoders": router_features["encoders"]},
+        routing=dict(router_features),
         embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), selection=selection,
     )
     logger.info("bundle %r: %d members, %d passages (corpus %s), encoders %s", key, bundle.k, len(bundle.corpus),

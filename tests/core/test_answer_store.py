@@ -1,0 +1,90 @@
+"""The answer store: a second run reads what the first stored, a stopped run resumes, bad rows fail loudly."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ragfolio.core.answer_store import AnswerStore, answer_all, settings_hash
+
+SYSTEMS = ("no_retrieval", "single_best")
+
+
+@dataclass(frozen=True)
+class Q:
+    id: str
+    question: str
+
+
+class Counting:
+    """Answers a question with one record per system and counts the questions it answered."""
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.asked: list[str] = []
+        self.fail_on = fail_on
+
+    def __call__(self, q: Q) -> list[dict]:
+        if q.id == self.fail_on:
+            raise KeyboardInterrupt  # the run is stopped while answering this question
+        self.asked.append(q.id)
+        return [{"id": q.id, "system": s, "prediction": f"{q.question}:{s}", "em": 1.0} for s in SYSTEMS]
+
+
+QUESTIONS = [Q(f"q{i}", f"question {i}") for i in range(4)]
+
+
+def test_a_second_run_reads_every_answer_from_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "answer_store.jsonl"
+    first = Counting()
+    rows, reused = answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s1", first)
+    assert first.asked == ["q0", "q1", "q2", "q3"] and reused == 0 and len(rows) == 8
+    second = Counting()
+    again, reused = answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s1", second)  # a new process reads the file
+    assert second.asked == [] and reused == 4 and again == rows
+    other = Counting()  # other settings: answered afresh, stored beside the first
+    answer_all(QUESTIONS[:1], SYSTEMS, AnswerStore(path), "s2", other)
+    assert other.asked == ["q0"] and len(AnswerStore(path)) == 10
+
+
+def test_a_stopped_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    path = tmp_path / "answer_store.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s", Counting(fail_on="q2"))
+    resumed = Counting()
+    rows, reused = answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s", resumed)
+    assert resumed.asked == ["q2", "q3"] and reused == 2
+    assert [r["id"] for r in rows] == ["q0", "q0", "q1", "q1", "q2", "q2", "q3", "q3"]
+    fresh = Counting()
+    answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s", fresh, resume=False)
+    assert fresh.asked == [q.id for q in QUESTIONS]
+
+
+def test_a_question_missing_a_system_is_answered_again(tmp_path: Path) -> None:
+    store = AnswerStore(tmp_path / "answer_store.jsonl")
+    store.add([{"id": "q0", "system": "no_retrieval"}], "s")
+    assert store.get("q0", SYSTEMS, "s") is None
+    assert store.get("q0", ["no_retrieval"], "s") == [{"id": "q0", "system": "no_retrieval", "settings": "s"}]
+
+
+def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path: Path) -> None:
+    path = tmp_path / "answer_store.jsonl"
+    good = json.dumps({"id": "q0", "system": "single_best", "settings": "s"})
+    path.write_text(good + "\n" + '{"id": "q1", "sys')  # a write cut short
+    assert len(AnswerStore(path)) == 1
+    path.write_text('{"id": "q1"}\n' + good + "\n")
+    with pytest.raises(ValueError, match=r"answer_store.jsonl:1: not a stored answer"):
+        len(AnswerStore(path))
+
+
+def test_settings_hash_is_order_free_and_sensitive() -> None:
+    assert settings_hash({"a": 1, "b": [1, 2]}) == settings_hash({"b": [1, 2], "a": 1})
+    assert settings_hash({"a": 1}) != settings_hash({"a": 2})
+
+
+def test_no_path_keeps_nothing_on_disk(tmp_path: Path) -> None:
+    store = AnswerStore(None)
+    store.add([{"id": "q0", "system": "x"}], "s")
+    assert store.get("q0", ["x"], "s") is not None and list(tmp_path.iterdir()) == []
