@@ -1,18 +1,29 @@
-"""Load test of the HTTP service over loopback: /retrieve at concurrency 16, /answer at concurrency 4.
+"""Load test of the HTTP service over loopback: /retrieve alone and at 16 in flight, /batch_retrieve
+of 64 queries, /answer alone and at 4 in flight.
 
 Starts ``bentoml serve`` from the repository root on a free 127.0.0.1 port with the default
-settings (conf/base/serving.yml: the pipeline's bundle, the embedded Gemma-3-270M) and measures
-its time to ready (process start to ``/readyz`` 200), or targets an already running service with
-``--url`` (loopback addresses only). Then, bounded in count and in time:
+settings (conf/base/serving.yml: the pipeline's bundle, batched retrieval, the embedded
+Gemma-3-270M in its own supervised process) and measures its time to ready (process start to
+``/readyz`` 200), or targets an already running service with ``--url`` (loopback addresses only).
+Then, bounded in count and in time, one phase after another:
 
+* ``--lone-requests`` (100) ``POST /retrieve``, one at a time (a lone query's latency);
 * ``--retrieve-requests`` (500) ``POST /retrieve`` with ``--retrieve-concurrency`` (16) in flight;
-* ``--answer-requests`` (50) ``POST /answer`` with ``--answer-concurrency`` (4) in flight.
+* ``--batch-requests`` (5) ``POST /batch_retrieve`` of ``--batch-size`` (64) queries, one at a time;
+* ``--answer-lone-requests`` (5) ``POST /answer`` one at a time and ``--answer-requests`` (20) with
+  ``--answer-concurrency`` (4) in flight.
+
+The phases start once the LLM has answered a first ``/answer`` (its process loads the model after
+the service is ready, and that load would compete with the first phase for the cores); the time
+to that first answer is reported.
 
 Queries are the sample's questions (data/02_intermediate/questions.json, 300 of them) in a fixed
-shuffled order, cycled. The service keeps the query parts of its last 256 queries in memory, so a
-cycle of 300 misses every time, as new queries would. A phase stops at ``--max-phase-s`` with the
-requests not sent counted as not run. Reported per phase: throughput, p50/p95/p99 latency,
-errors (any non-200 or failed connection), 5xx, and responses with ``degraded: true``.
+shuffled order, cycled, each phase from its own offset. Per-query parts are memoised per batch of
+queries (the last 256 batches), and concurrent requests form batches of varying make-up, so these
+miss as new queries would. A phase stops at ``--max-phase-s`` with the requests not sent counted
+as not run. Reported per phase: throughput, p50/p95/p99 latency, errors (any non-200 or failed
+connection), 5xx, and responses with ``degraded: true``; and the resident memory of each of the
+service's processes at the end (``bentoml serve``'s, its worker's, the LLM server's).
 
 Run from the repository root (client and server share the machine's cores)::
 
@@ -42,6 +53,7 @@ from urllib.parse import urlparse
 
 import httpx
 import numpy as np
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -49,11 +61,13 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 @dataclass
 class Phase:
-    """Outcome of one endpoint's load."""
+    """Outcome of one endpoint's load (``batch``: queries per request, 0 for single-query endpoints)."""
 
     endpoint: str
     requests: int
     concurrency: int
+    batch: int = 0
+    offset: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)  # 0: the connection failed
     degraded: int = 0
@@ -64,8 +78,15 @@ class Phase:
         errors = sum(s != 200 for s in self.statuses)
         server_errors = sum(s >= 500 for s in self.statuses)
         p50, p95, p99 = np.percentile(self.latencies_ms, [50, 95, 99]) if self.latencies_ms else (np.nan,) * 3
-        return (f"| `{self.endpoint}` | {done}/{self.requests} | {self.concurrency} | {done / self.wall_s:.2f} | "
+        name = f"`{self.endpoint}` ({self.batch} queries)" if self.batch else f"`{self.endpoint}`"
+        return (f"| {name} | {done}/{self.requests} | {self.concurrency} | {done / self.wall_s:.2f} | "
                 f"{p50:.0f} | {p95:.0f} | {p99:.0f} | {errors} | {server_errors} | {self.degraded} |")
+
+    def payload(self, i: int, queries: list[str]) -> dict:
+        k = self.offset + i * max(self.batch, 1)
+        if self.batch:
+            return {"queries": [queries[(k + j) % len(queries)] for j in range(self.batch)]}
+        return {"query": queries[k % len(queries)]}
 
 
 def questions() -> list[str]:
@@ -86,8 +107,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(timeout_s: float) -> Iterator[tuple[str, float]]:
-    """``bentoml serve`` on a free loopback port; yields ``(url, seconds to ready)``, then stops it."""
+def serve(timeout_s: float) -> Iterator[tuple[str, float, int]]:
+    """``bentoml serve`` on a free loopback port; yields ``(url, seconds to ready, pid)``, then stops it."""
     port = free_port()
     env = {**os.environ, "BENTOML_HOME": tempfile.mkdtemp(prefix="bentoml_home_"), "BENTOML_DO_NOT_TRACK": "true",
            "DO_NOT_TRACK": "1"}
@@ -109,7 +130,7 @@ def serve(timeout_s: float) -> Iterator[tuple[str, float]]:
             if time.perf_counter() - start > timeout_s:
                 raise RuntimeError(f"not ready after {timeout_s} s; see {log}")
             time.sleep(0.1)
-        yield url, time.perf_counter() - start
+        yield url, time.perf_counter() - start, proc.pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)
@@ -130,7 +151,7 @@ async def run_phase(url: str, phase: Phase, queries: list[str], max_s: float) ->
                 return
             sent = time.perf_counter()
             try:
-                response = await client.post(phase.endpoint, json={"query": queries[i % len(queries)]})
+                response = await client.post(phase.endpoint, json=phase.payload(i, queries))
                 status = response.status_code
                 if status == 200 and response.json().get("degraded"):
                     phase.degraded += 1
@@ -146,6 +167,31 @@ async def run_phase(url: str, phase: Phase, queries: list[str], max_s: float) ->
     return phase
 
 
+def wait_for_llm(url: str, query: str, timeout_s: float) -> float:
+    """Seconds until ``/answer`` first answers 200 (the LLM process loads after the service is ready)."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout_s:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.post(f"{url}/answer", json={"query": query}, timeout=timeout_s).status_code == 200:
+                return time.perf_counter() - start
+        time.sleep(1.0)
+    raise RuntimeError(f"/answer did not answer 200 within {timeout_s} s")
+
+
+def memory(pid: int | None) -> str:
+    """Resident memory of a process and its descendants, one entry per process."""
+    if pid is None:
+        return "not measured (`--url`)"
+    parts = []
+    for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            cmd = " ".join(proc.cmdline())
+            role = ("LLM server" if "llm_server" in cmd else "worker" if "worker" in cmd or "_bentoml_impl" in cmd
+                    else "bentoml serve" if "bentoml" in cmd else proc.name())
+            parts.append(f"{role} {proc.memory_info().rss / 2**20:.0f} MiB")
+    return ", ".join(parts)
+
+
 def machine() -> str:
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), platform.processor() or "unknown")
@@ -156,7 +202,8 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def report(phases: list[Phase], ready_s: float | None, url: str, portfolio: dict, loads: tuple[str, str]) -> str:
+def report(phases: list[Phase], ready_s: float | None, url: str, portfolio: dict, loads: tuple[str, str],
+           extra: list[str]) -> str:
     command = "python " + shlex.join(sys.argv)
     ready = f"{ready_s:.1f} s (process start to `/readyz` 200, warm-up included)" if ready_s is not None else (
         "not measured (`--url` targeted a running service)")
@@ -168,8 +215,9 @@ def report(phases: list[Phase], ready_s: float | None, url: str, portfolio: dict
         f"- Service: `bentoml serve` at {url}, one worker; bundle `{portfolio.get('name')}` version "
         f"`{portfolio.get('version')}` (k={portfolio.get('k')}, default l={portfolio.get('default_l')}, "
         f"num_docs={portfolio.get('num_docs')}, {portfolio.get('n_passages')} passages); LLM "
-        f"`{portfolio.get('limits', {}).get('llm')}`.",
-        f"- Time to ready: {ready}.", "",
+        f"`{portfolio.get('limits', {}).get('llm')}` ({portfolio.get('limits', {}).get('llm_process')}); batching "
+        f"`{portfolio.get('limits', {}).get('batching')}`.",
+        f"- Time to ready: {ready}.", *extra, "",
         "| endpoint | done/asked | concurrency | throughput (req/s) | p50 (ms) | p95 (ms) | p99 (ms) | errors | 5xx | degraded |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *[p.row() for p in phases], "",
@@ -182,10 +230,15 @@ def report(phases: list[Phase], ready_s: float | None, url: str, portfolio: dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", help="a running service (loopback only); default: start `bentoml serve`")
+    parser.add_argument("--lone-requests", type=int, default=100)
     parser.add_argument("--retrieve-requests", type=int, default=500)
     parser.add_argument("--retrieve-concurrency", type=int, default=16)
-    parser.add_argument("--answer-requests", type=int, default=50)
+    parser.add_argument("--batch-requests", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--answer-lone-requests", type=int, default=5)
+    parser.add_argument("--answer-requests", type=int, default=20)
     parser.add_argument("--answer-concurrency", type=int, default=4)
+    parser.add_argument("--llm-timeout-s", type=float, default=600.0, help="longest wait for the LLM to answer")
     parser.add_argument("--max-phase-s", type=float, default=900.0, help="stop sending after this many seconds")
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
     parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
@@ -195,21 +248,36 @@ def main() -> None:
 
     queries = questions()
     loads = [load_average()]
+    extra: list[str] = []
     with contextlib.ExitStack() as stack:
+        pid: int | None = None
         if args.url:
             url, ready_s = args.url.rstrip("/"), None
         else:
-            url, ready_s = stack.enter_context(serve(args.ready_timeout_s))
+            url, ready_s, pid = stack.enter_context(serve(args.ready_timeout_s))
             print(f"ready after {ready_s:.1f} s at {url}", flush=True)
         portfolio = httpx.get(f"{url}/portfolio", timeout=30).json()
+        answers = bool(args.answer_lone_requests or args.answer_requests)
+        if answers:  # the LLM process loads its model after the service is ready: measure without that
+            waited = wait_for_llm(url, queries[-1], args.llm_timeout_s)
+            extra.append(f"- The LLM first answered {waited:.1f} s after the service was ready (its process loads "
+                         "the model meanwhile); the phases started then.")
+        retrieval = [Phase("/retrieve", args.lone_requests, 1, offset=0),
+                     Phase("/retrieve", args.retrieve_requests, args.retrieve_concurrency, offset=100),
+                     Phase("/batch_retrieve", args.batch_requests, 1, batch=args.batch_size, offset=7)]
+        answering = [Phase("/answer", args.answer_lone_requests, 1, offset=11),
+                     Phase("/answer", args.answer_requests, args.answer_concurrency, offset=23)]
         phases = []
-        for endpoint, n, c in [("/retrieve", args.retrieve_requests, args.retrieve_concurrency),
-                               ("/answer", args.answer_requests, args.answer_concurrency)]:
-            phase = asyncio.run(run_phase(url, Phase(endpoint, n, c), queries, args.max_phase_s))
+        for phase in retrieval:
+            phases.append(asyncio.run(run_phase(url, phase, queries, args.max_phase_s)))
             print(phase.row(), flush=True)
-            phases.append(phase)
+        if answers:
+            for phase in answering:
+                phases.append(asyncio.run(run_phase(url, phase, queries, args.max_phase_s)))
+                print(phase.row(), flush=True)
+        extra.append(f"- Resident memory at the end: {memory(pid)}.")
     loads.append(load_average())
-    text = report(phases, ready_s, url, portfolio, (loads[0], loads[1]))
+    text = report(phases, ready_s, url, portfolio, (loads[0], loads[1]), extra)
     print(text)
     if args.out:
         args.out.write_text(text)

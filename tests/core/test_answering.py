@@ -118,12 +118,37 @@ def test_select_no_call_for_one_or_equal_candidates() -> None:
 
 def test_select_parses_choice_and_counts_fallback() -> None:
     backend = ScriptedBackend("London", "I am not sure.")
-    answerer = Answerer(backend)
+    answerer = Answerer(backend, shuffle_candidates=False)
     chosen = answerer.select("Q?", ["Paris", "paris", "London"])
     assert (chosen.index, chosen.answer, chosen.fallback, chosen.completion.tokens) == (2, "London", False, 12)
     assert "1. Paris\n2. London\nAnswer:" in backend.calls[0][0]["content"]  # duplicates offered once
+    assert (chosen.shown, chosen.position) == ((0, 2), 2)
     fallback = answerer.select("Q?", ["Paris", "London"])
-    assert (fallback.index, fallback.answer, fallback.fallback) == (0, "Paris", True)
+    assert (fallback.index, fallback.answer, fallback.fallback, fallback.position) == (0, "Paris", True, None)
+
+
+def test_selector_sees_a_seeded_random_order_and_reports_the_position_it_picked() -> None:
+    """A selector that always names the first candidate shown picks every router position in turn."""
+    candidates = ["Paris", "London", "Rome"]
+    answerer = Answerer(ScriptedBackend(*["1"] * 60), seed=3)
+    picks = [answerer.select(f"Question {i}?", candidates) for i in range(60)]
+    assert all(p.position == 1 and p.index == p.shown[0] and not p.fallback for p in picks)
+    assert {p.index for p in picks} == {0, 1, 2}  # the router's first is not always the one shown first
+    assert all(sorted(p.shown) == [0, 1, 2] for p in picks)
+    again = Answerer(ScriptedBackend("1"), seed=3).select("Question 7?", candidates)
+    assert again.shown == picks[7].shown  # the same question and seed: the same order
+    shown = answerer.backend.calls[0][0]["content"].rsplit("Candidate answers:\n", 1)[1]
+    assert shown.startswith(f"1. {candidates[picks[0].shown[0]]}\n")
+
+
+def test_selector_worked_examples_are_neutral_about_position() -> None:
+    (msg,) = selector_messages("Q?", ["a", "b"])
+    demos = msg["content"].split("Question: Q?")[0].split("Question: ")[1:]
+    positions = []
+    for demo in demos:
+        options = [line.split(". ", 1)[1] for line in demo.splitlines() if line[:1].isdigit()]
+        positions.append(options.index(demo.rsplit("Answer: ", 1)[1].strip()) + 1)
+    assert sorted(positions) == [1, 2]
 
 
 def test_make_backend_rejects_unknown_kind_and_keys(monkeypatch) -> None:

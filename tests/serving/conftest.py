@@ -122,3 +122,17 @@ def client(tiny_bundle: Path, fake_llm_url: str, tmp_path_factory: pytest.TempPa
     config = write_config(tmp_path_factory.mktemp("conf") / "serving.yml", tiny_bundle, fake_llm_url)
     with service_client(config) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def tiny_llm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random causal LM folder (see tiny_llm.py)."""
+    from tiny_llm import write_tiny_llm
+
+    return write_tiny_llm(tmp_path_factory.mktemp("llm") / "tiny-llm")
+
+
+def tiny_llm_config(model: Path) -> dict:
+    """``llm`` settings serving the tiny model in process (plain prompts, as the embedded model)."""
+    return {"kind": "transformers", "transformers": {"model_path": str(model), "chat_format": "plain",
+                                                     "n_ctx": 4096, "n_threads": 1}}

@@ -194,7 +194,7 @@ def test_an_unexpected_exception_is_a_500_with_only_a_request_id(client, monkeyp
     def fail(*args, **kwargs):
         raise RuntimeError(f"cannot read the index at {SECRET}")
 
-    for method in ("retrieve", "answer", "portfolio"):
+    for method in ("retrieve_many", "answer", "portfolio"):
         monkeypatch.setattr(ServingEngine, method, fail)
     if route == "/portfolio":
         response = client.get(route)

@@ -3,13 +3,21 @@
 Members use BM25 only (BM25, a passage-graph walk from BM25 seeds, a two-hop BM25 retrieval) and
 the router reads only the hashed text features, so a service loads it in about a second with no
 model files, in this process or in a ``bentoml serve`` subprocess.
+
+:func:`write_encoder_bundle` adds an encoder, :class:`CountingEncoder` (hashed bags of words, no
+model), which the router and two members read and which counts its calls; register it first
+(``ENCODER_KINDS["counting"] = CountingEncoder``, in this process only).
 """
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from ragfolio.core.artifacts import PortfolioBundle, save_bundle
 from ragfolio.core.data import build_corpus
@@ -46,6 +54,63 @@ def write_tiny_bundle(path: Path) -> dict:
     bundle = PortfolioBundle(
         name="tiny", corpus=corpus, members=members, router=router, scoring=SCORING,
         routing={"text_features": hasher.to_dict(), "encoders": []}, embeddings={}, default_l=2,
+        selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
+    )
+    return save_bundle(bundle, path)
+
+
+class CountingEncoder:
+    """Hashed bag-of-words vectors (each text on its own); records the texts of every query call."""
+
+    calls: ClassVar[list[tuple[int, int]]] = []  # (dim, texts) of each encode_queries call, in this process
+
+    def __init__(self, dim: int = 16) -> None:
+        self.dim = dim
+
+    def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, zlib.crc32(word.encode()) % self.dim] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        CountingEncoder.calls.append((self.dim, len(texts)))
+        return self._embed(texts)
+
+    def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._embed(texts)
+
+
+ENCODER_MEMBERS = [
+    ("dense", {"encoder": "count"}),
+    ("bm25", {"k1": 0.9, "b": 0.75}),
+    ("mmr", {"prefilter": "bm25", "encoder": "count", "lambda": 0.7}),
+]
+
+
+def write_encoder_bundle(path: Path) -> dict:
+    """A bundle whose router reads two :class:`CountingEncoder` embeddings ("count", dim 16, which
+    two members read too, and "count8", dim 8)."""
+    from ragfolio.core.pool_runner import passage_texts
+
+    records = load_folder(FIXTURES)
+    corpus = build_corpus(records)
+    members = [make_candidate(family, params) for family, params in ENCODER_MEMBERS]
+    hasher = TextHasher(n_features=64)
+    texts = [q.question for q in records]
+    encoders = {"count": CountingEncoder(), "count8": CountingEncoder(dim=8)}
+    U = np.random.default_rng(1).random((len(texts), len(members))).round().astype(np.float32)
+    features = query_features(texts, {name: e._embed(texts) for name, e in encoders.items()}, hasher)
+    router = Router(hidden=8, embedding_dim=4, max_epochs=3, random_state=0).fit(
+        RouteInputs(features), U, [m.name for m in members]
+    )
+    scoring = {**SCORING, "encoders": {"count": {"kind": "counting"}, "count8": {"kind": "counting", "dim": 8}}}
+    passages = passage_texts(corpus.titles, corpus.texts)
+    bundle = PortfolioBundle(
+        name="tiny-encoder", corpus=corpus, members=members, router=router, scoring=scoring,
+        routing={"text_features": hasher.to_dict(), "encoders": list(encoders)},
+        embeddings={name: e._embed(passages) for name, e in encoders.items()}, default_l=2,
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )
     return save_bundle(bundle, path)

@@ -7,7 +7,9 @@ transformers' GGUF loader into a float32 safetensors folder under :func:`model_c
 2 s). :class:`LlamaCppBackend` runs any GGUF with llama.cpp, which has no wheel on PyPI and compiles
 on install (the optional ``llama`` extra).
 
-Both serialise calls with a lock: one model instance answers one call at a time.
+Both serialise calls with a lock: one model instance answers one call at a time; a call may hold
+several prompts (:meth:`TransformersBackend.generate` runs them as one batch). The service runs
+them in a process of their own, :mod:`ragfolio.core.llm_server`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +148,38 @@ class LocalBackend:
     def _init_model_fields(self) -> None:
         """Set up the unloaded model's fields (subclasses)."""
 
+    @property
+    def default_stop(self) -> list[str] | None:
+        """The stop strings of :meth:`complete`: :data:`PLAIN_STOP` for plain prompts, else None."""
+        return list(PLAIN_STOP) if self.chat_format == PLAIN else None
+
+    def load(self) -> None:
+        """Load the model now (it otherwise loads on the first call)."""
+        with self._lock:
+            self._ensure_loaded()
+
+    def _ensure_loaded(self) -> None:
+        """Load the model unless it is loaded; called with the lock held (subclasses)."""
+        raise NotImplementedError
+
+    def prompt(self, messages: Messages) -> str | None:
+        """The text prompt :meth:`complete` would send for ``messages``; None where the engine
+        applies a chat template of its own (then only :meth:`complete` can answer them)."""
+        return render_plain(messages) if self.chat_format == PLAIN else None
+
+    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
+        """Complete chat ``messages`` (the :class:`~ragfolio.core.llm.ChatBackend` call)."""
+        raise NotImplementedError
+
+    def generate(
+        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None
+    ) -> list[Completion]:
+        """Continue each text prompt with at most ``max_tokens``, cut at the first of ``stop``.
+
+        Returns one :class:`Completion` per prompt, in order; ``latency_ms`` is the whole call's.
+        """
+        raise NotImplementedError
+
 
 class TransformersBackend(LocalBackend):
     """A causal LM on transformers and torch (CPU), loaded on the first call.
@@ -166,7 +201,9 @@ class TransformersBackend(LocalBackend):
         self._model: Any = None
         self._tokenizer: Any = None
 
-    def _load(self) -> None:
+    def _ensure_loaded(self) -> None:
+        if self._model is not None:
+            return
         import torch
         import transformers
 
@@ -175,13 +212,18 @@ class TransformersBackend(LocalBackend):
         if self.n_threads:
             torch.set_num_threads(self.n_threads)
         logger.info("loading %s with transformers", folder)
-        self._tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        tokenizer.padding_side = "left"  # a batch of prompts is generated from their common right end
         self._model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        self._tokenizer = tokenizer
 
-    def _prompt(self, messages: Messages) -> str:
+    def prompt(self, messages: Messages) -> str:
+        """The text prompt of ``messages``: :func:`render_plain` or the tokenizer's chat template."""
         if self.chat_format == PLAIN:
             return render_plain(messages)
-        return str(self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        with self._lock:
+            self._ensure_loaded()
+            return str(self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
     def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
         """Generate at most ``max_tokens``; greedy at ``temperature=0``, cut at the first stop string.
@@ -189,35 +231,73 @@ class TransformersBackend(LocalBackend):
         Raises:
             LLMRequestError: The prompt does not fit in ``n_ctx - max_tokens`` tokens.
         """
+        check_max_tokens(max_tokens)
+        return self.generate([self.prompt(messages)], max_tokens=max_tokens, temperature=temperature,
+                             stop=self.default_stop)[0]
+
+    def generate(
+        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None
+    ) -> list[Completion]:
+        """Continue the prompts together, as one left-padded batch: greedy at ``temperature=0``.
+
+        A batch costs about as much as one prompt while decoding is bound by reading the weights
+        (short answers from a small model on a CPU), so concurrent calls gathered into one
+        (:mod:`ragfolio.core.llm_server`) share that cost. Each row attends only to its own
+        tokens, so greedy text matches the prompt's alone up to float rounding of the padded batch.
+
+        Args:
+            prompts: Texts, ``(n,)``; the tokenizer adds its own start token.
+            max_tokens: New tokens per prompt, at most.
+            temperature: 0: greedy; above: sampled with the backend's ``seed``.
+            stop: Strings that end a continuation (cut there); None: only end-of-text.
+
+        Returns:
+            One :class:`Completion` per prompt, in order; ``latency_ms`` is the batch's.
+
+        Raises:
+            LLMRequestError: A prompt does not fit in ``n_ctx - max_tokens`` tokens (its index named).
+        """
         import torch
         import transformers
 
         check_max_tokens(max_tokens)
+        if not prompts:
+            return []
+        stops = list(stop) if stop else None
         with self._lock:
-            if self._model is None:
-                self._load()
+            self._ensure_loaded()
             start = time.perf_counter()
-            inputs = self._tokenizer(self._prompt(messages), return_tensors="pt")
-            n_prompt = int(inputs["input_ids"].shape[1])
-            if n_prompt + max_tokens > self.n_ctx:
-                raise LLMRequestError(f"the prompt has {n_prompt} tokens; with max_tokens={max_tokens} "
-                                      f"it exceeds n_ctx={self.n_ctx}")
-            stops = PLAIN_STOP if self.chat_format == PLAIN else None
+            tokenizer = self._tokenizer
+            encoded = tokenizer(list(prompts), return_tensors="pt", padding=True)
+            inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+            lengths = [int(n) for n in inputs["attention_mask"].sum(dim=1)]
+            for i, n_prompt in enumerate(lengths):
+                if n_prompt + max_tokens > self.n_ctx:
+                    raise LLMRequestError(f"prompt {i} has {n_prompt} tokens; with max_tokens={max_tokens} "
+                                          f"it exceeds n_ctx={self.n_ctx}")
             sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
+            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
             config = transformers.GenerationConfig(
-                max_new_tokens=max_tokens, stop_strings=stops, top_p=None, top_k=None,
-                pad_token_id=self._tokenizer.pad_token_id or self._tokenizer.eos_token_id, **sampling,
+                max_new_tokens=max_tokens, stop_strings=stops, top_p=None, top_k=None, pad_token_id=pad_id, **sampling,
             )
             if temperature > 0:
                 torch.manual_seed(self.seed)
             with torch.inference_mode():
-                out = self._model.generate(**inputs, generation_config=config, tokenizer=self._tokenizer)
-            new_tokens = out[0, n_prompt:]
-            text = self._tokenizer.decode(new_tokens, skip_special_tokens=True)
+                out = self._model.generate(**inputs, generation_config=config, tokenizer=tokenizer)
+            new_tokens = out[:, inputs["input_ids"].shape[1]:]
+            texts = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            # A row that finished before the others is padded after its last token.
+            counts = [int(n) for n in (new_tokens != pad_id).sum(dim=1)] if len(prompts) > 1 else [new_tokens.shape[1]]
             latency_ms = (time.perf_counter() - start) * 1000.0
-        for stop in stops or ():
-            text = text.split(stop, 1)[0]
-        return Completion(text, n_prompt, int(new_tokens.shape[0]), latency_ms)
+        return [Completion(_cut(text, stops), n_prompt, n_new, latency_ms)
+                for text, n_prompt, n_new in zip(texts, lengths, counts, strict=True)]
+
+
+def _cut(text: str, stops: Sequence[str] | None) -> str:
+    """``text`` up to its first stop string."""
+    for stop in stops or ():
+        text = text.split(stop, 1)[0]
+    return text
 
 
 class LlamaCppBackend(LocalBackend):
@@ -238,14 +318,16 @@ class LlamaCppBackend(LocalBackend):
     def _init_model_fields(self) -> None:
         self._llm: Any = None
 
-    def _load(self) -> Any:
+    def _ensure_loaded(self) -> None:
+        if self._llm is not None:
+            return
         try:
             import llama_cpp
         except ImportError as err:
             raise ImportError(f"LlamaCppBackend needs llama-cpp-python: {_LLAMA_HINT}") from err
         path = self.model_path or embedded_model_path()
         logger.info("loading %s with llama.cpp (n_ctx=%d)", path, self.n_ctx)
-        return llama_cpp.Llama(
+        self._llm = llama_cpp.Llama(
             model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed,
             chat_format=None if self.chat_format == PLAIN else self.chat_format, verbose=False,
         )
@@ -255,8 +337,7 @@ class LlamaCppBackend(LocalBackend):
         check_max_tokens(max_tokens)
         sampling = {"max_tokens": max_tokens, "temperature": temperature, "seed": self.seed}
         with self._lock:
-            if self._llm is None:
-                self._llm = self._load()
+            self._ensure_loaded()
             start = time.perf_counter()
             if self.chat_format == PLAIN:
                 out = self._llm.create_completion(render_plain(messages), stop=PLAIN_STOP, **sampling)
@@ -264,3 +345,16 @@ class LlamaCppBackend(LocalBackend):
                 out = self._llm.create_chat_completion(messages=messages, **sampling)
             latency_ms = (time.perf_counter() - start) * 1000.0
         return parse_openai(out, f"llama.cpp:{self.model_path or 'embedded'}", latency_ms)
+
+    def generate(
+        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None
+    ) -> list[Completion]:
+        """Continue each prompt in turn (llama.cpp's Python binding completes one at a time)."""
+        check_max_tokens(max_tokens)
+        sampling = {"max_tokens": max_tokens, "temperature": temperature, "seed": self.seed}
+        with self._lock:
+            self._ensure_loaded()
+            start = time.perf_counter()
+            outs = [self._llm.create_completion(p, stop=list(stop) if stop else None, **sampling) for p in prompts]
+            latency_ms = (time.perf_counter() - start) * 1000.0
+        return [parse_openai(out, f"llama.cpp:{self.model_path or 'embedded'}", latency_ms) for out in outs]

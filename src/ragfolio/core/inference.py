@@ -1,9 +1,11 @@
-"""Run the portfolio members a router chose for one query, concurrently, with a deadline.
+"""Run the portfolio members a router chose for a query (or a batch of them), concurrently, with a deadline.
 
 The shared parts of the chosen members (query embeddings, bases, expansions) are computed once by
 :meth:`PoolRunner.prepare` (independent parts in parallel), then each member does only its own work
-in a thread pool owned by :class:`PortfolioExecutor`. A member that raises or misses the deadline
-is reported with its error and left out of the answer; the call never raises for a member's failure.
+in a thread pool owned by :class:`PortfolioExecutor`. A batch of queries
+(:meth:`PortfolioExecutor.run_batch`) computes the parts of all its queries at once and runs each
+member once over it. A member that raises or misses the deadline is reported with its error and
+left out of the answer; the call never raises for a member's failure.
 
 For online use build the runner on a disabled disk cache, ``ArrayCache(path, enabled=False)``, so
 per-query embeddings, bases and results are not written to disk (the corpus parts are computed
@@ -22,6 +24,7 @@ from types import TracebackType
 
 from ragfolio.core.pool import CandidateSpec
 from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.retrievers.base import RetrievalResult
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ class MemberRun:
         doc_ids: Corpus rows, best first, padding removed (empty when the member failed).
         scores: Scores aligned with ``doc_ids``.
         latency_ms: Wall time of the member's own work in milliseconds (up to the deadline when
-            it timed out).
+            it timed out); in a batch, its work over the whole batch.
         error: ``"timeout after 2.0 s"`` or ``"<ExceptionType>: <message>"``; None when it answered.
     """
 
@@ -95,25 +98,37 @@ def _timeout_error(timeout_s: float) -> str:
     return f"timeout after {float(timeout_s)!r} s"
 
 
-def _timed_run(runner: PoolRunner, spec: CandidateSpec, query: str) -> MemberRun:
-    """Run one member on one query; an exception becomes the run's error."""
+@dataclass(frozen=True)
+class _Ranked:
+    """One member's ranking of a batch of queries, or why there is none."""
+
+    result: RetrievalResult | None
+    latency_ms: float
+    error: str | None = None
+
+    def member_run(self, name: str, row: int) -> MemberRun:
+        """The :class:`MemberRun` of query ``row`` of the batch (padding removed)."""
+        if self.result is None:
+            return MemberRun(name, [], [], self.latency_ms, self.error)
+        keep = self.result.doc_ids[row] >= 0
+        return MemberRun(name, [int(i) for i in self.result.doc_ids[row][keep]],
+                         [float(s) for s in self.result.scores[row][keep]], self.latency_ms)
+
+
+def _rank(runner: PoolRunner, spec: CandidateSpec, queries: Sequence[str]) -> _Ranked:
+    """Run one member over ``queries``; an exception becomes the ranking's error."""
     start = time.perf_counter()
     try:
-        result = runner.run(spec, [query])
+        result = runner.run(spec, queries)
     except Exception as exc:  # a member's failure is reported, never raised: the others still answer
-        logger.warning("member %s failed on %r: %s: %s", spec.name, query, type(exc).__name__, exc)
-        return MemberRun(spec.name, [], [], 1000 * (time.perf_counter() - start), f"{type(exc).__name__}: {exc}")
-    keep = result.doc_ids[0] >= 0
-    return MemberRun(
-        spec.name,
-        [int(i) for i in result.doc_ids[0][keep]],
-        [float(s) for s in result.scores[0][keep]],
-        1000 * (time.perf_counter() - start),
-    )
+        logger.warning("member %s failed on %d queries (first %r): %s: %s", spec.name, len(queries), queries[0],
+                       type(exc).__name__, exc)
+        return _Ranked(None, 1000 * (time.perf_counter() - start), f"{type(exc).__name__}: {exc}")
+    return _Ranked(result, 1000 * (time.perf_counter() - start))
 
 
 class PortfolioExecutor:
-    """Runs chosen portfolio members for one query at a time, concurrently, within a deadline.
+    """Runs chosen portfolio members for a query or a batch of queries, concurrently, within a deadline.
 
     Args:
         runner: The pool runner over the corpus (built on a disabled disk cache for online use).
@@ -176,34 +191,76 @@ class PortfolioExecutor:
         Returns:
             One :class:`MemberRun` per chosen member; failed members carry their error.
         """
+        if concurrent:
+            return self.run_batch([query], [chosen])[0]
         specs = self._specs(chosen)
-        pool = self._get_pool() if concurrent else None
+        start = time.perf_counter()
+        shared_ms = self._prepare(specs, [query], None)
+        runs = self._sequential(specs, query)
+        self._log_left_out(runs)
+        return MemberResults(query, runs, shared_ms, 1000 * (time.perf_counter() - start))
+
+    def run_batch(self, queries: Sequence[str], chosen: Sequence[Sequence[int]]) -> list[MemberResults]:
+        """Answer each ``queries[i]`` with the members at indices ``chosen[i]``, over the batch at once.
+
+        The shared parts are computed once for the whole batch (one encoder call per encoder,
+        one first-stage ranking per base), then every member chosen by some query runs once over
+        the whole batch, concurrently with the others, within the deadline; each query keeps the
+        rows of its own members. A member's own work is small next to the shared parts, and a
+        run over a subset of the batch would compute them again for that subset. Each row is
+        ranked on its own, so a query gets the passages it gets alone.
+
+        Args:
+            queries: The questions, ``(n,)``.
+            chosen: ``(n, l_i)``: for each query, indices into ``members`` in report order.
+
+        Returns:
+            One :class:`MemberResults` per query, in order. ``shared_ms``, ``latency_ms`` and each
+            run's ``latency_ms`` are the batch's (what every query of it waited for).
+        """
+        if len(queries) != len(chosen) or not queries:
+            raise ValueError(f"{len(queries)} queries and {len(chosen)} member choices: need as many, at least one")
+        for picks in chosen:
+            self._specs(picks)  # checks the indices
+        union = list(dict.fromkeys(j for picks in chosen for j in picks))
+        pool = self._get_pool()
+        start = time.perf_counter()
+        shared_ms = self._prepare([self.members[j] for j in union], queries, pool)
+        begin = time.perf_counter()
+        futures: dict[int, Future[_Ranked]] = {j: pool.submit(_rank, self.runner, self.members[j], queries)
+                                               for j in union}
+        wait(futures.values(), timeout=self.timeout_s)
+        waited_ms = 1000 * (time.perf_counter() - begin)
+        ranked: dict[int, _Ranked] = {}
+        for j, future in futures.items():
+            if future.done():
+                ranked[j] = future.result()  # _rank never raises
+            else:
+                future.cancel()  # drops it if it has not started; a running one finishes unobserved
+                ranked[j] = _Ranked(None, waited_ms, _timeout_error(self.timeout_s))
+        total_ms = 1000 * (time.perf_counter() - start)
+        out = []
+        for row, (query, picks) in enumerate(zip(queries, chosen, strict=True)):
+            runs = [ranked[j].member_run(self.members[j].name, row) for j in picks]
+            self._log_left_out(runs)
+            out.append(MemberResults(query, runs, shared_ms, total_ms))
+        return out
+
+    def _prepare(self, specs: list[CandidateSpec], queries: Sequence[str], pool: ThreadPoolExecutor | None) -> float:
+        """Compute the shared parts; returns the milliseconds it took."""
         start = time.perf_counter()
         try:
-            self.runner.prepare(specs, [query], executor=pool)
+            self.runner.prepare(specs, queries, executor=pool)
         except Exception as exc:  # each member recomputes what it needs and reports its own failure
-            logger.warning("shared parts failed for %r (%s: %s); members compute their own", query,
-                           type(exc).__name__, exc)
-        shared_ms = 1000 * (time.perf_counter() - start)
-        runs = self._sequential(specs, query) if pool is None else self._concurrent(pool, specs, query)
+            logger.warning("shared parts failed for %d queries (first %r) (%s: %s); members compute their own",
+                           len(queries), queries[0], type(exc).__name__, exc)
+        return 1000 * (time.perf_counter() - start)
+
+    @staticmethod
+    def _log_left_out(runs: list[MemberRun]) -> None:
         for run in runs:
             if not run.ok:
                 logger.info("member %s left out: %s", run.name, run.error)
-        return MemberResults(query, runs, shared_ms, 1000 * (time.perf_counter() - start))
-
-    def _concurrent(self, pool: ThreadPoolExecutor, specs: list[CandidateSpec], query: str) -> list[MemberRun]:
-        begin = time.perf_counter()
-        futures: list[Future[MemberRun]] = [pool.submit(_timed_run, self.runner, s, query) for s in specs]
-        wait(futures, timeout=self.timeout_s)
-        waited_ms = 1000 * (time.perf_counter() - begin)
-        runs = []
-        for spec, future in zip(specs, futures, strict=True):
-            if future.done():
-                runs.append(future.result())  # _timed_run never raises
-            else:
-                future.cancel()  # drops it if it has not started; a running one finishes unobserved
-                runs.append(MemberRun(spec.name, [], [], waited_ms, _timeout_error(self.timeout_s)))
-        return runs
 
     def _sequential(self, specs: list[CandidateSpec], query: str) -> list[MemberRun]:
         deadline = time.perf_counter() + self.timeout_s
@@ -212,7 +269,7 @@ class PortfolioExecutor:
             if time.perf_counter() >= deadline:
                 runs.append(MemberRun(spec.name, [], [], 0.0, _timeout_error(self.timeout_s)))
                 continue
-            run = _timed_run(self.runner, spec, query)
+            run = _rank(self.runner, spec, [query]).member_run(spec.name, 0)
             if run.ok and time.perf_counter() > deadline:
                 run = MemberRun(spec.name, [], [], run.latency_ms, _timeout_error(self.timeout_s))
             runs.append(run)

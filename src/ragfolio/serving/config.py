@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -34,6 +34,52 @@ class AnswererConfig(BaseModel):
     max_passage_words: int = Field(80, ge=1)
 
 
+class BatchingConfig(BaseModel):
+    """How concurrent ``/retrieve`` and ``/batch_retrieve`` queries are gathered into batches.
+
+    Attributes:
+        max_batch_size: Most queries encoded, routed and retrieved together.
+        max_wait_ms: Longest wait of a batch's first query for others (a lone query's added latency).
+        concurrent_batches: Batches retrieved at once (threads; each runs its members concurrently).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_batch_size: int = Field(32, ge=1, le=BATCH_CEILING)
+    max_wait_ms: float = Field(2.0, ge=0, le=1000)
+    concurrent_batches: int = Field(1, ge=1, le=64)
+
+
+class LLMProcessConfig(BaseModel):
+    """How an in-process ``llm.kind`` (``transformers``, ``llama_cpp``) runs.
+
+    Attributes:
+        mode: ``subprocess``: in its own OpenAI-compatible server process, started and restarted by
+            the service (:mod:`ragfolio.core.llm_process`); ``in_process``: inside the service's
+            worker (a native crash there takes ``/retrieve`` down too).
+        max_batch: Concurrent generate calls the server runs as one batch.
+        max_wait_ms: The server's longest wait for a batch to fill.
+        call_timeout_s: A call to the server slower than this fails (``/answer`` 503).
+        max_call_s: A generation running longer than this is a hang: the process is restarted.
+        health_interval_s: Seconds between the supervisor's health checks.
+        unhealthy_after: Failed health checks in a row after which the process is restarted.
+        backoff_s: Wait before the first restart, doubled for each further one...
+        max_backoff_s: ...up to this.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["subprocess", "in_process"] = "subprocess"
+    max_batch: int = Field(4, ge=1, le=64)
+    max_wait_ms: float = Field(5.0, ge=0, le=1000)
+    call_timeout_s: float = Field(60.0, gt=0)
+    max_call_s: float = Field(120.0, gt=0)
+    health_interval_s: float = Field(1.0, gt=0)
+    unhealthy_after: int = Field(3, ge=1)
+    backoff_s: float = Field(1.0, ge=0)
+    max_backoff_s: float = Field(30.0, ge=0)
+
+
 class ServingConfig(BaseModel):
     """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
 
@@ -49,11 +95,12 @@ class ServingConfig(BaseModel):
         member_timeout_s: Deadline of each routed member, counted from when members start.
         request_timeout_s: Deadline of a ``/retrieve`` or ``/batch_retrieve`` request.
         answer_timeout_s: Deadline of an ``/answer`` request.
-        retrieve_threads: Retrievals in progress at once (each runs its members concurrently).
         answer_threads: ``/answer`` requests in progress at once.
-        warm_up: Build the corpus parts (indexes, passage graph, encoders) and load the embedded LLM
-            before the service reports ready.
+        warm_up: Build the corpus parts (indexes, passage graph, encoders) before the service
+            reports ready (the LLM loads meanwhile or after, never on the readiness path).
+        batching: How concurrent retrieval queries are batched.
         llm: A :func:`ragfolio.core.answering.make_backend` config.
+        llm_process: How an in-process LLM kind runs (its own process by default).
         answerer: The answer and selector prompt limits.
     """
 
@@ -68,10 +115,11 @@ class ServingConfig(BaseModel):
     member_timeout_s: float = Field(10.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
     answer_timeout_s: float = Field(120.0, gt=0)
-    retrieve_threads: int = Field(16, ge=1)
     answer_threads: int = Field(4, ge=1)
     warm_up: bool = True
+    batching: BatchingConfig = Field(default_factory=BatchingConfig)
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
+    llm_process: LLMProcessConfig = Field(default_factory=LLMProcessConfig)
     answerer: AnswererConfig = Field(default_factory=AnswererConfig)
 
     @field_validator("llm")
@@ -83,7 +131,7 @@ class ServingConfig(BaseModel):
 
 
 SCALAR_FIELDS = ("bundle", "default_l", "max_query_chars", "max_batch", "max_body_bytes", "max_num_docs",
-                 "member_timeout_s", "request_timeout_s", "answer_timeout_s", "retrieve_threads", "answer_threads", "warm_up")
+                 "member_timeout_s", "request_timeout_s", "answer_timeout_s", "answer_threads", "warm_up")
 
 
 def load_config(

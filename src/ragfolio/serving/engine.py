@@ -5,6 +5,19 @@ answerer once, and turns requests into core calls and core results into the resp
 :mod:`ragfolio.serving.schemas`. Its methods block (retrieval and LLM calls); the BentoML service
 runs them in its thread pools. It imports no BentoML, so it can be used and tested on its own.
 
+Retrieval works on batches (:meth:`ServingEngine.retrieve_many`): the queries of a batch are
+encoded together (one call per encoder), routed in one forward pass,
+and each member chosen by any of them runs once over the batch
+(:meth:`ragfolio.core.inference.PortfolioExecutor.run_batch`); the service gathers concurrent
+requests into such batches (:class:`ragfolio.core.batching.MicroBatcher`). A query's passages
+are the same whether it came alone or in a batch.
+
+The LLM: an in-process kind (the embedded model) runs by default in a process of its own, an
+OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.llm_process`,
+:meth:`ServingEngine.start_llm`); its crash or hang fails ``/answer`` calls with
+:class:`~ragfolio.core.llm.LLMUnavailableError` and touches nothing else. Neither the readiness
+path nor retrieval waits on it.
+
 ``num_docs`` per request: the members were selected, and the router trained, with the bundle's
 ``num_docs``, which is the default. A request may ask for 1..``max_num_docs`` passages per member;
 each distinct value gets a view of the runner that differs only in ``num_docs`` and shares every
@@ -22,12 +35,18 @@ import copy
 import logging
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ragfolio.core.answering import Answerer, make_backend
 from ragfolio.core.artifacts import PortfolioBundle, load_bundle
+from ragfolio.core.embedded_llm import LocalBackend
 from ragfolio.core.inference import MemberResults
+from ragfolio.core.llm import PLAIN, ChatBackend
+from ragfolio.core.llm_process import LLMProcess, ProcessBackend
 from ragfolio.core.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
+from ragfolio.core.routing.base import RouteInputs
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.schemas import (
     AnswerResponse,
@@ -58,6 +77,16 @@ def public_error(error: str | None) -> str | None:
     return MEMBER_FAILED
 
 
+@dataclass(frozen=True)
+class RetrievalItem:
+    """One query of a retrieval batch, with its request's settings (None: the defaults)."""
+
+    query: str
+    l: int | None = None  # noqa: E741 - the API's name
+    num_docs: int | None = None
+    request_id: str | None = None
+
+
 class ServingEngine:
     """A loaded bundle answering retrieval and answering requests.
 
@@ -79,7 +108,8 @@ class ServingEngine:
         self.default_l = config.default_l or bundle.default_l
         if not 1 <= self.default_l <= bundle.k:
             raise ValueError(f"default_l={self.default_l} must be in 1..{bundle.k} (the bundle's members)")
-        self.answerer = Answerer(make_backend(config.llm), **config.answerer.model_dump())
+        self.llm_process: LLMProcess | None = None
+        self.answerer = Answerer(self._backend(config), **config.answerer.model_dump())
         self.rag = bundle.rag(self.answerer, timeout_s=config.member_timeout_s)
         self.num_docs = self.rag.runner.num_docs
         # A view shares the runner's first-stage rankings, which are prefilter_depth deep.
@@ -96,21 +126,48 @@ class ServingEngine:
                     self.load_ms)
 
     # --- start-up -----------------------------------------------------------------------------
+    def _backend(self, config: ServingConfig) -> ChatBackend:
+        """The answerer's LLM: the configured one, or a client of its supervised process."""
+        backend = make_backend(config.llm)  # checks the settings; loads nothing
+        if not isinstance(backend, LocalBackend) or config.llm_process.mode == "in_process":
+            return backend
+        settings = config.llm_process
+        self.llm_process = LLMProcess(
+            config.llm, max_batch=settings.max_batch, max_wait_ms=settings.max_wait_ms,
+            health_interval_s=settings.health_interval_s, unhealthy_after=settings.unhealthy_after,
+            max_call_s=settings.max_call_s, backoff_s=settings.backoff_s, max_backoff_s=settings.max_backoff_s,
+        )
+        return ProcessBackend(self.llm_process, api="completions" if backend.chat_format == PLAIN else "chat",
+                              timeout_s=settings.call_timeout_s)
+
+    def start_llm(self) -> None:
+        """Start the LLM's process, or load an in-process LLM in a background thread; returns at once.
+
+        Until it is up, ``/answer`` fails with :class:`~ragfolio.core.llm.LLMUnavailableError`
+        (subprocess) or waits for the load (in process); retrieval never waits.
+        """
+        if self.llm_process is not None:
+            self.llm_process.start()
+        elif isinstance(backend := self.answerer.backend, LocalBackend):
+            threading.Thread(target=self._load_in_process, args=(backend,), name="llm-load", daemon=True).start()
+
+    @staticmethod
+    def _load_in_process(backend: LocalBackend) -> None:
+        try:
+            backend.load()
+        except Exception as exc:  # /retrieve must still work; /answer reports the cause per request
+            logger.warning("the embedded LLM did not load (%s: %s); /answer will return 503", type(exc).__name__, exc)
+
     def warm_up(self) -> None:
-        """Build every corpus part and load the encoders (one query through all k members), and
-        load the embedded LLM; an LLM that cannot load is logged (``/answer`` then says why)."""
+        """Build every corpus part and load the encoders (one query through all k members)."""
         start = time.perf_counter()
         self.rag.retrieve("warm-up", self.bundle.k)
         self.rag.runner.forget_queries()
-        if self.config.llm.get("kind") in ("transformers", "llama_cpp"):  # in process: load it now
-            try:
-                self.answerer.backend.complete([{"role": "user", "content": "Answer:"}], max_tokens=1)
-            except Exception as exc:  # /retrieve must still work; /answer reports the cause per request
-                logger.warning("the embedded LLM did not load (%s: %s); /answer will return 503",
-                               type(exc).__name__, exc)
         logger.info("warm-up done in %.0f ms", 1000 * (time.perf_counter() - start))
 
     def close(self) -> None:
+        if self.llm_process is not None:
+            self.llm_process.stop()
         for view in self._views.values():
             view.close()
 
@@ -129,23 +186,49 @@ class ServingEngine:
     def retrieve(
         self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None  # noqa: E741
     ) -> RetrieveResponse:
-        """Route ``query`` to l members, run them concurrently and merge their passages.
+        """Route ``query`` to l members, run them concurrently and merge their passages (a batch of one)."""
+        return self.retrieve_many([RetrievalItem(query, l, num_docs, request_id)])[0]
 
-        A member's failure is logged with ``request_id`` and its detail; the response says only
-        :func:`public_error`.
+    def retrieve_many(self, items: Sequence[RetrievalItem]) -> list[RetrieveResponse]:
+        """Retrieve for a batch of queries at once (see the module docstring); responses in order.
+
+        The batch's queries are featurised together and routed with one forward pass per
+        distinct ``l``; the members run over the queries of each distinct ``num_docs`` together.
+        A member's failure is logged with each query's ``request_id`` and its detail; the
+        responses say only :func:`public_error`. Latencies are the batch's.
         """
-        l = l or self.default_l  # noqa: E741
-        num_docs = num_docs or self.num_docs
+        if not items:
+            return []
         start = time.perf_counter()
-        routed = self._view(num_docs).retrieve(query.strip(), l)
+        queries = [item.query.strip() for item in items]
+        ls = [item.l or self.default_l for item in items]
+        depths = [item.num_docs or self.num_docs for item in items]
+        inputs = RouteInputs(self.rag.features(queries))  # one encoder call per encoder, for the batch
+        chosen: list[list[int]] = [[] for _ in items]
+        scores: list[list[float]] = [[] for _ in items]
+        for l in sorted(set(ls)):  # noqa: E741
+            picks, all_scores = self.rag.router.route(inputs, l)
+            for i in (i for i, li in enumerate(ls) if li == l):
+                chosen[i] = [int(j) for j in picks[i]]
+                scores[i] = [float(all_scores[i][j]) for j in picks[i]]
+        route_ms = 1000 * (time.perf_counter() - start)
+        results: dict[int, MemberResults] = {}
+        for depth in sorted(set(depths)):
+            rows = [i for i, d in enumerate(depths) if d == depth]
+            runs = self._view(depth).executor.run_batch([queries[i] for i in rows], [chosen[i] for i in rows])
+            results.update(zip(rows, runs, strict=True))
         total_ms = 1000 * (time.perf_counter() - start)
-        return RetrieveResponse(
-            query=query, l=l, num_docs=num_docs, members=self._members(routed, request_id),
-            passages=self._merged(routed.results), degraded=routed.results.degraded,
-            reasons=self._reasons(routed.results),
-            latency_ms={"route": routed.route_ms, "shared": routed.results.shared_ms,
-                        "members": routed.results.latency_ms - routed.results.shared_ms, "total": total_ms},
-        )
+        responses = []
+        for i, item in enumerate(items):
+            routed = RoutedRetrieval(chosen[i], scores[i], results[i], route_ms)
+            responses.append(RetrieveResponse(
+                query=item.query, l=ls[i], num_docs=depths[i], members=self._members(routed, item.request_id),
+                passages=self._merged(routed.results), degraded=routed.results.degraded,
+                reasons=self._reasons(routed.results),
+                latency_ms={"route": route_ms, "shared": routed.results.shared_ms,
+                            "members": routed.results.latency_ms - routed.results.shared_ms, "total": total_ms},
+            ))
+        return responses
 
     def answer(self, query: str, l: int | None = None, request_id: str | None = None) -> AnswerResponse:  # noqa: E741
         """Retrieve with l routed members, answer from each one's passages, select one answer.
@@ -186,7 +269,10 @@ class ServingEngine:
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,
                     "max_body_bytes": self.config.max_body_bytes, "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
                     "request_timeout_s": self.config.request_timeout_s,
-                    "answer_timeout_s": self.config.answer_timeout_s, "llm": self.config.llm.get("kind")},
+                    "answer_timeout_s": self.config.answer_timeout_s, "llm": self.config.llm.get("kind"),
+                    "llm_process": self.config.llm_process.mode
+                    if isinstance(self.answerer.backend, LocalBackend | ProcessBackend) else None,
+                    "batching": self.config.batching.model_dump()},
         )
 
     # --- response parts -----------------------------------------------------------------------

@@ -11,6 +11,7 @@ metric                                     type       labels              counts
 ``ragfolio_request_timeouts_total``        counter    endpoint            504s (past the request's deadline)
 ``ragfolio_llm_errors_total``              counter    error               ``/answer``'s 503s (unavailable), 502s (rejected)
 ``ragfolio_batch_size``                    histogram  endpoint            queries per ``/batch_retrieve`` request
+``ragfolio_retrieval_batch_size``          histogram                      queries encoded and routed together
 =========================================  =========  ==================  ======================================
 
 Member labels are the members' names, so there are at most k of each. The metrics are made on
@@ -43,6 +44,7 @@ class ServingMetrics:
     request_timeouts: Any
     llm_errors: Any
     batch_size: Any
+    retrieval_batch_size: Any
 
     def observe_retrieval(self, endpoint: str, members: list[MemberResult], degraded: bool) -> None:
         """Count one query's routing, each routed member's latency and failure, and degradation."""
@@ -72,4 +74,7 @@ def serving_metrics() -> ServingMetrics:
         llm_errors=Counter("ragfolio_llm_errors", "LLM unavailable (503) or rejecting (502) on /answer", ["error"]),
         batch_size=Histogram("ragfolio_batch_size", "Queries per batch request", ["endpoint"],
                              buckets=BATCH_BUCKETS),
+        retrieval_batch_size=Histogram("ragfolio_retrieval_batch_size",
+                                       "Queries encoded, routed and retrieved together (all requests)",
+                                       buckets=BATCH_BUCKETS),
     )

@@ -5,9 +5,11 @@ plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheu
 
 The class only translates: requests are validated by :mod:`ragfolio.serving.schemas`, work is done
 by :class:`ragfolio.serving.engine.ServingEngine` (core calls) in two thread pools, one for
-retrieval and one for answering, so that many requests proceed at once and slow ``/answer``
-requests (the embedded LLM answers one call at a time) never hold up ``/retrieve``. Inside a
-request the l routed members run concurrently (:class:`ragfolio.core.inference.PortfolioExecutor`).
+retrieval and one for answering, so that slow ``/answer`` requests never hold up ``/retrieve``.
+The queries of concurrent ``/retrieve`` and ``/batch_retrieve`` requests are gathered into batches
+(:class:`ragfolio.core.batching.MicroBatcher`, settings ``batching``) that are encoded, routed and
+retrieved together; the routed members run concurrently. The embedded LLM runs in a process of
+its own that the engine supervises (``llm_process``); readiness and retrieval never wait on it.
 
 Errors: a body over ``max_body_bytes`` is a 413 (:mod:`ragfolio.serving.guard`, before BentoML
 parses it); a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit
@@ -37,9 +39,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ragfolio.core.artifacts import BundleIntegrityError, verify_bundle
+from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.llm import LLMRequestError, LLMUnavailableError
 from ragfolio.serving.config import ServingConfig, load_config
-from ragfolio.serving.engine import ServingEngine
+from ragfolio.serving.engine import RetrievalItem, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id
 from ragfolio.serving.metrics import serving_metrics
 from ragfolio.serving.schemas import (
@@ -100,11 +103,19 @@ class RagfolioService:
         except (BundleIntegrityError, FileNotFoundError) as exc:
             logger.error("refusing to start: %s", exc)
             raise
+        self.engine.start_llm()  # returns at once: the LLM loads in its own process meanwhile
         if self.config.warm_up:
             self.engine.warm_up()
-        self._retrieve_pool = ThreadPoolExecutor(self.config.retrieve_threads, thread_name_prefix="ragfolio-retrieve")
+        batching = self.config.batching
+        self._retrieve_pool = ThreadPoolExecutor(batching.concurrent_batches, thread_name_prefix="ragfolio-retrieve")
         self._answer_pool = ThreadPoolExecutor(self.config.answer_threads, thread_name_prefix="ragfolio-answer")
         self.metrics = serving_metrics()
+        self._batcher: MicroBatcher[RetrievalItem, RetrieveResponse] = MicroBatcher(
+            lambda items: self.engine.retrieve_many(items),
+            max_batch_size=batching.max_batch_size, max_wait_s=batching.max_wait_ms / 1000,
+            max_concurrent=batching.concurrent_batches, executor=self._retrieve_pool,
+            on_batch=self.metrics.retrieval_batch_size.observe,
+        )
         self._ready = True
 
     @bentoml.on_deployment
@@ -118,7 +129,7 @@ class RagfolioService:
         verify_bundle(load_config(root=root).bundle)
 
     def __is_ready__(self) -> bool:
-        """``/readyz``: true once the bundle is loaded (and warmed up)."""
+        """``/readyz``: true once the bundle is loaded (and warmed up); the LLM is not waited for."""
         return getattr(self, "_ready", False)
 
     @bentoml.on_shutdown
@@ -147,10 +158,9 @@ class RagfolioService:
     ) -> RetrieveResponse | JSONResponse:
         """Route the query to l members and return each one's passages and the merged list."""
         request = self._validate(RetrieveRequest, query=query, l=l, num_docs=num_docs)
-        call = functools.partial(self.engine.retrieve, request.query, request.l, request.num_docs,
-                                 request_id=current_request_id())
+        item = RetrievalItem(request.query, request.l, request.num_docs, current_request_id())
         try:
-            response: RetrieveResponse = await self._in_pool(self._retrieve_pool, self.config.request_timeout_s, call)
+            response = await asyncio.wait_for(self._batcher.submit(item), self.config.request_timeout_s)
         except TimeoutError:
             return self._timeout("/retrieve", f"retrieval took longer than request_timeout_s={self.config.request_timeout_s}")
         except Exception:  # e.g. an index that cannot be read: a 500 that names nothing of it
@@ -162,17 +172,15 @@ class RagfolioService:
     async def batch_retrieve(
         self, queries: list[str], l: int | None = None, num_docs: int | None = None  # noqa: E741
     ) -> BatchRetrieveResponse | JSONResponse:
-        """``/retrieve`` for each query (at most max_batch), concurrently; results in query order."""
+        """``/retrieve`` for each query (at most max_batch), batched with any concurrent ones; in order."""
         request = self._validate(BatchRetrieveRequest, queries=queries, l=l, num_docs=num_docs)
         self.metrics.batch_size.labels(endpoint="/batch_retrieve").observe(len(request.queries))
         loop = asyncio.get_running_loop()
         start = loop.time()
         rid = current_request_id()
-        calls = [functools.partial(self.engine.retrieve, q, request.l, request.num_docs, request_id=rid)
-                 for q in request.queries]
-        futures = [loop.run_in_executor(self._retrieve_pool, call) for call in calls]
+        items = [RetrievalItem(q, request.l, request.num_docs, rid) for q in request.queries]
         try:
-            results = await asyncio.wait_for(asyncio.gather(*futures), self.config.request_timeout_s)
+            results = await asyncio.wait_for(self._batcher.submit_many(items), self.config.request_timeout_s)
         except TimeoutError:
             return self._timeout("/batch_retrieve",
                                  f"the batch took longer than request_timeout_s={self.config.request_timeout_s}")
@@ -188,7 +196,8 @@ class RagfolioService:
         """Retrieve with l routed members, answer from each member's passages, select one answer.
 
         LLM errors are logged under the request id with their cause (which names the endpoint's
-        URL and may quote its reply); the response names only the LLM's kind.
+        URL and may quote its reply); the response names only the LLM's kind. An LLM process that
+        is down, restarting or hung is a 503 like an unreachable endpoint.
         """
         request = self._validate(AnswerRequest, query=query, l=l)
         rid = current_request_id()
