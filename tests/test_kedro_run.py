@@ -78,14 +78,14 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
         assert (project / "data/08_reporting" / png).stat().st_size > 10_000
     assert "greedy@5" in log  # the summary table
 
-    # router_training and answering_evaluation ran too (the embedded LLM, both test questions per dataset)
+    # router_training and answering_evaluation ran too (the embedded LLM, the default 1 test question per dataset)
     routers = json.loads((project / "data/08_reporting/router_metrics.json").read_text())
     assert set(routers["datasets"]) == {"hotpotqa", "musique", "all"}
     assert len(routers["datasets"]["all"]["learned"]["best_of_l"]) == 5
     for key in ("hotpotqa", "musique", "all"):
         assert (project / "data/06_models/routers" / key / "router.safetensors").exists()
     answers = [json.loads(line) for line in (project / "data/07_model_output/answers.jsonl").read_text().splitlines()]
-    assert len(answers) == 4 * len(SYSTEMS)  # 2 test questions x 2 datasets, 14 systems
+    assert len(answers) == 2 * len(SYSTEMS)  # 1 test question (max_questions_per_dataset) x 2 datasets, 14 systems
     answer_metrics = json.loads((project / "data/08_reporting/answer_metrics.json").read_text())
     assert set(answer_metrics["datasets"]) == {"hotpotqa", "musique", "all"}
     assert answer_metrics["datasets"]["all"]["vendi_rag"]["tokens_mean"] > 0
