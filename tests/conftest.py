@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ FIXTURES = ROOT / "tests" / "fixtures"
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# prometheus_client picks its multiprocess mode, and BentoML's /metrics reads per-process files,
+# from this variable as of the moment prometheus_client is first imported, which may be by any
+# earlier test (MLflow, BentoML): set once for the whole session, before every test.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="ragfolio-prometheus-"))
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -49,11 +50,10 @@ class FakeLLM(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def prometheus_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """BentoML's /metrics reads per-process files from here (``bentoml serve`` sets it itself)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path_factory.mktemp("prometheus")))
-        yield
+def prometheus_dir() -> None:
+    """BentoML's /metrics reads per-process files from ``PROMETHEUS_MULTIPROC_DIR`` (``bentoml serve``
+    sets it itself); tests/conftest.py sets it for the whole session, before prometheus_client loads."""
+    assert os.environ.get("PROMETHEUS_MULTIPROC_DIR"), "tests/conftest.py sets PROMETHEUS_MULTIPROC_DIR"
 
 
 @pytest.fixture(scope="session")
