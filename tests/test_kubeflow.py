@@ -176,8 +176,9 @@ def test_kfp_local_run_equals_kedro_run(tmp_path: Path, monkeypatch: pytest.Monk
     assert not (project / "data").exists()  # every step read and wrote the catalog on the "volume"
     for name in SAME:
         got, expected = json.loads((volume / name).read_text()), json.loads((plain / "data" / name).read_text())
-        for report in (got, expected):  # measured feature costs are wall-clock times
-            report.get("retrieval_features", {}).pop("cost", None)
+        for report in (got, expected):  # the router report's measured feature costs are wall-clock times
+            if isinstance(report, dict):
+                report.get("retrieval_features", {}).pop("cost", None)
         assert got == expected, name
     for dataset in ("hotpotqa", "musique"):
         a = np.load(volume / "05_model_input/utility" / f"{dataset}.npy")
