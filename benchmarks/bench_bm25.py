@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ragfolio.core.data import build_corpus
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool_runner import passage_texts
-from ragfolio.core.retrievers.bm25 import BM25Retriever, tokenize
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.bm25 import BM25Retriever, tokenize
+from ragfolio.core.retrieval.pool_runner import passage_texts
 
 K = 4
 
@@ -40,7 +40,7 @@ K = 4
 def sample_corpus(root: Path) -> tuple[list[str], list[str]]:
     corpora = json.loads((root / "data/03_primary/corpora.json").read_text())
     seen: dict[str, str] = {}
-    for passages in corpora["corpora"].values():  # ragfolio.core.corpora.Corpora.to_json
+    for passages in corpora["corpora"].values():  # ragfolio.core.data.corpora.Corpora.to_json
         for p in passages:
             seen.setdefault(p["id"], f"{p['title']}. {p['text']}")
     questions = json.loads((root / "data/02_intermediate/questions.json").read_text())

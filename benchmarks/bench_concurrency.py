@@ -39,11 +39,11 @@ import numpy as np
 import yaml
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data import build_corpus
-from ragfolio.core.inference import PortfolioExecutor
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool import expand_grid, resolve_grid
-from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.executor import PortfolioExecutor
+from ragfolio.core.retrieval.pool import expand_grid, resolve_grid
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MEMBERS = [

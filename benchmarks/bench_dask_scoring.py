@@ -26,8 +26,8 @@ import numpy as np
 import yaml
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.distributed import encoders_used
-from ragfolio.core.pool import CandidateSpec
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.scoring.distributed import encoders_used
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 
@@ -50,11 +50,11 @@ def subset(candidates: list[dict], n: int | None, encoders: list[str] | None) ->
 
 def encode_corpora(corpora: dict, params: dict, cache_dir: str) -> None:
     """Passage embeddings of every corpus and encoder into ``cache_dir`` (the --warm-corpus start)."""
-    from ragfolio.core.data import Corpus
+    from ragfolio.core.data.records import Corpus
     from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams
 
     settings = CandidateScoringParams(**params).pool_settings()
-    for records in corpora["corpora"].values():  # ragfolio.core.corpora.Corpora.to_json
+    for records in corpora["corpora"].values():  # ragfolio.core.data.corpora.Corpora.to_json
         runner = settings.runner(Corpus.from_records(records), ArrayCache(cache_dir))
         for encoder in settings.encoders:
             runner.passage_embeddings(encoder)

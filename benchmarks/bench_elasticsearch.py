@@ -23,11 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from ragfolio.core.data import build_corpus
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool_runner import passage_texts
-from ragfolio.core.retrievers.bm25 import BM25Retriever
-from ragfolio.core.retrievers.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchSettings, rank_overlap
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.bm25 import BM25Retriever
+from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchSettings, rank_overlap
+from ragfolio.core.retrieval.pool_runner import passage_texts
 
 
 def main() -> int:

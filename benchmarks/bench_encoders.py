@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ragfolio.core.data import build_corpus
-from ragfolio.core.encoders import make_encoder
-from ragfolio.core.loading import load_folder
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
 from ragfolio.core.metrics import support_recall
-from ragfolio.core.pool_runner import passage_texts
+from ragfolio.core.retrieval.encoders import make_encoder
+from ragfolio.core.retrieval.pool_runner import passage_texts
 
 ROOT = Path(__file__).resolve().parents[1]
 # Input lengths tried beside each configured setting (the option each encoder kind truncates by).

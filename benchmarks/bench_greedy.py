@@ -3,7 +3,7 @@
 Compares, on the same ``(n, m)`` uniform float32 matrix and the same k:
 
 * the plain numpy step: per pick ``np.maximum(U - best[:, None], 0).sum(0)`` and ``argmax``;
-* ``ragfolio.core.portfolio.select_greedy`` (all cores, and one thread) and ``select_lazy_greedy``;
+* ``ragfolio.core.selection.greedy.select_greedy`` (all cores, and one thread) and ``select_lazy_greedy``;
 * the paper's torch formulation: per pick ``torch.relu(scores - current_max[:, None]).sum(dim=0)``;
 * apricot's ``FacilityLocationSelection`` on ``U.T`` (candidates as rows, ``metric="ignore"``),
   which maximises the same objective ``sum_q max_{r in S} U[q, r]``;
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragfolio.core.portfolio import select_greedy, select_lazy_greedy
+from ragfolio.core.selection.greedy import select_greedy, select_lazy_greedy
 
 Method = Callable[[], list[int]]
 

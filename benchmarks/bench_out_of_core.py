@@ -154,11 +154,7 @@ def child(method: str, path: Path, k: int, limit_gb: float) -> dict[str, Any]:
     if limit_gb > 0:
         limit = int(limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from ragfolio.core.portfolio import (
-        select_greedy,
-        select_lazy_greedy,
-        select_stochastic_greedy,
-    )
+    from ragfolio.core.selection.greedy import select_greedy, select_lazy_greedy, select_stochastic_greedy
 
     sampler = MemorySampler()
     sampler.start()

@@ -24,11 +24,11 @@ import yaml
 from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.data import Question
-from ragfolio.core.pool import CandidateSpec
-from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.retrievers.completion import short_rows
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.data.records import Question
+from ragfolio.core.retrieval.completion import short_rows
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 
 def main() -> None:

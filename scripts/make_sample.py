@@ -4,7 +4,7 @@ For each of ``hotpotqa.jsonl``, ``2wikimultihopqa.jsonl`` and ``musique.jsonl`` 
 ``--n`` questions (default 100) uniformly at random, with ``random.Random(--seed)`` (default 0),
 from the rows that have contexts, and copies those lines **byte for byte** to
 ``data/01_raw/<same name>.jsonl``, in their original order. Every source file is validated with
-:func:`ragfolio.core.loading.load_jsonl` first. The result is deterministic: the same source files
+:func:`ragfolio.core.data.loading.load_jsonl` first. The result is deterministic: the same source files
 and seed give the same sample.
 
 Usage::
@@ -20,8 +20,8 @@ import logging
 import random
 from pathlib import Path
 
-from ragfolio.core.data import build_corpus
-from ragfolio.core.loading import load_jsonl
+from ragfolio.core.data.loading import load_jsonl
+from ragfolio.core.data.records import build_corpus
 
 logger = logging.getLogger("make_sample")
 

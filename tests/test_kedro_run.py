@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ragfolio.core.answer_eval import SYSTEMS
+from ragfolio.core.answering.systems import SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -135,7 +135,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     import mlflow
     import pandas as pd
 
-    from ragfolio.core.artifacts import load_bundle
+    from ragfolio.core.bundle import load_bundle
 
     project, env, _ = portfolio_run
     _mlflow_client(env)

@@ -10,8 +10,8 @@ from typing import Any, Literal
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
-from ragfolio.core.answer_store import AnswerStore
-from ragfolio.core.artifacts import PortfolioBundle, load_bundle, save_bundle
+from ragfolio.core.answering.store import AnswerStore
+from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.registry import load_router
@@ -39,7 +39,7 @@ class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
 
 
 class AnswerStoreDataset(AbstractDataset[None, AnswerStore]):
-    """Loads the :class:`~ragfolio.core.answer_store.AnswerStore` of the JSONL file ``filepath``.
+    """Loads the :class:`~ragfolio.core.answering.store.AnswerStore` of the JSONL file ``filepath``.
 
     The store is appended to by the node that answers questions, one question at a time, so that
     a stopped run resumes; it is an input only: ``save`` is refused.
@@ -126,7 +126,7 @@ class RouterFolderDataset(AbstractDataset[dict[str, RouterProtocol], dict[str, R
 
 
 class BundleDataset(AbstractDataset[PortfolioBundle, PortfolioBundle]):
-    """The served :class:`~ragfolio.core.artifacts.PortfolioBundle`, a checksummed folder."""
+    """The served :class:`~ragfolio.core.bundle.PortfolioBundle`, a checksummed folder."""
 
     def __init__(self, path: str) -> None:
         self._path = Path(path)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data import build_corpus
-from ragfolio.core.encoders import ENCODER_KINDS
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.encoders import ENCODER_KINDS
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 # The pool's encoder names, served by the hashing encoder (two sizes so they differ).
 HASHING = {"minilm": {"kind": "hashing", "dim": 64}, "e5": {"kind": "hashing", "dim": 48}}
@@ -65,6 +65,6 @@ def tiny_runner(tiny_dir: Path, runner_class: type[PoolRunner] = PoolRunner, **k
 
 def register_hashing_kind() -> None:
     """Register kind ``hashing`` for good in this process (Dask workers: ``client.run`` it there)."""
-    from ragfolio.core import encoders  # the module itself, so that a pickled copy of this still edits it
+    from ragfolio.core.retrieval import encoders  # the module itself, so that a pickled copy of this still edits it
 
     encoders.ENCODER_KINDS["hashing"] = lambda **options: HashingEncoder([], **options)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragfolio.core.answer_store import AnswerStore, answer_all, settings_hash
+from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 
 SYSTEMS = ("no_retrieval", "single_best")
 

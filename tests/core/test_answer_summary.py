@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragfolio.core.answer_summary import selector_positions, summarize
+from ragfolio.core.answering.summary import selector_positions, summarize
 
 
 def record(qid: str, system: str, em: float, **extra) -> dict:

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ragfolio.core.answering import (
+from ragfolio.core.answering.answerer import (
     Answerer,
     answer_messages,
     clean_answer,
@@ -24,8 +24,8 @@ from ragfolio.core.answering import (
     parse_selection,
     selector_messages,
 )
-from ragfolio.core.embedded_llm import LlamaCppBackend, TransformersBackend, embedded_model_path
-from ragfolio.core.llm import (
+from ragfolio.core.answering.embedded_llm import LlamaCppBackend, TransformersBackend, embedded_model_path
+from ragfolio.core.answering.llm import (
     PLAIN_STOP,
     Completion,
     LLMRequestError,
@@ -300,7 +300,7 @@ def test_embedded_model_refuses_a_prompt_longer_than_its_context(gemma) -> None:
 def test_gguf_is_converted_once_per_file_and_transformers_version(gemma, monkeypatch, tmp_path) -> None:
     import transformers
 
-    from ragfolio.core.embedded_llm import conversion_dir, converted_gguf
+    from ragfolio.core.answering.embedded_llm import conversion_dir, converted_gguf
 
     gemma.complete([{"role": "user", "content": "Answer:"}], max_tokens=1)  # converted into the cache
     first = converted_gguf(embedded_model_path())

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core.artifacts import BundleIntegrityError, PortfolioBundle, load_bundle, save_bundle
-from ragfolio.core.data import Corpus
-from ragfolio.core.features import TextHasher, query_features
-from ragfolio.core.pool import encoders_used, make_candidate
-from ragfolio.core.router import Router
+from ragfolio.core.bundle import BundleIntegrityError, PortfolioBundle, load_bundle, save_bundle
+from ragfolio.core.data.records import Corpus
+from ragfolio.core.retrieval.pool import encoders_used, make_candidate
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.baselines import TopAverageRouter
+from ragfolio.core.routing.learned import Router
+from ragfolio.core.routing.query_features import TextHasher, query_features
 from ragfolio.core.routing.registry import make_router
 
 PASSAGES = [

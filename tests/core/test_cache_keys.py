@@ -7,13 +7,13 @@ from pathlib import Path
 
 from fake_encoders import HASHING, install_hashing_encoder
 
-from ragfolio.core import encoders
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data import build_corpus
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool import expand_grid
-from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.retrievers.family import get_family
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval import encoders
+from ragfolio.core.retrieval.family import get_family
+from ragfolio.core.retrieval.pool import expand_grid
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 
 def runner_on_disk(tiny_dir: Path, cache_dir: Path) -> tuple[PoolRunner, list[str]]:

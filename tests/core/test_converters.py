@@ -1,4 +1,4 @@
-"""Tests for ragfolio.core.converters: each benchmark's native format -> Question."""
+"""Tests for ragfolio.core.data.converters: each benchmark's native format -> Question."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ragfolio.core.converters import (
+from ragfolio.core.data.converters import (
     convert_2wikimultihopqa,
     convert_hotpotqa,
     convert_musique,
@@ -20,8 +20,8 @@ from ragfolio.core.converters import (
     main,
     write_jsonl,
 )
-from ragfolio.core.data import Context, DataFormatError, Question
-from ragfolio.core.loading import load_jsonl
+from ragfolio.core.data.loading import load_jsonl
+from ragfolio.core.data.records import Context, DataFormatError, Question
 
 # Real sentences (HotpotQA dev, via AdelWang/MIGRES data/hotpot.json) and the paragraph text the
 # shared normalised file holds for them: sentences stripped and joined by one space.
@@ -296,7 +296,7 @@ def test_cli_module_runs(tmp_path: Path) -> None:
     src = dump(tmp_path / "dev.json", [hotpot_record()])
     out = tmp_path / "hotpotqa.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "ragfolio.core.converters", "hotpotqa", str(src), str(out)],
+        [sys.executable, "-m", "ragfolio.core.data.converters", "hotpotqa", str(src), str(out)],
         capture_output=True, text=True, check=False,
     )
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""Tests for ragfolio.core.corpora: which corpus each dataset retrieves from, and its JSON form."""
+"""Tests for ragfolio.core.data.corpora: which corpus each dataset retrieves from, and its JSON form."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.data import Corpus
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.data.records import Corpus
 
 HOTPOT = Corpus(ids=("p1", "p2"), titles=("A", "B"), texts=("a", "b"))
 MUSIQUE = Corpus(ids=("p3",), titles=("C",), texts=("c",))

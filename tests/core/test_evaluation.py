@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragfolio.core.evaluation import comparison_intervals, per_question_best_of_k, split_report
+from ragfolio.core.selection.best_of_k import comparison_intervals, per_question_best_of_k, split_report
 
 
 def complementary(n: int = 200, seed: int = 0) -> np.ndarray:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
-from ragfolio.core.pool import count_by_family, expand_grid, make_candidate
-from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.retrievers.base import RetrievalResult, pad_rows
-from ragfolio.core.retrievers.family import Family, Parts, SharedParts, families, get_family, register, unregister
+from ragfolio.core.retrieval.base import RetrievalResult, pad_rows
+from ragfolio.core.retrieval.family import Family, Parts, SharedParts, families, get_family, register, unregister
+from ragfolio.core.retrieval.pool import count_by_family, expand_grid, make_candidate
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 BUILT_INS = ["bm25", "dense", "hybrid", "ds", "mmr", "vendi", "graph", "two_hop"]
 

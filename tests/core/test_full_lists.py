@@ -23,11 +23,11 @@ import yaml
 sys.path.insert(0, "tests/core")
 from fake_encoders import HASHING, register_hashing_kind
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data import build_corpus
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool import expand_grid, resolve_grid
-from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.retrievers.completion import short_rows
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.retrieval.pool import expand_grid, resolve_grid
+from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.completion import short_rows
 
 register_hashing_kind()
 params = yaml.safe_load(open("conf/base/parameters_candidate_scoring.yml"))["candidate_scoring"]

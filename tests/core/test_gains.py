@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragfolio.core.gains import GainTracker, as_utility, row_blocks, top_gains
+from ragfolio.core.selection.gains import GainTracker, as_utility, row_blocks, top_gains
 
 
 def gains_from_scratch(U: np.ndarray, picks: list[int]) -> np.ndarray:

@@ -7,12 +7,12 @@ import pytest
 from fake_encoders import HASHING, install_hashing_encoder, tiny_runner
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data import build_corpus
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool import expand_grid
-from ragfolio.core.pool_runner import PoolRunner
-from ragfolio.core.retrievers.graph import graph_expand
-from ragfolio.core.retrievers.passage_graph import PassageGraph
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.graph import graph_expand
+from ragfolio.core.retrieval.passage_graph import PassageGraph
+from ragfolio.core.retrieval.pool import expand_grid
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 GRAPH_DENSE = {"seeds": "dense:minilm", "n_seeds": 1, "rank": "dense", "encoder": "minilm", "hops": [1, 5],
                "max_entity_df": [2, 100], "max_candidates": [6, 2000]}

@@ -8,9 +8,9 @@ import time
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
-from ragfolio.core.inference import MemberResults, MemberRun, PortfolioExecutor
-from ragfolio.core.pool import CandidateSpec, expand_grid
-from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.retrieval.executor import MemberResults, MemberRun, PortfolioExecutor
+from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 
 @pytest.fixture

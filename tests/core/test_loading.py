@@ -1,4 +1,4 @@
-"""Tests for ragfolio.core.loading: reading and validating JSONL files and folders, splits."""
+"""Tests for ragfolio.core.data.loading: reading and validating JSONL files and folders, splits."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from records import row
 
-from ragfolio.core.data import Context, DataFormatError, Question
-from ragfolio.core.loading import load_folder, load_jsonl, split_train_test
+from ragfolio.core.data.loading import load_folder, load_jsonl, split_train_test
+from ragfolio.core.data.records import Context, DataFormatError, Question
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid, make_candidate, resolve_grid
+from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, make_candidate, resolve_grid
 
 ROOT = Path(__file__).resolve().parents[2]
 

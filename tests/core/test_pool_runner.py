@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
-from ragfolio.core.pool import expand_grid
-from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.retrieval.pool import expand_grid
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 
 
 @pytest.fixture

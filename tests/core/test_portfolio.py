@@ -8,19 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from ragfolio.core.portfolio import (
+from ragfolio.core.selection.baselines import (
     best_of_k_curve,
-    certificate,
     oracle_value,
     portfolio_value,
     random_k,
     select_exhaustive,
-    select_greedy,
-    select_lazy_greedy,
-    select_stochastic_greedy,
     single_best,
     top_k_by_average,
 )
+from ragfolio.core.selection.certificate import certificate
+from ragfolio.core.selection.greedy import select_greedy, select_lazy_greedy, select_stochastic_greedy
 
 SEEDS = range(30)
 

@@ -10,17 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core.gains import GainTracker
-from ragfolio.core.portfolio import (
-    GreedyResult,
-    best_of_k_curve,
-    certificate,
-    portfolio_value,
-    select_greedy,
-    select_lazy_greedy,
-    select_stochastic_greedy,
-    top_k_by_average,
-)
+from ragfolio.core.selection.baselines import best_of_k_curve, portfolio_value, top_k_by_average
+from ragfolio.core.selection.certificate import certificate
+from ragfolio.core.selection.gains import GainTracker
+from ragfolio.core.selection.greedy import GreedyResult, select_greedy, select_lazy_greedy, select_stochastic_greedy
 
 BLOCK_ROWS = 256
 

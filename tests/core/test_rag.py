@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
-from ragfolio.core.answer_eval import SystemRunner, run_order, system_names
-from ragfolio.core.answer_summary import summarize
-from ragfolio.core.answering import Answerer
-from ragfolio.core.features import TextHasher
-from ragfolio.core.llm import Completion
-from ragfolio.core.pool import CandidateSpec, expand_grid
-from ragfolio.core.rag import AdaptiveRAG
-from ragfolio.core.router import Router
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.llm import Completion
+from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.answering.summary import summarize
+from ragfolio.core.answering.systems import SystemRunner, run_order, system_names
+from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid
 from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.learned import Router
 from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.query_features import TextHasher
 from ragfolio.core.routing.retrieval import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
-from ragfolio.core.vendi_rag import VendiRAG
 
 
 class EchoBackend:

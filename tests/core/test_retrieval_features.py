@@ -7,9 +7,9 @@ import pytest
 import scipy.sparse as sp
 from fake_encoders import install_hashing_encoder, tiny_runner
 
-from ragfolio.core.pool import make_candidate
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.passage_graph import PassageGraph
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.passage_graph import PassageGraph
+from ragfolio.core.retrieval.pool import make_candidate
 from ragfolio.core.routing.retrieval_features import (
     FORM_NAMES,
     RetrievalFeaturizer,

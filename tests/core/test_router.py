@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from ragfolio.core.features import TextHasher, query_features
-from ragfolio.core.router import Router, routing_targets, tied_best
 from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.learned import Router, routing_targets, tied_best
+from ragfolio.core.routing.query_features import TextHasher, query_features
 
 TOPICS = ["river", "mountain", "violin"]
 

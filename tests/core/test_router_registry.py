@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from ragfolio.core.features import TextHasher, query_features
-from ragfolio.core.router import Router
 from ragfolio.core.routing import registry
 from ragfolio.core.routing.base import RouteInputs, check_l, member_names, ranked, read_config, write_config
+from ragfolio.core.routing.learned import Router
+from ragfolio.core.routing.query_features import TextHasher, query_features
 from ragfolio.core.routing.registry import load_router, make_router, register_router, router_names
 
 K = 3
@@ -143,5 +143,5 @@ def test_a_new_router_is_registered_made_and_loaded_by_name(tmp_path: Path, monk
     class Impostor(NearestNeighbourRouter):
         name: ClassVar[str] = "learned"
 
-    with pytest.raises(ValueError, match="'learned' is taken by ragfolio.core.router.Router"):
+    with pytest.raises(ValueError, match="'learned' is taken by ragfolio.core.routing.learned.Router"):
         register_router(Impostor)

@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 
-from ragfolio.core.features import TextHasher, query_features
-from ragfolio.core.router import Router
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
 from ragfolio.core.routing.budget import BudgetRuns, same_budget_recall
@@ -16,7 +14,9 @@ from ragfolio.core.routing.evaluation import (
     compare_routers,
     gap_closed,
 )
+from ragfolio.core.routing.learned import Router
 from ragfolio.core.routing.logistic import LogisticRouter
+from ragfolio.core.routing.query_features import TextHasher, query_features
 
 U = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]], dtype=np.float32)
 X = RouteInputs(query_features(["a b", "c d", "e f"], {}, TextHasher(n_features=64)))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragfolio.core.portfolio import portfolio_value, select_greedy
-from ragfolio.core.sample_complexity import (
+from ragfolio.core.selection.baselines import portfolio_value
+from ragfolio.core.selection.greedy import select_greedy
+from ragfolio.core.selection.sample_complexity import (
     draw_rows,
     epsilon_at,
     key_seed,

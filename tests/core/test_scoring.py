@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.scoring import answer_recall_matrix, support_recall_matrix
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.scoring.utility import answer_recall_matrix, support_recall_matrix
 
 
 def _result(rows: list[list[int]]) -> RetrievalResult:

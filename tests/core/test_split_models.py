@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core import split_models
-from ragfolio.core.encoders import SentenceTransformerEncoder, encoder_identity
+from ragfolio.core.retrieval import split_models
+from ragfolio.core.retrieval.encoders import SentenceTransformerEncoder, encoder_identity
 
 MPNET = "all-mpnet-base-v2"
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
-from ragfolio.core.answering import Answerer
-from ragfolio.core.embedded_llm import TransformersBackend
-from ragfolio.core.llm import Completion
-from ragfolio.core.vendi_rag import (
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.embedded_llm import TransformersBackend
+from ragfolio.core.answering.llm import Completion
+from ragfolio.core.answering.vendi_rag import (
     INITIAL_S,
     MAX_ITERATIONS,
     TAU,

@@ -9,7 +9,7 @@ import pytest
 from kedro.config import OmegaConfigLoader
 from omegaconf import OmegaConf
 
-from ragfolio.core.pool import CandidateSpec
+from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates
 from ragfolio.pipelines.candidate_scoring.pipeline import create_pipeline
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.distributed import RunnerConfig
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.scoring.distributed import RunnerConfig
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 

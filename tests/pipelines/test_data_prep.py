@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.data import DataFormatError, Question
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.data.records import DataFormatError, Question
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 
 

@@ -9,11 +9,11 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 
-from ragfolio.core.answer_eval import SYSTEMS
-from ragfolio.core.answer_store import AnswerStore
-from ragfolio.core.artifacts import save_bundle
+from ragfolio.core.answering.store import AnswerStore
+from ragfolio.core.answering.systems import SYSTEMS
+from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.corpora import Corpora
+from ragfolio.core.data.corpora import Corpora
 from ragfolio.datasets import ArrayFolderDataset, RouterFolderDataset
 from ragfolio.pipeline_registry import register_pipelines
 

@@ -12,7 +12,7 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from matplotlib.figure import Figure
 
-from ragfolio.core.sample_complexity import draw_rows, key_seed
+from ragfolio.core.selection.sample_complexity import draw_rows, key_seed
 from ragfolio.pipeline_registry import register_pipelines
 from ragfolio.pipelines.evaluation.nodes import EvaluationParams, study_sample_complexity
 from ragfolio.pipelines.portfolio_selection.nodes import sample_queries, select_portfolios

@@ -1,5 +1,5 @@
-"""The LLM in its own process: the OpenAI-compatible server (ragfolio.core.llm_server) and its
-supervisor (ragfolio.core.llm_process), on a tiny random model; one slow test on the embedded model."""
+"""The LLM in its own process: the OpenAI-compatible server (ragfolio.core.answering.llm_server) and its
+supervisor (ragfolio.core.answering.llm_process), on a tiny random model; one slow test on the embedded model."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import httpx
 import pytest
 from conftest import tiny_llm_config
 
-from ragfolio.core.answering import EMBEDDED_LLM, answer_messages
-from ragfolio.core.embedded_llm import TransformersBackend
-from ragfolio.core.llm import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
-from ragfolio.core.llm_process import LLMProcess, ProcessBackend
+from ragfolio.core.answering.answerer import EMBEDDED_LLM, answer_messages
+from ragfolio.core.answering.embedded_llm import TransformersBackend
+from ragfolio.core.answering.llm import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
+from ragfolio.core.answering.llm_process import LLMProcess, ProcessBackend
 
 FAST = {"health_interval_s": 0.2, "health_timeout_s": 1.0, "unhealthy_after": 2, "backoff_s": 0.2}
 QUESTION = "Who was the father of Hermann II, Landgrave of Hesse?"

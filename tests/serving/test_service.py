@@ -8,9 +8,9 @@ import re
 import pytest
 from tiny_bundle import FIXTURES, MEMBERS, questions
 
-from ragfolio.core.data import build_corpus
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.serving.engine import MEMBER_FAILED, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR
 

@@ -17,7 +17,7 @@ from conftest import closed_port_url, service_client, write_config
 from pydantic import ValidationError
 from tiny_bundle import MEMBERS, questions
 
-from ragfolio.core.artifacts import BundleIntegrityError
+from ragfolio.core.bundle import BundleIntegrityError
 from ragfolio.serving.config import ServingConfig
 
 K = len(MEMBERS)

@@ -19,13 +19,13 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.artifacts import PortfolioBundle, save_bundle
-from ragfolio.core.data import build_corpus
-from ragfolio.core.features import TextHasher, query_features
-from ragfolio.core.loading import load_folder
-from ragfolio.core.pool import make_candidate
-from ragfolio.core.router import Router
+from ragfolio.core.bundle import PortfolioBundle, save_bundle
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.pool import make_candidate
 from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.learned import Router
+from ragfolio.core.routing.query_features import TextHasher, query_features
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 MEMBERS = [
@@ -92,7 +92,7 @@ ENCODER_MEMBERS = [
 def write_encoder_bundle(path: Path) -> dict:
     """A bundle whose router reads two :class:`CountingEncoder` embeddings ("count", dim 16, which
     two members read too, and "count8", dim 8)."""
-    from ragfolio.core.pool_runner import passage_texts
+    from ragfolio.core.retrieval.pool_runner import passage_texts
 
     records = load_folder(FIXTURES)
     corpus = build_corpus(records)

@@ -1,6 +1,6 @@
 """Per-query scores: support recall, answer recall, exact match and F1 (SQuAD normalisation).
 
-Every function scores one query; :mod:`ragfolio.core.scoring` applies them over batches.
+Every function scores one query; :mod:`ragfolio.core.scoring.utility` applies them over batches.
 """
 
 from __future__ import annotations

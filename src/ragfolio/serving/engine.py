@@ -8,14 +8,14 @@ runs them in its thread pools. It imports no BentoML, so it can be used and test
 Retrieval works on batches (:meth:`ServingEngine.retrieve_many`): the queries of a batch are
 encoded together (one call per encoder), routed in one forward pass,
 and each member chosen by any of them runs once over the batch
-(:meth:`ragfolio.core.inference.PortfolioExecutor.run_batch`); the service gathers concurrent
+(:meth:`ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`); the service gathers concurrent
 requests into such batches (:class:`ragfolio.core.batching.MicroBatcher`). A query's passages
 are the same whether it came alone or in a batch.
 
 The LLM: an in-process kind (the embedded model) runs by default in a process of its own, an
-OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.llm_process`,
+OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.answering.llm_process`,
 :meth:`ServingEngine.start_llm`); its crash or hang fails ``/answer`` calls with
-:class:`~ragfolio.core.llm.LLMUnavailableError` and touches nothing else. Neither the readiness
+:class:`~ragfolio.core.answering.llm.LLMUnavailableError` and touches nothing else. Neither the readiness
 path nor retrieval waits on it.
 
 ``num_docs`` per request: the members were selected, and the router trained, with the bundle's
@@ -39,13 +39,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragfolio.core.answering import Answerer, make_backend
-from ragfolio.core.artifacts import PortfolioBundle, load_bundle
-from ragfolio.core.embedded_llm import LocalBackend
-from ragfolio.core.inference import MemberResults
-from ragfolio.core.llm import PLAIN, ChatBackend
-from ragfolio.core.llm_process import LLMProcess, ProcessBackend
-from ragfolio.core.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
+from ragfolio.core.answering.answerer import Answerer, make_backend
+from ragfolio.core.bundle import PortfolioBundle, load_bundle
+from ragfolio.core.answering.embedded_llm import LocalBackend
+from ragfolio.core.retrieval.executor import MemberResults
+from ragfolio.core.answering.llm import PLAIN, ChatBackend
+from ragfolio.core.answering.llm_process import LLMProcess, ProcessBackend
+from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.schemas import (
@@ -69,7 +69,7 @@ MEMBER_FAILED = "failed (the server log has the detail under this response's x-r
 def public_error(error: str | None) -> str | None:
     """What a response may say of a member's ``error``: its timeout as it is, else only that it failed.
 
-    Core's :class:`ragfolio.core.inference.MemberRun` reports ``"timeout after <s> s"`` or
+    Core's :class:`ragfolio.core.retrieval.executor.MemberRun` reports ``"timeout after <s> s"`` or
     ``"<ExceptionType>: <message>"``; the message is for the log only.
     """
     if error is None or error.startswith("timeout after "):
@@ -95,7 +95,7 @@ class ServingEngine:
 
     Raises:
         FileNotFoundError: ``config.bundle`` holds no bundle.
-        ragfolio.core.artifacts.BundleIntegrityError: A bundle file differs from its recorded
+        ragfolio.core.bundle.BundleIntegrityError: A bundle file differs from its recorded
             checksum (the message names the file).
         ValueError: ``config.default_l`` is larger than the bundle's k, or the LLM config is invalid.
     """
@@ -143,7 +143,7 @@ class ServingEngine:
     def start_llm(self) -> None:
         """Start the LLM's process, or load an in-process LLM in a background thread; returns at once.
 
-        Until it is up, ``/answer`` fails with :class:`~ragfolio.core.llm.LLMUnavailableError`
+        Until it is up, ``/answer`` fails with :class:`~ragfolio.core.answering.llm.LLMUnavailableError`
         (subprocess) or waits for the load (in process); retrieval never waits.
         """
         if self.llm_process is not None:
@@ -236,8 +236,8 @@ class ServingEngine:
         Member failures are handled as in :meth:`retrieve`.
 
         Raises:
-            ragfolio.core.llm.LLMUnavailableError: The LLM cannot be reached.
-            ragfolio.core.llm.LLMRequestError: The LLM endpoint rejected a request.
+            ragfolio.core.answering.llm.LLMUnavailableError: The LLM cannot be reached.
+            ragfolio.core.answering.llm.LLMRequestError: The LLM endpoint rejected a request.
         """
         l = l or self.default_l  # noqa: E741
         result: RAGAnswer = self.rag.answer(query.strip(), l)

@@ -38,9 +38,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ragfolio.core.artifacts import BundleIntegrityError, verify_bundle
+from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
 from ragfolio.core.batching import MicroBatcher
-from ragfolio.core.llm import LLMRequestError, LLMUnavailableError
+from ragfolio.core.answering.llm import LLMRequestError, LLMUnavailableError
 from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id

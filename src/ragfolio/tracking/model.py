@@ -25,7 +25,7 @@ class RagfolioModel(PythonModel):
     """Routes questions to the bundle's members and runs them (retrieval only, no LLM)."""
 
     def load_context(self, context: PythonModelContext) -> None:
-        from ragfolio.core.artifacts import load_bundle
+        from ragfolio.core.bundle import load_bundle
 
         self.bundle = load_bundle(context.artifacts["bundle"])
         self.rag = self.bundle.rag(timeout_s=60.0)

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.bm25 import BM25Retriever
-from ragfolio.core.retrievers.dense import DenseRetriever
-from ragfolio.core.retrievers.iterative import expand_queries, merge_hops
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.bm25 import BM25Retriever
+from ragfolio.core.retrieval.dense import DenseRetriever
+from ragfolio.core.retrieval.iterative import expand_queries, merge_hops
 
 CORPUS = ["apple banana", "apple apple cherry", "durian"]
 

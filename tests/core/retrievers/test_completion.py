@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.completion import check_full, complete_rows, short_rows
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.completion import check_full, complete_rows, short_rows
 
 
 def result(ids: list[list[int]], scores: list[list[float]] | None = None) -> RetrievalResult:

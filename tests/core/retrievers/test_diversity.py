@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragfolio.core.retrievers import diversity
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.diversity import discounted_similarity, mmr, vendi
+from ragfolio.core.retrieval import diversity
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.diversity import discounted_similarity, mmr, vendi
 
 # Unit vectors at angle theta from the query (angle 0): rel = cos(theta), sim = cos(difference).
 ANGLES = np.array([0.3, 0.35, -0.6, 1.4])  # p0, p1 (near-duplicate of p0), p2, p3

@@ -25,12 +25,10 @@ from elastic_transport import ApiResponseMeta, BaseNode, HttpHeaders  # noqa: E4
 from elastic_transport._node import NodeApiResponse  # noqa: E402  (public in _node only)
 
 from ragfolio.core.cache import ArrayCache  # noqa: E402
-from ragfolio.core.data import build_corpus  # noqa: E402
-from ragfolio.core.loading import load_folder  # noqa: E402
-from ragfolio.core.pool import expand_grid, make_candidate  # noqa: E402
-from ragfolio.core.pool_runner import PoolRunner  # noqa: E402
-from ragfolio.core.retrievers.base import RetrievalResult  # noqa: E402
-from ragfolio.core.retrievers.elasticsearch import (  # noqa: E402
+from ragfolio.core.data.loading import load_folder  # noqa: E402
+from ragfolio.core.data.records import build_corpus  # noqa: E402
+from ragfolio.core.retrieval.base import RetrievalResult  # noqa: E402
+from ragfolio.core.retrieval.elasticsearch import (  # noqa: E402
     ElasticsearchBM25Retriever,
     ElasticsearchDenseRetriever,
     ElasticsearchIndexMissingError,
@@ -47,6 +45,8 @@ from ragfolio.core.retrievers.elasticsearch import (  # noqa: E402
     parse_msearch,
     rank_overlap,
 )
+from ragfolio.core.retrieval.pool import expand_grid, make_candidate  # noqa: E402
+from ragfolio.core.retrieval.pool_runner import PoolRunner  # noqa: E402
 
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "elasticsearch"
 URL = "http://es.invalid:9200"
@@ -386,7 +386,7 @@ def test_pool_runner_sends_elasticsearch_candidates_to_the_cluster(tiny_dir, mon
 
 def test_core_imports_without_the_client() -> None:
     code = (
-        "import sys, ragfolio.core.pool_runner, ragfolio.core.retrievers.elasticsearch; "
+        "import sys, ragfolio.core.retrieval.pool_runner, ragfolio.core.retrieval.elasticsearch; "
         "print('elasticsearch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

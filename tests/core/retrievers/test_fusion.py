@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.fusion import reciprocal_rank_fusion, score_fusion
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.fusion import reciprocal_rank_fusion, score_fusion
 
 
 def result(ids: list[list[int]], scores: list[list[float]] | None = None) -> RetrievalResult:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.graph import PassageGraph, graph_expand
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.graph import PassageGraph, graph_expand
 
 
 def graph_of(n: int, links: list[tuple[int, int]]) -> PassageGraph:
@@ -108,7 +108,7 @@ def naive_expand(seed_ids, adj, k, n_seeds, hops, damping, n_iter):
 
 @pytest.mark.parametrize("hops", [0, 1, 2])
 def test_batched_ppr_matches_naive_per_query(hops: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ragfolio.core.retrievers.graph as graph_module
+    import ragfolio.core.retrieval.graph as graph_module
 
     monkeypatch.setattr(graph_module, "_QUERY_CHUNK", 4)  # several chunks, one ragged
     rng = np.random.default_rng(1)
@@ -166,7 +166,7 @@ def naive_capped_members(seed_ids, adj, n_seeds, hops, cap, sims):
 
 @pytest.mark.parametrize("cap", [3, 7, 15, 40])
 def test_batched_capped_neighbourhood_matches_naive_per_query(cap: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ragfolio.core.retrievers.graph as graph_module
+    import ragfolio.core.retrieval.graph as graph_module
 
     monkeypatch.setattr(graph_module, "_QUERY_CHUNK", 4)  # several chunks, one ragged
     rng = np.random.default_rng(2)

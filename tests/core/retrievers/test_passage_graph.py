@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ragfolio.core.retrievers.passage_graph import PassageGraph
+from ragfolio.core.retrieval.passage_graph import PassageGraph
 
 
 def edges(graph: PassageGraph) -> set[tuple[int, int]]:

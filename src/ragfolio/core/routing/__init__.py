@@ -6,7 +6,7 @@
   ``register_router``).
 * :mod:`~ragfolio.core.routing.baselines`, :mod:`~ragfolio.core.routing.logistic`: the ablations
   (fixed orders, random, oracle; logistic regression). The learned router is
-  :class:`ragfolio.core.router.Router`.
+  :class:`ragfolio.core.routing.learned.Router`.
 * :mod:`~ragfolio.core.routing.retrieval_features`, :mod:`~ragfolio.core.routing.retrieval`: features
   of the first-stage rankings and of each member's results, and the pre- and post-retrieval
   routers that read them.
@@ -15,5 +15,5 @@
   :mod:`~ragfolio.core.routing.headroom`: how much of the room above the default member a router takes.
 
 Import from the submodules; this package's ``__init__`` imports nothing, so that
-:mod:`ragfolio.core.router` and the registry can import :mod:`~ragfolio.core.routing.base` without a cycle.
+:mod:`ragfolio.core.routing.learned` and the registry can import :mod:`~ragfolio.core.routing.base` without a cycle.
 """

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.data import Question
+from ragfolio.core.data.records import Question
 from ragfolio.core.metrics import support_recall
-from ragfolio.core.pool import CandidateSpec
-from ragfolio.core.pool_runner import PoolRunner
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.runners import CorpusRunners
 from ragfolio.core.routing.base import Picks
-from ragfolio.core.runners import CorpusRunners
 
 DocIds = npt.NDArray[np.int64]  # (n_queries, depth) corpus rows, -1 where a ranking is shorter
 

@@ -23,8 +23,6 @@ from safetensors.numpy import load_file, save_file
 from scipy.special import expit, softmax
 from sklearn.linear_model import LogisticRegression
 
-from ragfolio.core.features import Features
-from ragfolio.core.router import tied_best
 from ragfolio.core.routing.base import (
     Picks,
     RouteInputs,
@@ -36,6 +34,8 @@ from ragfolio.core.routing.base import (
     read_config,
     write_config,
 )
+from ragfolio.core.routing.learned import tied_best
+from ragfolio.core.routing.query_features import Features
 
 WEIGHTS_FILE = "router.safetensors"
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragfolio.core.features import Features
-from ragfolio.core.inference import MemberResults, PortfolioExecutor
-from ragfolio.core.retrievers.base import RetrievalResult
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.executor import MemberResults, PortfolioExecutor
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
+from ragfolio.core.routing.query_features import Features
 from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 
 

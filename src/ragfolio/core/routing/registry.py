@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragfolio.core.router import Router
 from ragfolio.core.routing.base import RouterProtocol, saved_name
 from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
+from ragfolio.core.routing.learned import Router
 from ragfolio.core.routing.logistic import LogisticRouter
 from ragfolio.core.routing.retrieval import PostRetrievalRouter, PreRetrievalRouter
 

@@ -4,7 +4,7 @@ Two blocks, both computed from rankings the members build on anyway (so routing 
 retrieval, only this arithmetic):
 
 * ``first_stage`` ``(n, d_f)``, per query, from the shared first-stage rankings (bases ``bm25`` and
-  ``dense:<encoder>`` of :class:`~ragfolio.core.pool_runner.PoolRunner`) and the question's text;
+  ``dense:<encoder>`` of :class:`~ragfolio.core.retrieval.pool_runner.PoolRunner`) and the question's text;
   column names in :meth:`RetrievalFeaturizer.first_stage_names`:
 
   - ``<base>.top1``, ``<base>.margin2``, ``<base>.margin5``: the top score, and top-1 minus
@@ -48,9 +48,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.pool import CandidateSpec
-from ragfolio.core.retrievers.base import RetrievalResult
-from ragfolio.core.retrievers.passage_graph import PassageGraph
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.passage_graph import PassageGraph
+from ragfolio.core.retrieval.pool import CandidateSpec
 
 _WORD = re.compile(r"\w[\w'’\-]*")
 STOPWORDS = frozenset(
@@ -73,7 +73,7 @@ LIST_NAMES = ("entity_coverage", "titles_in_question", "seed_degree", "seed_link
 
 
 class FirstStageParts(Protocol):
-    """What the features read from a pool runner (:class:`~ragfolio.core.pool_runner.PoolRunner` is one)."""
+    """What the features read from a pool runner (:class:`~ragfolio.core.retrieval.pool_runner.PoolRunner` is one)."""
 
     titles: list[str]
     num_docs: int

@@ -13,21 +13,21 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.answer_eval import SystemRunner, run_order
-from ragfolio.core.answer_store import AnswerStore, answer_all, settings_hash
-from ragfolio.core.answering import EMBEDDED_LLM, Answerer, make_backend
+from ragfolio.core.answering.answerer import EMBEDDED_LLM, Answerer, make_backend
+from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
+from ragfolio.core.answering.systems import SystemRunner, run_order
+from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.data import Question
-from ragfolio.core.features import TextHasher
-from ragfolio.core.pool import CandidateSpec
-from ragfolio.core.rag import AdaptiveRAG
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.data.records import Question
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.query_features import TextHasher
 from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
-from ragfolio.core.runners import CorpusRunners, PoolSettings
-from ragfolio.core.utility_index import row_questions, split_rows
-from ragfolio.core.vendi_rag import VendiRAG
+from ragfolio.core.scoring.utility_index import row_questions, split_rows
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ragfolio.core.answer_summary import selector_positions, summarize
+from ragfolio.core.answering.summary import selector_positions, summarize
 from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)

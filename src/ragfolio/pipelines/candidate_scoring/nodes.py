@@ -14,13 +14,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.data import Question
-from ragfolio.core.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
-from ragfolio.core.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
-from ragfolio.core.pool_runner import DEFAULT_PREFILTER_DEPTH
-from ragfolio.core.runners import PoolSettings
-from ragfolio.core.scoring import Score, score_targets
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.data.records import Question
+from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
+from ragfolio.core.retrieval.pool_runner import DEFAULT_PREFILTER_DEPTH
+from ragfolio.core.retrieval.runners import PoolSettings
+from ragfolio.core.scoring.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
+from ragfolio.core.scoring.utility import Score, score_targets
 
 logger = logging.getLogger(__name__)
 
@@ -89,16 +89,16 @@ def score_candidates(
 
     Datasets that share a corpus (``data_prep.corpus: union``) share one runner. Queries go in
     blocks of ``query_block_size``; with ``scheduler_address`` set, one Dask task per block
-    (:func:`ragfolio.core.distributed.score_on_cluster`), else one after another here. Both give the
+    (:func:`ragfolio.core.scoring.distributed.score_on_cluster`), else one after another here. Both give the
     same float32 matrices.
 
     Args:
-        corpora: ``data_prep``'s corpora (:meth:`ragfolio.core.corpora.Corpora.to_json`).
+        corpora: ``data_prep``'s corpora (:meth:`ragfolio.core.data.corpora.Corpora.to_json`).
 
     Returns:
         ``{dataset: U}`` with ``U`` of shape ``(n_questions, n_candidates)`` float32, and an index
         naming U's columns (candidates), rows (question id, split and type per dataset) and the
-        corpus scored over (:meth:`~ragfolio.core.corpora.Corpora.describe`).
+        corpus scored over (:meth:`~ragfolio.core.data.corpora.Corpora.describe`).
     """
     p = CandidateScoringParams(**params)
     specs = [CandidateSpec.from_record(c) for c in candidates]

@@ -2,7 +2,7 @@
 
 ``corpus: union`` (the default) pools every dataset's contexts, plus the passage files of
 ``corpus_dir``, into one corpus that every question retrieves from; ``corpus: per_dataset`` builds
-one corpus a dataset. Either way the output is :meth:`ragfolio.core.corpora.Corpora.to_json`.
+one corpus a dataset. Either way the output is :meth:`ragfolio.core.data.corpora.Corpora.to_json`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragfolio.core.corpora import UNION, Corpora, Mode
-from ragfolio.core.data import Question, build_corpus
-from ragfolio.core.loading import load_folder, load_passage_folder, split_train_test
+from ragfolio.core.data.corpora import UNION, Corpora, Mode
+from ragfolio.core.data.loading import load_folder, load_passage_folder, split_train_test
+from ragfolio.core.data.records import Question, build_corpus
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.evaluation import split_report, win_shares
-from ragfolio.core.sample_complexity import key_seed, sample_complexity
-from ragfolio.core.utility_index import ALL, split_rows, stacked
+from ragfolio.core.scoring.utility_index import ALL, split_rows, stacked
+from ragfolio.core.selection.best_of_k import split_report, win_shares
+from ragfolio.core.selection.sample_complexity import key_seed, sample_complexity
 from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)

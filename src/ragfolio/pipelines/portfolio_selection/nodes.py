@@ -8,10 +8,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core import portfolio as pf
-from ragfolio.core.sample_complexity import required_sample_size
-from ragfolio.core.sample_complexity import sample_queries as draw_sample
-from ragfolio.core.utility_index import stacked
+from ragfolio.core.scoring.utility_index import stacked
+from ragfolio.core.selection.baselines import top_k_by_average
+from ragfolio.core.selection.certificate import certificate
+from ragfolio.core.selection.greedy import select_greedy
+from ragfolio.core.selection.sample_complexity import required_sample_size
+from ragfolio.core.selection.sample_complexity import sample_queries as draw_sample
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ def sample_queries(utility_index: dict[str, Any], params: dict[str, Any]) -> dic
     """Algorithm 1's first step: ``n_queries`` train questions per dataset and ``all``, drawn with ``seed``.
 
     Returns:
-        The draw (:func:`ragfolio.core.sample_complexity.sample_queries`): per key the rows (positions
+        The draw (:func:`ragfolio.core.selection.sample_complexity.sample_queries`): per key the rows (positions
         among its train rows) and question ids greedy selects on.
     """
     p = PortfolioSelectionParams(**params)
@@ -69,15 +71,15 @@ def select_portfolios(
             raise ValueError(f"{key}: the query sample was drawn from {drawn['n_train']} train questions, the "
                              f"utility matrices have {len(U_all)}: rerun sample_queries")
         U = U_all[np.asarray(drawn["rows"], dtype=np.int64)]
-        greedy = pf.select_greedy(U, k_max)
-        cert = pf.certificate(U, greedy, k)
+        greedy = select_greedy(U, k_max)
+        cert = certificate(U, greedy, k)
         selections[key] = {
             "n_train": int(len(U)),
             "n_train_available": int(len(U_all)),
             "greedy": [int(i) for i in greedy.indices],
             "greedy_train_values": [float(v) for v in greedy.values],
             "portfolio": [names[i] for i in greedy.indices[:k]],
-            "top_by_average": [int(i) for i in pf.top_k_by_average(U, k_max)],
+            "top_by_average": [int(i) for i in top_k_by_average(U, k_max)],
             "random": [rng.permutation(m)[:k_max].tolist() for _ in range(p.random_draws)],
             "certificate": {"upper_bound": float(cert.upper_bound), "ratio": float(cert.ratio)},
             "required_sample_size": int(required_sample_size(m, k, epsilon=0.05, delta=0.05)),

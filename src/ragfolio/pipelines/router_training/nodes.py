@@ -16,19 +16,19 @@ import numpy as np
 from matplotlib.figure import Figure
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.artifacts import PortfolioBundle
+from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.features import Features, TextHasher, query_features, stack_rows, take_rows
-from ragfolio.core.pool import CandidateSpec, encoders_used
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
+from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.budget import BudgetRuns, same_budget_recall
 from ragfolio.core.routing.evaluation import COMPARED, RoutingComparison, RoutingSplit, compare_routers, gap_closed
 from ragfolio.core.routing.headroom import headroom
+from ragfolio.core.routing.query_features import Features, TextHasher, query_features, stack_rows, take_rows
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.retrieval import MODES
-from ragfolio.core.runners import CorpusRunners, PoolSettings, served_corpus
-from ragfolio.core.utility_index import ALL, datasets_of, row_questions, split_questions, split_rows
+from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions, split_questions, split_rows
 from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ def build_bundle(
     With ``data_prep.corpus: union`` that is the union corpus, the one every number was measured
     on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
     ``per_dataset`` corpora the ``all`` portfolio serves their stacking
-    (:func:`~ragfolio.core.runners.served_corpus`). ``selection.corpus`` records what the selection
+    (:func:`~ragfolio.core.retrieval.runners.served_corpus`). ``selection.corpus`` records what the selection
     metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``.
     """
     p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)

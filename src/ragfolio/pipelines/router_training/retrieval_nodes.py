@@ -19,17 +19,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.corpora import Corpora
-from ragfolio.core.features import Features
-from ragfolio.core.pool import CandidateSpec
-from ragfolio.core.router import SWITCH_MARGINS, Router
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.evaluation import RoutingComparison, RoutingSplit, route_all
+from ragfolio.core.routing.learned import SWITCH_MARGINS, Router
+from ragfolio.core.routing.query_features import Features
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.retrieval import MODES
 from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
-from ragfolio.core.runners import CorpusRunners, PoolSettings
-from ragfolio.core.utility_index import datasets_of, row_questions, split_rows
+from ragfolio.core.scoring.utility_index import datasets_of, row_questions, split_rows
 from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, member_indices, query_split
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,14 @@
+"""Stage 6, answering: the LLM, answers from the routed members' passages, and the selector.
+
+* :mod:`~ragfolio.core.answering.llm`: the LLM contract and the OpenAI-compatible client.
+* :mod:`~ragfolio.core.answering.embedded_llm`, :mod:`~ragfolio.core.answering.llm_server`,
+  :mod:`~ragfolio.core.answering.llm_process`: the embedded model, served as its own process and
+  supervised by whoever uses it.
+* :mod:`~ragfolio.core.answering.answerer`: prompts, the backend chosen by configuration, the selector.
+* :mod:`~ragfolio.core.answering.rag`: adaptive RAG end to end (route, retrieve, answer, select).
+* :mod:`~ragfolio.core.answering.vendi_rag`: the iterative Vendi-RAG baseline.
+* :mod:`~ragfolio.core.answering.systems`, :mod:`~ragfolio.core.answering.store`,
+  :mod:`~ragfolio.core.answering.summary`: the end-to-end comparison of systems, resumable, summarised.
+
+Import from the submodules; this ``__init__`` imports nothing.
+"""

@@ -1,0 +1,319 @@
+"""End-to-end answering of one question by every system compared, each timed with cold query caches.
+
+Systems (the keys of ``answer_metrics.json``; :func:`system_names` gives their order):
+
+* ``no_retrieval``: the LLM alone (closed book).
+* ``single_best``: the pool's best single candidate (by train mean) and one answer prompt.
+* ``single_best_wide``: the same candidate's top ``2 x num_docs`` passages in one prompt (does a
+  routed union gain from complementarity, or only from more passages?).
+* ``routed_l<l>``: the learned query router's top-l members run concurrently, one answer per
+  member, the selector picks (no selector at l = 1).
+* ``pre_retrieval_l<l>``, ``post_retrieval_l<l>``: the same with the routers that see the retrieval
+  (:mod:`ragfolio.core.routing.online`); post-retrieval runs all k members, then routes.
+* ``portfolio_all``: every member, no routing, every answer to the selector.
+* ``vendi_rag``: the iterative Vendi-RAG baseline (:mod:`ragfolio.core.answering.vendi_rag`).
+
+Fair timing: before each system every runner drops its query parts (query embeddings, first-stage
+rankings, member results) and tags the ones computed next with the system's name
+(:meth:`~ragfolio.core.retrieval.pool_runner.PoolRunner.cold_queries`), so each system pays for its own
+encoding and ranking, whichever runs first; the memo's counters (``foreign_query_hits``) prove no
+system read another's. Corpus parts (indexes, passage embeddings, the graph) stay warm, as in a
+service. The order the systems run in is the caller's (``run(question, order)``).
+
+An answer to the same passages is generated once per question and shared by the systems that
+use it, whichever member or candidate returned them (as is a selector call over the same
+candidates): the LLM is deterministic, so only the retrieval is timed again. A system's latency is its retrieval (routing included) plus the
+latencies of the LLM calls it needs, which an in-process LLM serves one after another.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ragfolio.core.answering.answerer import Answerer, Selection
+from ragfolio.core.answering.llm import Completion
+from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.metrics import answer_recall, exact_match, f1_score
+from ragfolio.core.retrieval.memo import COUNTERS
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.routing.online import OnlineRetrievalRouting
+
+ROUTED_L = (1, 2, 3)
+RETRIEVAL_MODES = ("pre_retrieval", "post_retrieval")
+
+
+def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] = RETRIEVAL_MODES) -> tuple[str, ...]:
+    """Every system's name, in report order, for routed ``ls`` and the retrieval-router ``modes``."""
+    routed = [f"{prefix}_l{l}" for prefix in ("routed", *modes) for l in ls]
+    return ("no_retrieval", "single_best", "single_best_wide", *routed, "portfolio_all", "vendi_rag")
+
+
+SYSTEMS = system_names()
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What a system hands the LLM: one answer prompt per group of passages.
+
+    Attributes:
+        groups: ``(source, corpus rows)`` per answer prompt (``source`` names the member or
+            candidate); prompts over the same rows are answered once per question.
+        members: Names of the members (or candidate) the passages came from.
+        retrieval_ms: Routing and retrieval, in milliseconds.
+        select: Whether a selector picks among the groups' answers.
+    """
+
+    groups: list[tuple[str, list[int]]]
+    members: list[str]
+    retrieval_ms: float
+    select: bool = False
+
+
+@dataclass(frozen=True)
+class SystemAnswer:
+    """One system's answer to one question.
+
+    Attributes:
+        system: A name of :func:`system_names`.
+        prediction: The final answer.
+        latency_ms: End-to-end latency of the system on this question.
+        calls: The LLM calls the system needed.
+        doc_ids: Corpus rows of every passage the system handed the LLM.
+        members: Portfolio members used (names), empty for systems without members.
+        fallback: Whether the selector's reply named no candidate (None: no selector ran).
+        retrieval_ms: Routing and retrieval, in milliseconds (Vendi-RAG: every round's).
+        selector_position: 1-based position, in the order shown, of the candidate the selector
+            named; None when it named none or was not called.
+        selector_options: Candidates the selector was shown (0: no call).
+        rounds: Vendi-RAG's retrieve-answer-judge rounds (None for the others).
+        judged: Vendi-RAG's judge calls; ``accepted``: the rounds the judge's score accepted.
+        run_position: 0-based position of the system in the question's run order.
+        cache: The runners' memo counters (:data:`ragfolio.core.retrieval.memo.COUNTERS`) over this system's run.
+    """
+
+    system: str
+    prediction: str
+    latency_ms: float
+    calls: list[Completion]
+    doc_ids: list[int]
+    members: list[str] = field(default_factory=list)
+    fallback: bool | None = None
+    retrieval_ms: float = 0.0
+    selector_position: int | None = None
+    selector_options: int = 0
+    rounds: int | None = None
+    judged: int | None = None
+    accepted: int | None = None
+    run_position: int = 0
+    cache: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return Completion.total(self.calls).prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return Completion.total(self.calls).completion_tokens
+
+    def record(self, question_id: str, dataset: str, answers: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
+        """The per-question row of ``answers.jsonl`` (scores included)."""
+        return {
+            "id": question_id, "dataset": dataset, "system": self.system, "prediction": self.prediction,
+            "answers": list(answers), "em": exact_match(self.prediction, answers),
+            "f1": f1_score(self.prediction, answers), "latency_ms": round(self.latency_ms, 2),
+            "retrieval_ms": round(self.retrieval_ms, 3),
+            "tokens": self.prompt_tokens + self.completion_tokens, "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "answer_recall": answer_recall([texts[i] for i in self.doc_ids], answers) if self.doc_ids else 0.0,
+            "n_passages": len(self.doc_ids), "members": self.members, "fallback": self.fallback,
+            "selector_position": self.selector_position, "selector_options": self.selector_options,
+            "rounds": self.rounds, "judged": self.judged, "accepted": self.accepted,
+            "run_position": self.run_position, **{c: self.cache.get(c, 0) for c in COUNTERS},
+        }
+
+
+class SystemRunner:
+    """Answers a question with every system, each with cold query caches, in the order asked.
+
+    Args:
+        rag: The routed portfolio (learned query router) with its answerer.
+        single_best: The pool's best single candidate.
+        vendi: The Vendi-RAG baseline over the same corpus and LLM.
+        wide_runner: A runner over the same corpus returning ``2 x num_docs`` passages
+            (``single_best_wide``); None leaves that system out.
+        retrieval_routers: ``{"pre_retrieval" | "post_retrieval": routing}`` over ``rag``'s
+            members; the modes missing are left out.
+        ls: The l of the routed systems (capped at k).
+        cold_caches: Drop the query caches before each system (False only shows, in tests, what
+            the counters see when systems share them).
+    """
+
+    def __init__(
+        self,
+        rag: AdaptiveRAG,
+        single_best: CandidateSpec,
+        vendi: VendiRAG,
+        *,
+        wide_runner: PoolRunner | None = None,
+        retrieval_routers: dict[str, OnlineRetrievalRouting] | None = None,
+        ls: Sequence[int] = ROUTED_L,
+        cold_caches: bool = True,
+    ) -> None:
+        if rag.answerer is None:
+            raise ValueError("the AdaptiveRAG needs an answerer to be evaluated end to end")
+        if unknown := sorted(set(retrieval_routers or {}) - set(RETRIEVAL_MODES)):
+            raise ValueError(f"retrieval_routers {unknown} must be among {RETRIEVAL_MODES}")
+        if not ls or min(ls) < 1:
+            raise ValueError(f"ls={list(ls)} must be non-empty, each >= 1")
+        self.rag, self.single_best, self.vendi, self.wide_runner = rag, single_best, vendi, wide_runner
+        self.retrieval_routers = dict(retrieval_routers or {})
+        self.ls = sorted({min(l, rag.k) for l in ls})
+        self.cold_caches = cold_caches
+        self.answerer: Answerer = rag.answerer
+        modes = [m for m in RETRIEVAL_MODES if m in self.retrieval_routers]
+        wide = () if wide_runner is None else ("single_best_wide",)
+        self.systems = tuple(s for s in system_names(self.ls, modes) if s != "single_best_wide" or wide)
+        self._answers: dict[tuple[int, ...], tuple[str, Completion]] = {}
+        self._selections: dict[tuple[str, ...], Selection] = {}
+
+    @property
+    def runners(self) -> list[PoolRunner]:
+        """The runners whose query caches the systems use."""
+        return [self.rag.runner] + ([self.wide_runner] if self.wide_runner is not None else [])
+
+    def run(self, question: str, order: Sequence[str] | None = None) -> list[SystemAnswer]:
+        """Every system's answer to ``question``, run (and returned) in ``order`` (default :attr:`systems`)."""
+        order = list(self.systems if order is None else order)
+        if sorted(order) != sorted(self.systems):
+            raise ValueError(f"order={order} must list each of {list(self.systems)} once")
+        self._answers, self._selections = {}, {}
+        out = []
+        for position, system in enumerate(order):
+            before = self._start(system)
+            answer = self._answer(system, question)
+            after = self._counters()
+            out.append(replace(answer, run_position=position, cache={c: after[c] - before[c] for c in COUNTERS}))
+        return out
+
+    def retrieval_ms(self, question: str, order: Sequence[str]) -> dict[str, float]:
+        """Each system's retrieval latency alone (no LLM call), run in ``order`` with cold caches.
+
+        Vendi-RAG's is its first round's retrieval; ``no_retrieval`` has none and is skipped.
+        """
+        out = {}
+        for system in order:
+            if system == "no_retrieval":
+                continue
+            self._start(system)
+            if system == "vendi_rag":
+                start = time.perf_counter()
+                self.vendi.retrieve(question, self.vendi.s_init)
+                out[system] = 1000 * (time.perf_counter() - start)
+            else:
+                out[system] = self._retrieve(system, question).retrieval_ms
+        return out
+
+    # --- one system -----------------------------------------------------------------------------
+    def _counters(self) -> dict[str, int]:
+        stats = [runner.memo_stats() for runner in self.runners]
+        return {c: sum(s[c] for s in stats) for c in COUNTERS}
+
+    def _start(self, system: str) -> dict[str, int]:
+        for runner in self.runners:
+            runner.cold_queries(system, forget=self.cold_caches)
+        return self._counters()
+
+    def _retrieve(self, system: str, question: str) -> Retrieved:
+        rag = self.rag
+        if system == "no_retrieval":
+            return Retrieved([], [], 0.0)
+        if system in ("single_best", "single_best_wide"):
+            runner = rag.runner if system == "single_best" else self.wide_runner
+            if runner is None:
+                raise ValueError(f"{system} needs a runner")
+            start = time.perf_counter()
+            ids = [int(i) for i in runner.run(self.single_best, [question]).doc_ids[0] if i >= 0]
+            return Retrieved([(f"candidate:{self.single_best.name}", ids)], [self.single_best.name],
+                             1000 * (time.perf_counter() - start))
+        if system == "portfolio_all":
+            return self._members(question, list(range(rag.k)), 0.0, select=True)
+        prefix, _, l_text = system.rpartition("_l")
+        l = int(l_text)
+        if prefix == "routed":
+            chosen, _, route_ms = rag.route(question, l)
+            return self._members(question, chosen[:l], route_ms, select=l > 1)
+        route = self.retrieval_routers[prefix].route(question, l)
+        if route.results is None:
+            return self._members(question, route.members, route.route_ms, select=l > 1)
+        runs = {j: run for j, run in enumerate(route.results.runs)}  # post-retrieval: every member ran
+        return self._from_runs(route.members, runs, route.route_ms, select=l > 1)
+
+    def _members(self, question: str, chosen: list[int], route_ms: float, *, select: bool) -> Retrieved:
+        results = self.rag.executor.run(question, chosen)
+        runs = dict(zip(chosen, results.runs, strict=True))
+        return self._from_runs(chosen, runs, route_ms + results.latency_ms, select=select)
+
+    @staticmethod
+    def _from_runs(chosen: list[int], runs: dict[int, Any], retrieval_ms: float, *, select: bool) -> Retrieved:
+        ok = [(j, runs[j]) for j in chosen if runs[j].ok]
+        groups = [(f"member:{run.name}", list(run.doc_ids)) for _, run in ok]
+        return Retrieved(groups, [run.name for _, run in ok], retrieval_ms, select)
+
+    def _answer(self, system: str, question: str) -> SystemAnswer:
+        if system == "vendi_rag":
+            result = self.vendi.run(question)
+            return SystemAnswer(
+                "vendi_rag", result.answer, result.latency_ms, list(result.completions), result.doc_ids,
+                retrieval_ms=result.retrieval_ms, rounds=result.iterations, judged=result.judged,
+                accepted=sum(r.accepted for r in result.rounds),
+            )
+        got = self._retrieve(system, question)
+        if system == "no_retrieval" or not got.groups:  # every member failed: closed book
+            text, call = self._shared_answer(question, [])
+            return SystemAnswer(system, text, got.retrieval_ms + call.latency_ms, [call], [], got.members,
+                                retrieval_ms=got.retrieval_ms)
+        parts = [self._shared_answer(question, ids) for _, ids in got.groups]
+        calls = [call for _, call in parts]
+        doc_ids = list(dict.fromkeys(d for _, ids in got.groups for d in ids))
+        latency = got.retrieval_ms + sum(c.latency_ms for c in calls)
+        if not got.select or len(parts) == 1:
+            return SystemAnswer(system, parts[0][0], latency, calls, doc_ids, got.members,
+                                retrieval_ms=got.retrieval_ms)
+        selection = self._shared_selection(question, [text for text, _ in parts])
+        return SystemAnswer(
+            system, selection.answer, latency + selection.completion.latency_ms, [*calls, selection.completion],
+            doc_ids, got.members, selection.fallback, got.retrieval_ms, selection.position, len(selection.shown),
+        )
+
+    def _shared_answer(self, question: str, doc_ids: list[int]) -> tuple[str, Completion]:
+        """The answer from the passages at ``doc_ids`` (in that order), generated once per question."""
+        if tuple(doc_ids) not in self._answers:
+            self._answers[tuple(doc_ids)] = self.answerer.answer(question, self.rag.passages(doc_ids))
+        return self._answers[tuple(doc_ids)]
+
+    def _shared_selection(self, question: str, candidates: list[str]) -> Selection:
+        if tuple(candidates) not in self._selections:
+            self._selections[tuple(candidates)] = self.answerer.select(question, candidates)
+        return self._selections[tuple(candidates)]
+
+
+def run_order(systems: Sequence[str], how: str, seed: int, question_id: str) -> list[str]:
+    """The order the systems run in for one question: ``fixed`` (as given), ``reversed``, or
+    ``shuffled`` (a permutation drawn from ``seed`` and the question's id)."""
+    if how == "fixed":
+        return list(systems)
+    if how == "reversed":
+        return list(reversed(systems))
+    if how == "shuffled":
+        rng = np.random.default_rng([seed, zlib.crc32(question_id.encode("utf-8"))])
+        return [systems[i] for i in rng.permutation(len(systems))]
+    raise ValueError(f"system_order={how!r} must be 'fixed', 'reversed' or 'shuffled'")
+

@@ -1,0 +1,251 @@
+"""The portfolio bundle: what the pipeline writes and what the service and the MLflow model load.
+
+A bundle is an inspectable folder; nothing in it is a pickle::
+
+    manifest.json        members, parameters, selection metrics, the corpus's size and fingerprint,
+                         per-file sha256 and the checksum
+    corpus.jsonl         the passages served ({"id", "title", "text"} per line)
+    router/              the router's folder: router.json (naming its kind) and any weights
+    embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
+
+The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
+the sha256 of every file, so changing any byte of the bundle is caught by :func:`load_bundle`
+(:class:`BundleIntegrityError` names the file). ``version`` is the checksum's first 12 hex digits:
+two bundles with the same content have the same version. ``corpus.fingerprint`` is the served
+corpus's :attr:`~ragfolio.core.data.records.Corpus.fingerprint`, the name the pipeline's reports give the
+corpus they measured; :func:`load_bundle` checks the corpus it reads has it. ``router`` names the
+router's kind (:mod:`ragfolio.core.routing.registry`); :func:`load_bundle` loads that kind (a
+manifest without it, from before routers had names, holds the learned router).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.cache import ArrayCache, file_sha256
+from ragfolio.core.data.records import Corpus
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.routing.base import LEARNED, RouterProtocol
+from ragfolio.core.routing.query_features import TextHasher
+from ragfolio.core.routing.registry import router_class
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+CORPUS = "corpus.jsonl"
+ROUTER = "router"
+EMBEDDINGS = "embeddings"
+
+
+class BundleIntegrityError(ValueError):
+    """A bundle file is missing, unexpected, or differs from its recorded checksum."""
+
+
+@dataclass(frozen=True)
+class PortfolioBundle:
+    """A trained portfolio and router over the corpus they serve.
+
+    Attributes:
+        name: The portfolio's key (a dataset name, or ``all``).
+        corpus: The passages served.
+        members: The portfolio's members, in the router's member order.
+        router: The fitted router (any registered kind; its ``name`` is stored in the manifest).
+        scoring: The ``candidate_scoring`` settings the members ran with (``num_docs``,
+            ``prefilter_depth``, ``bm25_base``, ``graph_max_degree``, ``encoders``).
+        routing: The router's inputs (``text_features``, ``encoders``).
+        embeddings: ``(n_passages, dim)`` float32 corpus embeddings by encoder name.
+        default_l: Members a query is routed to when the caller does not say.
+        selection: The metrics the members were selected with (train ``F`` per prefix, test best-of-k).
+        manifest: The manifest as stored (set by :func:`load_bundle`; holds ``version`` and ``checksum``).
+    """
+
+    name: str
+    corpus: Corpus
+    members: list[CandidateSpec]
+    router: RouterProtocol
+    scoring: dict[str, Any]
+    routing: dict[str, Any]
+    embeddings: dict[str, npt.NDArray[np.float32]]
+    default_l: int = 1
+    selection: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if [m.name for m in self.members] != list(self.router.members_):
+            raise ValueError("the members differ from the router's members (names and order must match)")
+        if not 1 <= self.default_l <= len(self.members):
+            raise ValueError(f"default_l={self.default_l} must be in 1..{len(self.members)}")
+
+    @property
+    def k(self) -> int:
+        return len(self.members)
+
+    @property
+    def version(self) -> str:
+        return str(self.manifest.get("version", ""))
+
+    @property
+    def checksum(self) -> str:
+        return str(self.manifest.get("checksum", ""))
+
+    def hasher(self) -> TextHasher:
+        """The router's text features."""
+        return TextHasher.from_dict(self.routing["text_features"])
+
+    def runner(self, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
+        """A pool runner over the bundle's corpus that encodes no passage and writes nothing to disk."""
+        s = self.scoring
+        num_docs = num_docs or s["num_docs"]
+        return PoolRunner(
+            self.corpus.titles, self.corpus.texts, s["encoders"], ArrayCache(tempfile.gettempdir(), enabled=False),
+            num_docs=num_docs, prefilter_depth=max(s["prefilter_depth"], num_docs),
+            bm25_params=s.get("bm25_base") or None, graph_max_degree=s["graph_max_degree"],
+            max_query_batches=max_query_batches, passage_embeddings=self.embeddings,
+        )
+
+    def rag(self, answerer: Answerer | None = None, *, timeout_s: float = 5.0, num_docs: int | None = None) -> AdaptiveRAG:
+        """The bundle's portfolio and router, ready to route, retrieve and (with ``answerer``) answer.
+
+        Corpus parts (indexes, the passage graph) are built on the first query; call
+        ``rag.runner.prepare(bundle.members, ["warm-up"])`` to build them up front.
+        """
+        return AdaptiveRAG(
+            self.runner(num_docs=num_docs), self.members, self.router, self.hasher(), self.routing["encoders"],
+            answerer, timeout_s=timeout_s,
+        )
+
+
+def _manifest_checksum(manifest: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k not in ("checksum", "version")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _ragfolio_version() -> str:
+    try:
+        return version("ragfolio")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
+def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
+    """Write ``bundle`` to the folder ``path`` (replacing it) and return the manifest written.
+
+    The folder is written next to ``path`` and renamed into place, so a reader never sees half a bundle.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        with (tmp / CORPUS).open("w", encoding="utf-8") as handle:
+            for record in bundle.corpus.to_records():
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        bundle.router.save(tmp / ROUTER)
+        (tmp / EMBEDDINGS).mkdir()
+        for name, emb in bundle.embeddings.items():
+            np.save(tmp / EMBEDDINGS / f"{name}.npy", np.ascontiguousarray(emb, dtype=np.float32), allow_pickle=False)
+        files = sorted(p for p in tmp.rglob("*") if p.is_file())
+        manifest: dict[str, Any] = {
+            "format": FORMAT,
+            "ragfolio_version": _ragfolio_version(),
+            "name": bundle.name,
+            "k": bundle.k,
+            "router": bundle.router.name,
+            "default_l": bundle.default_l,
+            "members": [m.to_record() for m in bundle.members],
+            "scoring": bundle.scoring,
+            "routing": bundle.routing,
+            "selection": bundle.selection,
+            "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
+            "files": {p.relative_to(tmp).as_posix(): file_sha256(p) for p in files},
+        }
+        manifest["checksum"] = _manifest_checksum(manifest)
+        manifest["version"] = manifest["checksum"][:12]
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+        target.chmod(0o755)  # mkdtemp makes the folder private
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def verify_bundle(path: str | Path) -> dict[str, Any]:
+    """The manifest of the bundle at ``path`` after checking every file against it.
+
+    Raises:
+        FileNotFoundError: ``path`` holds no manifest.
+        BundleIntegrityError: A file is missing, unlisted or altered, or the manifest was edited.
+    """
+    folder = Path(path)
+    if not (folder / MANIFEST).is_file():
+        raise FileNotFoundError(f"{folder / MANIFEST} is missing: not a ragfolio bundle (run the router_training pipeline)")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    if manifest.get("format") != FORMAT:
+        raise BundleIntegrityError(f"{folder / MANIFEST}: bundle format {manifest.get('format')!r}, expected {FORMAT}")
+    if _manifest_checksum(manifest) != manifest.get("checksum"):
+        raise BundleIntegrityError(f"{folder / MANIFEST} does not match its recorded checksum (was it edited?)")
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MANIFEST}
+    listed = set(manifest["files"])
+    if missing := sorted(listed - present):
+        raise BundleIntegrityError(f"{folder / missing[0]} is listed in the manifest but missing")
+    if extra := sorted(present - listed):
+        raise BundleIntegrityError(f"{folder / extra[0]} is not part of the bundle (not in the manifest)")
+    for name in sorted(listed):
+        if file_sha256(folder / name) != manifest["files"][name]:
+            raise BundleIntegrityError(f"{folder / name} does not match its recorded sha256 checksum")
+    return manifest
+
+
+def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> None:
+    """Raise if ``corpus`` is not the one the manifest names (size and fingerprint)."""
+    expected = manifest.get("corpus", {})
+    if "fingerprint" not in expected:
+        raise BundleIntegrityError(f"{path.parent / MANIFEST} names no corpus fingerprint (a bundle from an older "
+                                   "ragfolio): rebuild it with the router_training pipeline")
+    if expected["fingerprint"] != corpus.fingerprint or expected.get("n_passages") != len(corpus):
+        raise BundleIntegrityError(
+            f"{path}: corpus of {len(corpus)} passages with fingerprint {corpus.fingerprint}, but the manifest names "
+            f"{expected.get('n_passages')} passages with fingerprint {expected['fingerprint']}"
+        )
+
+
+def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
+    """The bundle saved at ``path``; with ``verify`` (the default) every file is checked first.
+
+    The corpus is checked against the manifest's ``corpus.fingerprint`` even without ``verify``.
+
+    Raises:
+        BundleIntegrityError: A file differs from the manifest (see :func:`verify_bundle`), or the
+            corpus read is not the one the manifest names.
+    """
+    folder = Path(path)
+    manifest = verify_bundle(folder) if verify else json.loads((folder / MANIFEST).read_text())
+    with (folder / CORPUS).open(encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    corpus = Corpus.from_records(records)
+    _check_corpus(corpus, manifest, folder / CORPUS)
+    embeddings = {
+        p.stem: np.load(p, allow_pickle=False) for p in sorted((folder / EMBEDDINGS).glob("*.npy"))
+    }
+    router = router_class(manifest.get("router", LEARNED)).load(folder / ROUTER)
+    return PortfolioBundle(
+        name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
+        router=router, scoring=manifest["scoring"], routing=manifest["routing"],
+        embeddings=embeddings, default_l=int(manifest["default_l"]), selection=manifest["selection"],
+        manifest=manifest,
+    )

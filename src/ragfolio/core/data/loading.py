@@ -1,0 +1,188 @@
+"""Reading folders of ragfolio JSONL files (questions, passages), and splitting questions into train and test.
+
+:func:`load_jsonl` reads one file and :func:`load_folder` every ``*.jsonl`` file of a folder; both
+validate each row with :meth:`~ragfolio.core.data.records.Question.from_record` (the format is described
+in :mod:`ragfolio.core.data.records`), reject repeated ids and raise
+:class:`~ragfolio.core.data.records.DataFormatError` naming the file, the line and the field.
+:func:`load_passage_folder` reads passage-only files (``{"title", "text"}`` per line) that extend
+the retrieval corpus. :func:`split_train_test` holds out a seeded fraction of each dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ragfolio.core.data.records import DataFormatError, Question
+
+logger = logging.getLogger(__name__)
+
+
+def _load_with_lines(path: Path) -> list[tuple[int, Question]]:
+    rows: list[tuple[int, Question]] = []
+    first_line: dict[str, int] = {}
+    with path.open(encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError as err:
+                raise DataFormatError(path, lineno, "<row>", f"invalid JSON: {err.msg}") from err
+            q = Question.from_record(record, source=str(path), line=lineno)
+            if q.id in first_line:
+                raise DataFormatError(
+                    path, lineno, "id", f"duplicate id {q.id!r} (first on line {first_line[q.id]})"
+                )
+            first_line[q.id] = lineno
+            rows.append((lineno, q))
+    return rows
+
+
+def load_jsonl(path: str | Path) -> list[Question]:
+    """Read and validate one JSONL file of questions (blank lines are skipped).
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        DataFormatError: On the first invalid row (bad JSON, missing or mistyped field,
+            duplicate id), naming the file, line and field.
+    """
+    path = Path(path)
+    questions = [q for _, q in _load_with_lines(path)]
+    logger.debug("read %d questions from %s", len(questions), path)
+    return questions
+
+
+def load_folder(folder: str | Path) -> list[Question]:
+    """Read every top-level ``*.jsonl`` file of a folder, in file-name order.
+
+    Subfolders and files with other extensions are ignored. Ids must be unique across files.
+
+    Raises:
+        FileNotFoundError: If the folder is missing or holds no ``*.jsonl`` file.
+        NotADirectoryError: If ``folder`` is a file.
+        DataFormatError: On an invalid row or an id repeated across files.
+    """
+    files = _jsonl_files(folder)
+    questions: list[Question] = []
+    where: dict[str, str] = {}
+    for path in files:
+        for lineno, q in _load_with_lines(path):
+            if q.id in where:
+                reason = f"duplicate id {q.id!r} (first at {where[q.id]})"
+                raise DataFormatError(path, lineno, "id", reason)
+            where[q.id] = f"{path}:{lineno}"
+            questions.append(q)
+    logger.info("read %d questions from %d files in %s", len(questions), len(files), folder)
+    return questions
+
+
+def _jsonl_files(folder: str | Path) -> list[Path]:
+    """The top-level ``*.jsonl`` files of ``folder``, in name order; at least one."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise FileNotFoundError(f"data folder {folder} does not exist")
+    if not folder.is_dir():
+        raise NotADirectoryError(f"data folder {folder} is not a directory")
+    files = sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"data folder {folder} holds no *.jsonl file")
+    return files
+
+
+def _parse_passage(raw: str, path: Path, lineno: int) -> tuple[str, str]:
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise DataFormatError(path, lineno, "<row>", f"invalid JSON: {err.msg}") from err
+    if not isinstance(record, dict):
+        raise DataFormatError(path, lineno, "<row>", f"expected a JSON object, got {type(record).__name__}")
+    for key in ("title", "text"):
+        if key not in record:
+            raise DataFormatError(path, lineno, key, "missing")
+        if not isinstance(record[key], str):
+            raise DataFormatError(path, lineno, key, f"expected a string, got {type(record[key]).__name__}")
+    if not record["text"].strip():
+        raise DataFormatError(path, lineno, "text", "must be a non-empty string")
+    return record["title"], record["text"]
+
+
+def load_passage_file(path: str | Path) -> list[tuple[str, str]]:
+    """``(title, text)`` of every line of a passage file (``{"title": str, "text": str}`` per line).
+
+    The title may be empty, the text may not; other keys (an ``id``, say) are ignored, since a
+    corpus names passages by :func:`~ragfolio.core.data.records.passage_id`. Blank lines are skipped.
+
+    Raises:
+        DataFormatError: On the first invalid line, naming the file, the line and the field.
+    """
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        return [_parse_passage(raw, path, n) for n, raw in enumerate(handle, start=1) if raw.strip()]
+
+
+def load_passage_folder(folder: str | Path) -> list[tuple[str, str]]:
+    """The passages of every top-level ``*.jsonl`` file of ``folder``, files in name order.
+
+    Raises:
+        FileNotFoundError: If the folder is missing or holds no ``*.jsonl`` file.
+        NotADirectoryError: If ``folder`` is a file.
+        DataFormatError: On an invalid line (see :func:`load_passage_file`).
+    """
+    files = _jsonl_files(folder)
+    passages = [passage for path in files for passage in load_passage_file(path)]
+    logger.info("read %d passages from %d files in %s", len(passages), len(files), folder)
+    return passages
+
+
+def _dataset_seed(seed: int, dataset: str) -> list[int]:
+    # A per-dataset stream (not Python's salted hash) so a dataset's split does not change
+    # when other datasets are added or removed.
+    return [seed, int.from_bytes(hashlib.sha1(dataset.encode()).digest()[:4], "little")]
+
+
+def split_train_test(
+    questions: Sequence[Question], test_fraction: float, seed: int
+) -> tuple[list[Question], list[Question]]:
+    """Seeded train/test split, done separately for each dataset.
+
+    Each dataset with ``n`` questions contributes ``round(n * test_fraction)`` test questions,
+    clipped to ``[1, n - 1]`` so every dataset has both train and test questions. The choice
+    depends only on ``seed``, the dataset name and the set of ids (not on input order); both
+    outputs keep the input order.
+
+    Args:
+        questions: Questions of one or more datasets, ids unique.
+        test_fraction: Fraction of each dataset held out, ``0 < test_fraction < 1``.
+        seed: Random seed.
+
+    Returns:
+        ``(train, test)``.
+
+    Raises:
+        ValueError: If ``test_fraction`` is out of range or a dataset has fewer than 2 questions.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction={test_fraction} must be in (0, 1)")
+    by_dataset: dict[str, list[str]] = {}
+    for q in questions:
+        by_dataset.setdefault(q.dataset, []).append(q.id)
+    test_keys: set[tuple[str, str]] = set()
+    for dataset, ids in sorted(by_dataset.items()):
+        n = len(ids)
+        if n < 2:
+            raise ValueError(f"dataset {dataset!r} has {n} question(s); need >= 2 to split")
+        n_test = min(max(round(n * test_fraction), 1), n - 1)
+        rng = np.random.default_rng(_dataset_seed(seed, dataset))
+        order = rng.permutation(n)
+        ordered = sorted(ids)
+        test_keys.update((dataset, ordered[i]) for i in order[:n_test])
+    train = [q for q in questions if (q.dataset, q.id) not in test_keys]
+    test = [q for q in questions if (q.dataset, q.id) in test_keys]
+    logger.info("split %d questions into %d train / %d test", len(questions), len(train), len(test))
+    return train, test

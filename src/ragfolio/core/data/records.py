@@ -1,0 +1,320 @@
+"""Questions, passages and the retrieval corpus of ragfolio's JSONL format.
+
+One question per line::
+
+    {"id": str, "dataset": str, "question": str, "answers": [str, ...], "type": str | null,
+     "contexts": [{"title": str, "text": str, "is_supporting": bool}, ...]}
+
+Rules enforced when a file is read with :func:`~ragfolio.core.data.loading.load_jsonl` (a violation
+raises :class:`DataFormatError` naming the file, the line and the field):
+
+* ``id``, ``dataset`` and ``question`` are non-empty strings; ids are unique within a file (and
+  within a folder read by :func:`~ragfolio.core.data.loading.load_folder`).
+* ``answers`` is a list of non-empty strings (all accepted aliases). The list **may be empty**: a
+  question without reference answers can still be retrieved for and scored against its supporting
+  contexts; answer metrics skip it.
+* ``type`` is a string or ``null``.
+* ``contexts`` is a list (possibly empty) of objects with a string ``title`` (may be empty), a
+  non-empty string ``text`` and a boolean ``is_supporting``.
+* Any other key (``split``, ``sources``, ``supporting_facts`` ...) is allowed and ignored.
+
+A passage is identified by :func:`passage_id`, a hash of its whitespace-normalised title and text,
+so the same paragraph gets the same id in every run and in every file it appears in, whatever its
+spacing (older HotpotQA rows put two spaces between sentences, newer ones one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ragfolio.core.cache import fingerprint
+
+
+class DataFormatError(ValueError):
+    """A row of an input file that does not follow the expected format.
+
+    Attributes:
+        path: The offending file (or a description such as ``"<record>"``).
+        line: 1-based line number, or a location such as ``"record 3"`` for files that are one
+            JSON document.
+        field: The offending field, e.g. ``"contexts[2].is_supporting"``.
+        reason: What is wrong with it.
+    """
+
+    def __init__(self, path: str | Path, line: int | str, field: str, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{path}:{line}: field '{field}': {reason}")
+
+
+@dataclass(frozen=True)
+class Context:
+    """One paragraph shown with a question.
+
+    Attributes:
+        title: Title of the source page (may be empty).
+        text: The paragraph itself.
+        is_supporting: Whether the paragraph is needed to answer the question (gold).
+    """
+
+    title: str
+    text: str
+    is_supporting: bool
+
+    @property
+    def passage_id(self) -> str:
+        """The stable id of this paragraph, see :func:`passage_id`."""
+        return passage_id(self.title, self.text)
+
+
+def normalize_whitespace(text: str) -> str:
+    """``text`` with every run of whitespace (spaces, tabs, newlines) made one space, ends stripped."""
+    return " ".join(text.split())
+
+
+def passage_id(title: str, text: str) -> str:
+    """Stable passage id: ``"p"`` + the first 16 hex digits of ``sha1(title + "\\n" + text)``.
+
+    Title and text are whitespace-normalised first (:func:`normalize_whitespace`), so copies of a
+    paragraph that differ only in spacing share one id; a paragraph already normally spaced keeps
+    the id it had before normalisation was added.
+
+    Args:
+        title: Passage title.
+        text: Passage text.
+
+    Returns:
+        A 17-character id, identical across runs, machines and Python versions.
+    """
+    key = f"{normalize_whitespace(title)}\n{normalize_whitespace(text)}"
+    return "p" + hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def _require_str(value: Any, source: str, line: int | str, field: str, *, empty_ok: bool) -> str:
+    if not isinstance(value, str):
+        raise DataFormatError(source, line, field, f"expected a string, got {type(value).__name__}")
+    if not empty_ok and not value.strip():
+        raise DataFormatError(source, line, field, "must be a non-empty string")
+    return value
+
+
+def _require_list(value: Any, source: str, line: int | str, field: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise DataFormatError(source, line, field, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _parse_context(raw: Any, source: str, line: int | str, field: str) -> Context:
+    if not isinstance(raw, dict):
+        raise DataFormatError(source, line, field, f"expected an object, got {type(raw).__name__}")
+    for key in ("title", "text", "is_supporting"):
+        if key not in raw:
+            raise DataFormatError(source, line, f"{field}.{key}", "missing")
+    title = _require_str(raw["title"], source, line, f"{field}.title", empty_ok=True)
+    text = _require_str(raw["text"], source, line, f"{field}.text", empty_ok=False)
+    if not isinstance(raw["is_supporting"], bool):
+        kind = type(raw["is_supporting"]).__name__
+        reason = f"expected a bool, got {kind}"
+        raise DataFormatError(source, line, f"{field}.is_supporting", reason)
+    return Context(title=title, text=text, is_supporting=raw["is_supporting"])
+
+
+@dataclass(frozen=True)
+class Question:
+    """One benchmark question with its answers and the paragraphs shown with it.
+
+    Attributes:
+        id: Unique id within its file (the benchmark's own id where it has one).
+        dataset: Benchmark name, e.g. ``"hotpotqa"``.
+        question: The question text, unchanged.
+        answers: All accepted answers (aliases); may be empty.
+        type: Benchmark-specific question type (``"bridge"``, ``"2hop"`` ...) or ``None``.
+        contexts: Paragraphs shown with the question, gold ones flagged; empty for open-domain QA.
+    """
+
+    id: str
+    dataset: str
+    question: str
+    answers: tuple[str, ...]
+    type: str | None
+    contexts: tuple[Context, ...]
+
+    @property
+    def has_contexts(self) -> bool:
+        """Whether the question comes with any paragraphs."""
+        return bool(self.contexts)
+
+    def gold_passage_ids(self) -> tuple[str, ...]:
+        """Passage ids of the supporting contexts, in order, without duplicates."""
+        ids = (c.passage_id for c in self.contexts if c.is_supporting)
+        return tuple(dict.fromkeys(ids))
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-ready dict with the keys of the JSONL format."""
+        return {
+            "id": self.id,
+            "dataset": self.dataset,
+            "question": self.question,
+            "answers": list(self.answers),
+            "type": self.type,
+            "contexts": [
+                {"title": c.title, "text": c.text, "is_supporting": c.is_supporting}
+                for c in self.contexts
+            ],
+        }
+
+    @classmethod
+    def from_record(
+        cls, record: dict[str, Any], *, source: str = "<record>", line: int | str = 0
+    ) -> Question:
+        """Validate one parsed JSONL row and build a :class:`Question` from it.
+
+        Args:
+            record: The parsed row; keys other than the six of the format are ignored.
+            source: File name used in error messages.
+            line: Line number (or location) used in error messages.
+
+        Raises:
+            DataFormatError: If a required field is missing or has the wrong type.
+        """
+        if not isinstance(record, dict):
+            kind = type(record).__name__
+            raise DataFormatError(source, line, "<row>", f"expected a JSON object, got {kind}")
+        for key in ("id", "dataset", "question", "answers", "type", "contexts"):
+            if key not in record:
+                raise DataFormatError(source, line, key, "missing")
+        qid = _require_str(record["id"], source, line, "id", empty_ok=False)
+        dataset = _require_str(record["dataset"], source, line, "dataset", empty_ok=False)
+        question = _require_str(record["question"], source, line, "question", empty_ok=False)
+        answers = tuple(
+            _require_str(a, source, line, f"answers[{i}]", empty_ok=False)
+            for i, a in enumerate(_require_list(record["answers"], source, line, "answers"))
+        )
+        qtype = record["type"]
+        if qtype is not None:
+            _require_str(qtype, source, line, "type", empty_ok=True)
+        contexts = tuple(
+            _parse_context(c, source, line, f"contexts[{i}]")
+            for i, c in enumerate(_require_list(record["contexts"], source, line, "contexts"))
+        )
+        return cls(qid, dataset, question, answers, qtype, contexts)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The passages retrievers search, one row per passage.
+
+    Attributes:
+        ids: ``(n_passages,)`` stable passage ids, unique.
+        titles: ``(n_passages,)`` titles aligned with ``ids``.
+        texts: ``(n_passages,)`` texts aligned with ``ids``.
+    """
+
+    ids: tuple[str, ...]
+    titles: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not len(self.ids) == len(self.titles) == len(self.texts):
+            raise ValueError(
+                f"ids ({len(self.ids)}), titles ({len(self.titles)}) and texts "
+                f"({len(self.texts)}) must have the same length"
+            )
+        if len(set(self.ids)) != len(self.ids):
+            dup = next(i for i, n in _count(self.ids).items() if n > 1)
+            raise ValueError(f"passage id {dup!r} occurs more than once in the corpus")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @cached_property
+    def _rows(self) -> dict[str, int]:
+        # cached_property stores into the instance __dict__, which a frozen dataclass allows.
+        return {pid: row for row, pid in enumerate(self.ids)}
+
+    def row_of(self) -> dict[str, int]:
+        """Map passage id -> row index (built once, then cached; do not mutate it)."""
+        return self._rows
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """20 hex digits naming this corpus: a sha256 over every row's id, title and text, in order.
+
+        Reports, the served bundle's manifest and ``/portfolio`` carry it, so they can be checked
+        to name the same corpus.
+        """
+        return fingerprint(field for row in zip(self.ids, self.titles, self.texts, strict=True) for field in row)
+
+    def to_records(self) -> list[dict[str, str]]:
+        """``[{"id", "title", "text"}, ...]`` in row order."""
+        return [
+            {"id": i, "title": t, "text": x}
+            for i, t, x in zip(self.ids, self.titles, self.texts, strict=True)
+        ]
+
+    @classmethod
+    def from_records(cls, records: list[dict[str, Any]]) -> Corpus:
+        """Build a corpus from ``{"id", "title", "text"}`` records (e.g. a user corpus).
+
+        ``id`` may be omitted, in which case :func:`passage_id` of title and text is used.
+
+        Raises:
+            DataFormatError: If a record lacks ``title``/``text`` or a value is not a string
+                (the location is ``record <index>``).
+        """
+        ids: list[str] = []
+        titles: list[str] = []
+        texts: list[str] = []
+        for i, rec in enumerate(records):
+            where = f"record {i}"
+            if not isinstance(rec, dict):
+                raise DataFormatError("<records>", where, "<row>", "expected an object")
+            for key in ("title", "text"):
+                if key not in rec:
+                    raise DataFormatError("<records>", where, key, "missing")
+            title = _require_str(rec["title"], "<records>", where, "title", empty_ok=True)
+            text = _require_str(rec["text"], "<records>", where, "text", empty_ok=False)
+            pid = rec.get("id")
+            pid = passage_id(title, text) if pid is None else pid
+            ids.append(_require_str(pid, "<records>", where, "id", empty_ok=False))
+            titles.append(title)
+            texts.append(text)
+        return cls(tuple(ids), tuple(titles), tuple(texts))
+
+
+def _count(items: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts
+
+
+def build_corpus(questions: Iterable[Question], passages: Iterable[tuple[str, str]] = ()) -> Corpus:
+    """Pool the contexts of all questions, then ``passages``, into one de-duplicated corpus.
+
+    Passages are de-duplicated by :func:`passage_id` (same title and text up to whitespace) and
+    kept in order of first appearance, with the spacing of that first copy, so each gold paragraph
+    competes with every distractor and every question's gold ids resolve to a corpus row.
+
+    Args:
+        questions: Questions whose contexts are pooled.
+        passages: Further ``(title, text)`` passages that support no question (a passage file).
+    """
+    seen: dict[str, tuple[str, str]] = {}
+    for q in questions:
+        for c in q.contexts:
+            seen.setdefault(c.passage_id, (c.title, c.text))
+    for title, text in passages:
+        seen.setdefault(passage_id(title, text), (title, text))
+    return Corpus(
+        ids=tuple(seen),
+        titles=tuple(title for title, _ in seen.values()),
+        texts=tuple(text for _, text in seen.values()),
+    )

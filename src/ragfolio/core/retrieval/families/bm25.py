@@ -1,0 +1,30 @@
+"""``bm25``: lexical BM25 over the corpus (bm25s in process, or an Elasticsearch cluster).
+
+Parameters are those of :class:`~ragfolio.core.retrieval.bm25.BM25Retriever`; ``backend`` is
+``inprocess`` (the default, left out of names) or ``elasticsearch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.bm25 import BM25_DEFAULTS
+from ragfolio.core.retrieval.family import BACKENDS, Family, Parts, SharedParts, register
+
+
+@register
+class BM25Family(Family):
+    """BM25 with ``k1``, ``b``, ``method`` and ``stopwords``."""
+
+    name = "bm25"
+    params = dict(BM25_DEFAULTS)
+    optional = {"backend": "inprocess"}
+    choices = {"backend": BACKENDS}
+
+    def needs(self, params: Mapping[str, Any]) -> SharedParts:
+        return SharedParts(bm25=(params,))
+
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+        return parts.bm25(params).retrieve(queries, k)

@@ -1,0 +1,32 @@
+"""``dense``: nearest passages by embedding cosine (FAISS in process, or an Elasticsearch cluster).
+
+``index_type`` is ``flat`` (exact) or ``hnsw``; ``backend`` is ``inprocess`` (the default, left
+out of names) or ``elasticsearch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.family import BACKENDS, DenseIndex, Family, Parts, SharedParts, register
+
+
+@register
+class DenseFamily(Family):
+    """Dense retrieval with ``encoder``'s embeddings."""
+
+    name = "dense"
+    params = {"encoder": None, "index_type": "flat"}
+    required = ("encoder",)
+    optional = {"backend": "inprocess"}
+    choices = {"backend": BACKENDS}
+
+    def needs(self, params: Mapping[str, Any]) -> SharedParts:
+        index = DenseIndex(params["encoder"], params["index_type"], params["backend"])
+        return SharedParts(query_encoders=(params["encoder"],), dense=(index,))
+
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+        index = parts.dense(params["encoder"], params["index_type"], params["backend"])
+        return index.retrieve_embedded(parts.query_embeddings(params["encoder"], queries), k)

@@ -1,0 +1,265 @@
+"""The contract of a retriever family, and the registry that the candidate pool reads.
+
+A family is a kind of candidate retriever (``bm25``, ``mmr``, ...): it declares its parameters and
+ranks from the shared parts of a :class:`~ragfolio.core.retrieval.pool_runner.PoolRunner` (first-stage
+rankings, embeddings, indexes, the passage graph), which the runner computes once for every
+candidate that reads them. Adding a family is one module: subclass :class:`Family`, decorate the
+class with :func:`register`, and import the module before the grid is expanded. The built-in
+families (:mod:`ragfolio.core.retrieval.families`) are registered before any other, in a fixed
+order.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ragfolio.core.retrieval.base import RetrievalResult
+
+if TYPE_CHECKING:
+    from ragfolio.core.retrieval.passage_graph import PassageGraph
+
+Embedding = npt.NDArray[np.float32]
+BACKENDS = ("inprocess", "elasticsearch")  # where the runner's BM25 and dense indexes live
+H = TypeVar("H", bound=Hashable)
+F = TypeVar("F", bound="Family")
+
+
+@dataclass(frozen=True)
+class DenseIndex:
+    """A dense index over ``encoder``'s passage embeddings (``index_type`` flat | hnsw)."""
+
+    encoder: str
+    index_type: str = "flat"
+    backend: str = "inprocess"
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """Queries with base ``first``'s top passage appended (``append``: title | text), then
+    ranked again by base ``second``."""
+
+    first: str
+    append: str
+    second: str
+
+
+@dataclass(frozen=True)
+class SharedParts:
+    """The shared parts a candidate reads, computed up front by :meth:`PoolRunner.prepare`.
+
+    Attributes:
+        query_encoders: Encoders whose query embeddings it reads.
+        bases: First-stage rankings it reads (``bm25``, ``dense:<encoder>``, ``hybrid:<encoder>``);
+            what a base itself reads (a dense base's query embeddings) is the runner's concern.
+        expansions: Two-hop expansions it reads.
+        bm25: BM25 indexes it searches, by their parameters (over the runner's default BM25).
+        dense: Dense indexes it searches.
+        passage_encoders: Encoders whose passage embeddings it reads.
+        graph: Whether it walks the passage graph (the runner's, degree-capped).
+        entity_graphs: The entity-capped passage graphs it walks, by their ``max_entity_df``.
+    """
+
+    query_encoders: tuple[str, ...] = ()
+    bases: tuple[str, ...] = ()
+    expansions: tuple[Expansion, ...] = ()
+    bm25: tuple[Mapping[str, Any], ...] = ()
+    dense: tuple[DenseIndex, ...] = ()
+    passage_encoders: tuple[str, ...] = ()
+    graph: bool = False
+    entity_graphs: tuple[int, ...] = ()
+
+    @classmethod
+    def union(cls, parts: Iterable[SharedParts]) -> SharedParts:
+        """Every part of ``parts`` once, in first-seen order (BM25 indexes equal by their items)."""
+        parts = list(parts)
+        bm25 = {tuple(sorted(p.items())): p for part in parts for p in part.bm25}
+        return cls(
+            query_encoders=_unique(e for part in parts for e in part.query_encoders),
+            bases=_unique(b for part in parts for b in part.bases),
+            expansions=_unique(x for part in parts for x in part.expansions),
+            bm25=tuple(bm25.values()),
+            dense=_unique(d for part in parts for d in part.dense),
+            passage_encoders=_unique(e for part in parts for e in part.passage_encoders),
+            graph=any(part.graph for part in parts),
+            entity_graphs=_unique(cap for part in parts for cap in part.entity_graphs),
+        )
+
+
+def _unique(items: Iterable[H]) -> tuple[H, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+class TextIndex(Protocol):
+    """A corpus index searched with query texts (BM25)."""
+
+    def retrieve(self, queries: Sequence[str], k: int) -> RetrievalResult: ...
+
+
+class VectorIndex(Protocol):
+    """A corpus index searched with ``(n_queries, dim)`` query embeddings."""
+
+    def retrieve_embedded(self, query_emb: Embedding, k: int) -> RetrievalResult: ...
+
+
+class Parts(Protocol):
+    """The shared parts a family ranks from; :class:`~ragfolio.core.retrieval.pool_runner.PoolRunner` is one.
+
+    Each part is computed once per corpus (indexes, passage embeddings, the graph) or once per
+    query batch (query embeddings, bases, expanded queries), whichever candidate asks first.
+    """
+
+    def base(self, name: str, queries: Sequence[str]) -> RetrievalResult:
+        """A first-stage ranking (``bm25``, ``dense:<encoder>``, ``hybrid:<encoder>``), ``prefilter_depth`` deep."""
+        ...
+
+    def retrieve_with(self, base: str, queries: Sequence[str], depth: int) -> RetrievalResult:
+        """Rank the corpus for ``queries`` (not necessarily the batch's) with a base retriever."""
+        ...
+
+    def query_embeddings(self, encoder: str, queries: Sequence[str]) -> Embedding:
+        """``(n_queries, dim)`` L2-normalised query embeddings."""
+        ...
+
+    def passage_embeddings(self, encoder: str) -> Embedding:
+        """``(n_passages, dim)`` L2-normalised passage embeddings."""
+        ...
+
+    def bm25(self, params: Mapping[str, Any]) -> TextIndex:
+        """A BM25 index with ``params`` over the runner's default BM25 (``backend`` included)."""
+        ...
+
+    def dense(self, encoder: str, index_type: str = "flat", backend: str = "inprocess") -> VectorIndex:
+        """A dense index over ``encoder``'s passage embeddings."""
+        ...
+
+    def graph(self, max_entity_df: int | None = None) -> PassageGraph:
+        """The passage graph of the corpus: degree-capped (None), or without the links through
+        titles of a document frequency above ``max_entity_df`` (and no degree cap)."""
+        ...
+
+    def expanded_queries(self, first: str, append: str, queries: Sequence[str]) -> list[str]:
+        """``queries`` with base ``first``'s top passage appended (``title`` or ``text``)."""
+        ...
+
+
+class Family(ABC):
+    """A kind of candidate retriever: its parameters, the shared parts it reads, how it ranks.
+
+    A subclass sets the class attributes and implements :meth:`needs` and :meth:`run`. A family
+    holds no state: one instance serves every candidate, from any thread. ``needs`` and ``run``
+    receive a candidate's parameters with every parameter present (optional ones at their default
+    when the candidate leaves them out).
+
+    Attributes:
+        name: The grid key and the prefix of candidate names, e.g. ``"bm25"``.
+        params: Parameter -> default, in candidate-name order. A parameter at None is left out of
+            the name; None is its value only when its default is None and it is not ``required``.
+        required: Parameters every candidate must set (their default is None).
+        optional: Parameters added after candidates were named and cached: parameter -> default,
+            left out of a candidate's name and params while at the default, so adding one renames
+            no candidate and invalidates no cached result.
+        choices: The allowed values of some parameters, checked when a candidate is made.
+        result_version: Part of every candidate's cache key: bump it when the family's rankings
+            change for the same parameters, so cached results are recomputed.
+        first_stage: The parameter naming the base the family reorders, whose ranking completes
+            the family's short rows first; None when the family ranks the corpus itself.
+    """
+
+    name: ClassVar[str]
+    params: ClassVar[Mapping[str, Any]]
+    required: ClassVar[tuple[str, ...]] = ()
+    optional: ClassVar[Mapping[str, Any]] = {}
+    choices: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
+    result_version: ClassVar[int] = 1
+    first_stage: ClassVar[str | None] = None
+
+    def full_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A candidate's ``params`` with the optional parameters it leaves out at their defaults."""
+        return {**self.optional, **params}
+
+    @abstractmethod
+    def needs(self, params: Mapping[str, Any]) -> SharedParts:
+        """The shared parts that :meth:`run` with ``params`` reads."""
+
+    @abstractmethod
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+        """Rank for ``queries``: ``(n_queries, k)``, ``-1``-padded rows allowed (the runner completes them)."""
+
+
+_REGISTRY: dict[str, Family] = {}
+
+
+def _registry() -> dict[str, Family]:
+    """The registry, the built-in families in it first."""
+    # Importing the package registers the built-ins. While it runs (a built-in registering
+    # itself), the import statement finds the package in sys.modules and returns at once.
+    import ragfolio.core.retrieval.families  # noqa: F401
+
+    return _REGISTRY
+
+
+def register(cls: type[F]) -> type[F]:
+    """Class decorator: register an instance of ``cls`` under ``cls.name``.
+
+    Raises:
+        ValueError: the name is taken, or the class attributes contradict each other (naming them).
+    """
+    registry = _registry()
+    family = cls()
+    name = getattr(family, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{cls.__name__}.name={name!r} must be a non-empty string")
+    if name in registry:
+        raise ValueError(f"family {name!r} is already registered (by {type(registry[name]).__name__})")
+    problems = _contradictions(family)
+    if problems:
+        raise ValueError(f"{name}: " + "; ".join(problems))
+    registry[name] = family
+    return cls
+
+
+def _contradictions(family: Family) -> list[str]:
+    """What is wrong with ``family``'s class attributes, one message each."""
+    params, optional = getattr(family, "params", None), family.optional
+    if not isinstance(params, Mapping):
+        return [f"params={params!r} must map each parameter to its default"]
+    problems = [f"required parameter {key!r} must be in params with default None"
+                for key in family.required if key not in params or params[key] is not None]
+    problems += [f"parameter {key!r} is in both params and optional" for key in optional if key in params]
+    problems += [f"choices name {key!r}, in neither params nor optional"
+                 for key in family.choices if key not in params and key not in optional]
+    if family.first_stage is not None and family.first_stage not in params:
+        problems.append(f"first_stage={family.first_stage!r} is not in params {sorted(params)}")
+    if not isinstance(family.result_version, int) or family.result_version < 1:
+        problems.append(f"result_version={family.result_version!r} must be an int >= 1")
+    return problems
+
+
+def unregister(name: str) -> Family:
+    """Remove the family registered as ``name`` (a plugin's, or a test's) and return it."""
+    family = get_family(name)
+    del _REGISTRY[name]
+    return family
+
+
+def get_family(name: str) -> Family:
+    """The family registered as ``name``.
+
+    Raises:
+        ValueError: no family is registered as ``name`` (naming the registered ones).
+    """
+    registry = _registry()
+    if name not in registry:
+        raise ValueError(f"family={name!r} is not one of {sorted(registry)}")
+    return registry[name]
+
+
+def families() -> dict[str, Family]:
+    """Every registered family by name, in registration order (the built-ins first)."""
+    return dict(_registry())
