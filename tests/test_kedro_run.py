@@ -135,6 +135,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     import mlflow
     import pandas as pd
 
+    from ragfolio.core.answering.rag import AdaptiveRAG
     from ragfolio.core.bundle import load_bundle
 
     project, env, _ = portfolio_run
@@ -143,7 +144,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     questions = ["Which magazine was started first, Arthur's Magazine or First for Women?", "Who founded the city?"]
     predicted = model.predict(pd.DataFrame({"question": questions}), params={"l": 2})
     bundle = load_bundle(project / "data/06_models/bundle")
-    rag = bundle.rag()
+    rag = AdaptiveRAG.from_bundle(bundle)
     for row, question in zip(predicted.itertuples(), questions, strict=True):
         routed = rag.retrieve(question, 2)
         assert row.members == [bundle.members[j].name for j in routed.members]

@@ -16,6 +16,11 @@ corpus's :attr:`~ragfolio.core.data.records.Corpus.fingerprint`, the name the pi
 corpus they measured; :func:`load_bundle` checks the corpus it reads has it. ``router`` names the
 router's kind (:mod:`ragfolio.core.routing.registry`); :func:`load_bundle` loads that kind (a
 manifest without it, from before routers had names, holds the learned router).
+
+This module is the format only: it imports no retriever, encoder or LLM, and a router's class only
+when :func:`load_bundle` loads one. The runtime is built from a bundle by
+:meth:`ragfolio.core.answering.rag.AdaptiveRAG.from_bundle` (and
+:meth:`ragfolio.core.retrieval.pool_runner.PoolRunner.from_bundle` for retrieval alone).
 """
 
 from __future__ import annotations
@@ -33,15 +38,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.rag import AdaptiveRAG
-from ragfolio.core.cache import ArrayCache, file_sha256
+from ragfolio.core.cache import file_sha256
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
-from ragfolio.core.routing.query_features import TextHasher
-from ragfolio.core.routing.registry import router_class
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -100,32 +100,6 @@ class PortfolioBundle:
     @property
     def checksum(self) -> str:
         return str(self.manifest.get("checksum", ""))
-
-    def hasher(self) -> TextHasher:
-        """The router's text features."""
-        return TextHasher.from_dict(self.routing["text_features"])
-
-    def runner(self, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
-        """A pool runner over the bundle's corpus that encodes no passage and writes nothing to disk."""
-        s = self.scoring
-        num_docs = num_docs or s["num_docs"]
-        return PoolRunner(
-            self.corpus.titles, self.corpus.texts, s["encoders"], ArrayCache(tempfile.gettempdir(), enabled=False),
-            num_docs=num_docs, prefilter_depth=max(s["prefilter_depth"], num_docs),
-            bm25_params=s.get("bm25_base") or None, graph_max_degree=s["graph_max_degree"],
-            max_query_batches=max_query_batches, passage_embeddings=self.embeddings,
-        )
-
-    def rag(self, answerer: Answerer | None = None, *, timeout_s: float = 5.0, num_docs: int | None = None) -> AdaptiveRAG:
-        """The bundle's portfolio and router, ready to route, retrieve and (with ``answerer``) answer.
-
-        Corpus parts (indexes, the passage graph) are built on the first query; call
-        ``rag.runner.prepare(bundle.members, ["warm-up"])`` to build them up front.
-        """
-        return AdaptiveRAG(
-            self.runner(num_docs=num_docs), self.members, self.router, self.hasher(), self.routing["encoders"],
-            answerer, timeout_s=timeout_s,
-        )
 
 
 def _manifest_checksum(manifest: Mapping[str, Any]) -> str:
@@ -242,6 +216,8 @@ def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
     embeddings = {
         p.stem: np.load(p, allow_pickle=False) for p in sorted((folder / EMBEDDINGS).glob("*.npy"))
     }
+    from ragfolio.core.routing.registry import router_class  # the routers' runtime, only when one is loaded
+
     router = router_class(manifest.get("router", LEARNED)).load(folder / ROUTER)
     return PortfolioBundle(
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],

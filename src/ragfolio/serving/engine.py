@@ -110,7 +110,7 @@ class ServingEngine:
             raise ValueError(f"default_l={self.default_l} must be in 1..{bundle.k} (the bundle's members)")
         self.llm_process: LLMProcess | None = None
         self.answerer = Answerer(self._backend(config), **config.answerer.model_dump())
-        self.rag = bundle.rag(self.answerer, timeout_s=config.member_timeout_s)
+        self.rag = AdaptiveRAG.from_bundle(bundle, self.answerer, timeout_s=config.member_timeout_s)
         self.num_docs = self.rag.runner.num_docs
         # A view shares the runner's first-stage rankings, which are prefilter_depth deep.
         max_num_docs = min(config.max_num_docs, self.rag.runner.prefilter_depth)

@@ -25,10 +25,11 @@ class RagfolioModel(PythonModel):
     """Routes questions to the bundle's members and runs them (retrieval only, no LLM)."""
 
     def load_context(self, context: PythonModelContext) -> None:
+        from ragfolio.core.answering.rag import AdaptiveRAG
         from ragfolio.core.bundle import load_bundle
 
         self.bundle = load_bundle(context.artifacts["bundle"])
-        self.rag = self.bundle.rag(timeout_s=60.0)
+        self.rag = AdaptiveRAG.from_bundle(self.bundle, timeout_s=60.0)
 
     def predict(
         self, context: PythonModelContext, model_input: Any, params: dict[str, Any] | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.query_features import Features, TextHasher, query_features
+
+if TYPE_CHECKING:
+    from ragfolio.core.bundle import PortfolioBundle
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,21 @@ class AdaptiveRAG:
         self.runner, self.members, self.router = runner, list(members), router
         self.hasher, self.encoders, self.answerer = hasher, list(encoders), answerer
         self.executor = PortfolioExecutor(runner, self.members, timeout_s=timeout_s)
+
+    @classmethod
+    def from_bundle(
+        cls, bundle: PortfolioBundle, answerer: Answerer | None = None, *, timeout_s: float = 5.0, num_docs: int | None = None
+    ) -> AdaptiveRAG:
+        """The bundle's portfolio and router, ready to route, retrieve and (with ``answerer``) answer.
+
+        Corpus parts (indexes, the passage graph) are built on the first query; call
+        ``rag.runner.prepare(bundle.members, ["warm-up"])`` to build them up front.
+        """
+        return cls(
+            PoolRunner.from_bundle(bundle, num_docs=num_docs), bundle.members, bundle.router,
+            TextHasher.from_dict(bundle.routing["text_features"]), bundle.routing["encoders"], answerer,
+            timeout_s=timeout_s,
+        )
 
     @property
     def k(self) -> int:

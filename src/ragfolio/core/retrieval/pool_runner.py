@@ -19,11 +19,12 @@ enabled=False)`` so per-query parts and results are not written to disk.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,9 @@ from ragfolio.core.retrieval.graph import PassageGraph
 from ragfolio.core.retrieval.iterative import expand_queries
 from ragfolio.core.retrieval.memo import PartsMemo
 from ragfolio.core.retrieval.pool import CandidateSpec
+
+if TYPE_CHECKING:
+    from ragfolio.core.bundle import PortfolioBundle
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +129,18 @@ class PoolRunner:
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
+
+    @classmethod
+    def from_bundle(cls, bundle: PortfolioBundle, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
+        """A runner over ``bundle``'s corpus, with its embeddings: encodes no passage, writes nothing to disk."""
+        s = bundle.scoring
+        num_docs = num_docs or s["num_docs"]
+        return cls(
+            bundle.corpus.titles, bundle.corpus.texts, s["encoders"], ArrayCache(tempfile.gettempdir(), enabled=False),
+            num_docs=num_docs, prefilter_depth=max(s["prefilter_depth"], num_docs),
+            bm25_params=s.get("bm25_base") or None, graph_max_degree=s["graph_max_degree"],
+            max_query_batches=max_query_batches, passage_embeddings=bundle.embeddings,
+        )
 
     # --- shared parts -------------------------------------------------------------------------
     def memo_stats(self) -> dict[str, int]:
