@@ -16,14 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ragfolio.core.answering.answerer import (
-    Answerer,
-    answer_messages,
-    clean_answer,
-    make_backend,
-    parse_selection,
-    selector_messages,
-)
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.backends import make_backend
 from ragfolio.core.answering.embedded_llm import LlamaCppBackend, TransformersBackend, embedded_model_path
 from ragfolio.core.answering.llm import (
     PLAIN_STOP,
@@ -32,6 +26,7 @@ from ragfolio.core.answering.llm import (
     LLMUnavailableError,
     OpenAICompatibleClient,
 )
+from ragfolio.core.answering.prompts import answer_messages, clean_answer, parse_selection, selector_messages
 
 PASSAGES = [
     ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France."),

@@ -13,10 +13,11 @@ import httpx
 import pytest
 from conftest import tiny_llm_config
 
-from ragfolio.core.answering.answerer import EMBEDDED_LLM, answer_messages
+from ragfolio.core.answering.backends import EMBEDDED_LLM
 from ragfolio.core.answering.embedded_llm import TransformersBackend
 from ragfolio.core.answering.llm import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
 from ragfolio.core.answering.llm_process import LLMProcess, ProcessBackend
+from ragfolio.core.answering.prompts import answer_messages
 
 FAST = {"health_interval_s": 0.2, "health_timeout_s": 1.0, "unhealthy_after": 2, "backoff_s": 0.2}
 QUESTION = "Who was the father of Hermann II, Landgrave of Hesse?"

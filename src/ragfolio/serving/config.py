@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragfolio.core.answering.answerer import EMBEDDED_LLM
+from ragfolio.core.answering.backends import EMBEDDED_LLM
 from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
 
 DEFAULT_CONFIG = Path("conf/base/serving.yml")
@@ -99,7 +99,7 @@ class ServingConfig(BaseModel):
         warm_up: Build the corpus parts (indexes, passage graph, encoders) before the service
             reports ready (the LLM loads meanwhile or after, never on the readiness path).
         batching: How concurrent retrieval queries are batched.
-        llm: A :func:`ragfolio.core.answering.answerer.make_backend` config.
+        llm: A :func:`ragfolio.core.answering.backends.make_backend` config.
         llm_process: How an in-process LLM kind runs (its own process by default).
         answerer: The answer and selector prompt limits.
     """

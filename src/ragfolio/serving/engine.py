@@ -39,7 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragfolio.core.answering.answerer import Answerer, make_backend
+from ragfolio.core.answering.answerer import Answerer
+
+from ragfolio.core.answering.backends import make_backend
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.answering.embedded_llm import LocalBackend
 from ragfolio.core.retrieval.executor import MemberResults

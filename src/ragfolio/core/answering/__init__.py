@@ -4,7 +4,9 @@
 * :mod:`~ragfolio.core.answering.embedded_llm`, :mod:`~ragfolio.core.answering.llm_server`,
   :mod:`~ragfolio.core.answering.llm_process`: the embedded model, served as its own process and
   supervised by whoever uses it.
-* :mod:`~ragfolio.core.answering.answerer`: prompts, the backend chosen by configuration, the selector.
+* :mod:`~ragfolio.core.answering.backends`: the backend a configuration names.
+* :mod:`~ragfolio.core.answering.prompts`, :mod:`~ragfolio.core.answering.answerer`: the prompts and
+  reading replies; answering from passages and selecting among answers.
 * :mod:`~ragfolio.core.answering.rag`: adaptive RAG end to end (route, retrieve, answer, select).
 * :mod:`~ragfolio.core.answering.vendi_rag`: the iterative Vendi-RAG baseline.
 * :mod:`~ragfolio.core.answering.systems`, :mod:`~ragfolio.core.answering.store`,

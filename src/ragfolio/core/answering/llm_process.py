@@ -50,7 +50,7 @@ class LLMProcess:
     """Starts the LLM server process and restarts it when it dies or hangs (see the module docstring).
 
     Args:
-        backend: The :func:`ragfolio.core.answering.answerer.make_backend` config of an in-process kind
+        backend: The :func:`ragfolio.core.answering.backends.make_backend` config of an in-process kind
             (``transformers`` or ``llama_cpp``), passed to the server as JSON.
         max_batch: Prompts the server generates together, at most.
         max_wait_ms: The server's longest wait for a batch to fill.

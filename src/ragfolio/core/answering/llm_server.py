@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragfolio.core.answering.answerer import EMBEDDED_LLM, make_backend
+from ragfolio.core.answering.backends import EMBEDDED_LLM, make_backend
 from ragfolio.core.answering.embedded_llm import LocalBackend
 from ragfolio.core.answering.llm import Completion, LLMRequestError, Messages
 from ragfolio.core.batching import MicroBatcher

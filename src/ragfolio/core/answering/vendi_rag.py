@@ -41,8 +41,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.answering.answerer import Answerer, clean_answer, format_passages
+from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.llm import Completion, Messages
+from ragfolio.core.answering.prompts import clean_answer, format_passages
 from ragfolio.core.metrics import normalize_answer
 from ragfolio.core.retrieval.pool_runner import PoolRunner
 

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.answering.answerer import EMBEDDED_LLM, Answerer, make_backend
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.backends import EMBEDDED_LLM, make_backend
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering.systems import SystemRunner, run_order
