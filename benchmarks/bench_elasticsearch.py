@@ -26,7 +26,9 @@ from pathlib import Path
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
 from ragfolio.core.retrieval.bm25 import BM25Retriever
-from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchSettings, rank_overlap
+from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever
+from ragfolio.core.retrieval.elasticsearch_requests import rank_overlap
+from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.core.retrieval.pool_runner import passage_texts
 
 

@@ -33,7 +33,7 @@ K = 4
 
 @pytest.fixture
 def settings() -> Iterator[Any]:
-    from ragfolio.core.retrieval.elasticsearch import ElasticsearchSettings
+    from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchSettings
 
     resolved = ElasticsearchSettings.resolve({"index_prefix": f"ragfolio-it-{uuid.uuid4().hex[:8]}"})
     yield resolved
@@ -58,7 +58,8 @@ def test_bm25_indexes_once_and_agrees_with_bm25s(settings, tiny, record_property
     from elasticsearch import helpers
 
     from ragfolio.core.retrieval.bm25 import BM25Retriever
-    from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever, bulk_actions, rank_overlap
+    from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever
+    from ragfolio.core.retrieval.elasticsearch_requests import bulk_actions, rank_overlap
 
     texts, ids, queries = tiny
     es = ElasticsearchBM25Retriever(settings, k1=1.2, b=0.75).index(texts, ids)
@@ -81,7 +82,8 @@ def test_bm25_indexes_once_and_agrees_with_bm25s(settings, tiny, record_property
 
 def test_dense_flat_knn_equals_exact_inner_product_search(settings) -> None:
     from ragfolio.core.retrieval.dense import DenseRetriever
-    from ragfolio.core.retrieval.elasticsearch import ElasticsearchDenseRetriever, rank_overlap
+    from ragfolio.core.retrieval.elasticsearch import ElasticsearchDenseRetriever
+    from ragfolio.core.retrieval.elasticsearch_requests import rank_overlap
 
     rng = np.random.default_rng(0)
     emb = rng.normal(size=(60, 16)).astype(np.float32)
@@ -97,7 +99,8 @@ def test_dense_flat_knn_equals_exact_inner_product_search(settings) -> None:
 
 
 def test_a_missing_index_is_named(settings) -> None:
-    from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchIndexMissingError
+    from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever
+    from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchIndexMissingError
 
     with pytest.raises(ElasticsearchIndexMissingError, match="does not exist"):
         ElasticsearchBM25Retriever(settings).attach("no-such-corpus")

@@ -28,13 +28,8 @@ from ragfolio.core.cache import ArrayCache  # noqa: E402
 from ragfolio.core.data.loading import load_folder  # noqa: E402
 from ragfolio.core.data.records import build_corpus  # noqa: E402
 from ragfolio.core.retrieval.base import RetrievalResult  # noqa: E402
-from ragfolio.core.retrieval.elasticsearch import (  # noqa: E402
-    ElasticsearchBM25Retriever,
-    ElasticsearchDenseRetriever,
-    ElasticsearchIndexMissingError,
-    ElasticsearchRequestError,
-    ElasticsearchSettings,
-    ElasticsearchUnavailableError,
+from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
+from ragfolio.core.retrieval.elasticsearch_requests import (
     bm25_index_body,
     bm25_searches,
     bulk_actions,
@@ -44,6 +39,12 @@ from ragfolio.core.retrieval.elasticsearch import (  # noqa: E402
     msearch_lines,
     parse_msearch,
     rank_overlap,
+)
+from ragfolio.core.retrieval.elasticsearch_settings import (
+    ElasticsearchIndexMissingError,
+    ElasticsearchRequestError,
+    ElasticsearchSettings,
+    ElasticsearchUnavailableError,
 )
 from ragfolio.core.retrieval.pool import expand_grid, make_candidate  # noqa: E402
 from ragfolio.core.retrieval.pool_runner import PoolRunner  # noqa: E402
@@ -99,23 +100,34 @@ def ndjson(body: bytes) -> list[dict[str, Any]]:
 
 
 # --- settings -------------------------------------------------------------------------------------
-def test_settings_take_params_then_environment_then_the_credentials_file(tmp_path) -> None:
-    creds = tmp_path / "credentials.yml"
-    creds.write_text("elasticsearch:\n  url: http://file:9200\n  username: elastic\n  password: s3cret\n")
-    env = {"ELASTICSEARCH_URL": "http://env:9200"}
-    got = ElasticsearchSettings.resolve({"index_prefix": "exp1"}, environ=env, credentials_file=creds)
+def test_settings_take_params_then_environment_then_the_callers_credentials() -> None:
+    creds = {"url": "http://creds:9200", "username": "elastic", "password": "s3cret"}
+    env = {"ELASTICSEARCH_URL": "http://env:9200", "ELASTICSEARCH_REQUEST_TIMEOUT": "7.5", "ELASTICSEARCH_VERIFY_CERTS": "false"}
+    got = ElasticsearchSettings.resolve({"index_prefix": "exp1"}, credentials=creds, environ=env)
     assert (got.url, got.username, got.password, got.index_prefix) == ("http://env:9200", "elastic", "s3cret", "exp1")
+    assert (got.request_timeout, got.verify_certs) == (7.5, False)
     assert "s3cret" not in repr(got)
     assert got.client_options()["basic_auth"] == ("elastic", "s3cret")
-    got = ElasticsearchSettings.resolve({"url": URL}, environ=env, credentials_file=creds)
+    got = ElasticsearchSettings.resolve({"url": URL}, credentials=creds, environ=env)
     assert got.url == URL
 
 
-def test_settings_name_what_is_missing_or_wrong(tmp_path) -> None:
+def test_settings_read_no_configuration_file(tmp_path, monkeypatch) -> None:
+    """Core never reads Kedro's conf/local: a credentials file there is the caller's to pass."""
+    (tmp_path / "conf" / "local").mkdir(parents=True)
+    (tmp_path / "conf" / "local" / "credentials.yml").write_text("elasticsearch:\n  url: http://file:9200\n")
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="ELASTICSEARCH_URL"):
-        ElasticsearchSettings.resolve(environ={}, credentials_file=tmp_path / "absent.yml")
+        ElasticsearchSettings.resolve(environ={})
+
+
+def test_settings_name_what_is_missing_or_wrong() -> None:
+    with pytest.raises(ValueError, match="ELASTICSEARCH_URL"):
+        ElasticsearchSettings.resolve(environ={}, credentials={})
     with pytest.raises(ValueError, match=r"unknown Elasticsearch setting\(s\) \['hots'\]"):
-        ElasticsearchSettings.resolve({"hots": URL}, environ={}, credentials_file=None)
+        ElasticsearchSettings.resolve({"hots": URL}, environ={})
+    with pytest.raises(ValueError, match="is not a boolean"):
+        ElasticsearchSettings.resolve({"url": URL}, environ={"ELASTICSEARCH_VERIFY_CERTS": "maybe"})
     with pytest.raises(ValueError, match="username and password"):
         ElasticsearchSettings(url=URL, username="elastic")
     with pytest.raises(ValueError, match="url='es:9200'"):

@@ -35,11 +35,8 @@ from ragfolio.core.retrieval.base import RetrievalResult
 from ragfolio.core.retrieval.bm25 import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrieval.completion import check_full, complete_rows
 from ragfolio.core.retrieval.dense import DenseRetriever
-from ragfolio.core.retrieval.elasticsearch import (
-    ElasticsearchBM25Retriever,
-    ElasticsearchDenseRetriever,
-    ElasticsearchSettings,
-)
+from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
+from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.core.retrieval.encoders import encoder_identity, make_encoder
 from ragfolio.core.retrieval.family import Expansion, Family, SharedParts, families
 from ragfolio.core.retrieval.fusion import reciprocal_rank_fusion
@@ -87,8 +84,8 @@ class PoolRunner:
         passage_embeddings: Precomputed ``(n_passages, dim)`` corpus embeddings by encoder name (a
             saved bundle's), used instead of encoding the corpus.
         elasticsearch: Connection settings of ``backend: elasticsearch`` candidates (keys of
-            :class:`ElasticsearchSettings`); unset keys come from ``ELASTICSEARCH_*`` variables or
-            conf/local/credentials.yml.
+            :class:`ElasticsearchSettings`); unset keys come from ``ELASTICSEARCH_*`` variables (which a
+            Kedro run sets from ``conf/local/credentials.yml``, :mod:`ragfolio.hooks`).
     """
 
     def __init__(
