@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
 from ragfolio.core.retrieval.base import RetrievalResult, pad_rows
 from ragfolio.core.retrieval.family import Family, Parts, SharedParts, families, get_family, register, unregister
 from ragfolio.core.retrieval.pool import count_by_family, expand_grid, make_candidate
@@ -135,3 +138,80 @@ def test_contradictory_declarations_raise_naming_them() -> None:
 def test_an_unknown_family_in_a_grid_names_the_registered_ones() -> None:
     with pytest.raises(ValueError, match=r"family='sparse' is not one of \['bm25', 'dense', 'ds', 'graph'"):
         expand_grid({"bm25": {"k1": 1.2}, "sparse": {"k1": 1.0}})
+
+
+FAMILY_MODULE = '''
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data.loading import load_folder
+from ragfolio.core.data.records import build_corpus
+from ragfolio.core.retrieval.base import RetrievalResult, pad_rows
+from ragfolio.core.retrieval.family import Family, SharedParts, register
+
+
+@register
+class FirstPassages(Family):
+    """The corpus's first k passages for every query (a toy a YAML grid can name)."""
+
+    name = "first_passages"
+    params = {"offset": 0}
+
+    def needs(self, params):
+        return SharedParts()
+
+    def run(self, parts, params, queries, k):
+        rows = [list(range(params["offset"], params["offset"] + k)) for _ in queries]
+        return pad_rows(rows, [[-float(r) for r in range(k)] for _ in queries], k)
+'''
+
+
+@pytest.fixture
+def family_module(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A family in a module of its own, importable as ``my_families`` (as a user's project would have)."""
+    (tmp_path / "my_families.py").write_text(FAMILY_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        yield "my_families"
+    finally:
+        if "first_passages" in families():
+            unregister("first_passages")
+        import sys
+
+        sys.modules.pop("my_families", None)
+
+
+def test_a_family_module_named_in_the_parameters_is_used_from_yaml_alone(family_module, tiny_dir) -> None:
+    """``candidate_scoring.family_modules`` + a grid block: no Python edit in ragfolio or the caller."""
+    from ragfolio.core.retrieval.runners import PoolSettings
+    from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, pool_settings
+
+    params = {
+        "encoders": {}, "grid": {"bm25": {}, "first_passages": {"offset": [0, 1]}},
+        "family_modules": [family_module],
+    }
+    assert "first_passages" not in families()
+    records = expand_candidates(params)
+    assert [r["family"] for r in records] == ["bm25", "first_passages", "first_passages"]
+
+    settings = pool_settings(params)
+    assert settings["family_modules"] == [family_module]
+    unregister("first_passages")  # a later stage, in a fresh process, has only the built-ins ...
+    __import__("sys").modules.pop(family_module)
+    corpus = build_corpus(load_folder(tiny_dir))
+    runner = PoolSettings.from_dict(settings).runner(corpus, ArrayCache(tiny_dir / "unused", enabled=False))  # ... until it reads them
+    result = runner.run(make_candidate("first_passages", {"offset": 1}), ["anything"])
+    assert result.doc_ids.tolist() == [[1, 2, 3, 4]]
+
+
+def test_settings_without_family_modules_read_as_before() -> None:
+    from ragfolio.core.retrieval.runners import PoolSettings
+
+    old = {"num_docs": 4, "prefilter_depth": 50, "bm25_base": {}, "graph_max_degree": 50, "encoders": {},
+           "score": "support_recall"}
+    assert PoolSettings.from_dict(old).to_dict() == old
+
+
+def test_an_unimportable_family_module_is_named() -> None:
+    from ragfolio.core.retrieval.family import import_families
+
+    with pytest.raises(ImportError, match="cannot import the family module 'no_such_families'"):
+        import_families(["no_such_families"])

@@ -11,6 +11,7 @@ order.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -258,6 +259,24 @@ def get_family(name: str) -> Family:
     if name not in registry:
         raise ValueError(f"family={name!r} is not one of {sorted(registry)}")
     return registry[name]
+
+
+def import_families(modules: Sequence[str]) -> None:
+    """Import ``modules`` (dotted names), whose ``@register`` classes add families to the registry.
+
+    A grid can then name those families like built-ins: this is how a ``kedro run`` uses a family
+    defined outside ragfolio (``candidate_scoring.family_modules``). Importing twice does nothing.
+
+    Raises:
+        ImportError: a module cannot be imported (naming it).
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ImportError(
+                f"cannot import the family module {module!r} ({err}); is it on the Python path of this run?"
+            ) from err
 
 
 def families() -> dict[str, Family]:

@@ -38,7 +38,7 @@ from ragfolio.core.retrieval.dense import DenseRetriever
 from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
 from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.core.retrieval.encoders import encoder_identity, make_encoder
-from ragfolio.core.retrieval.family import Expansion, Family, SharedParts, families
+from ragfolio.core.retrieval.family import Expansion, Family, SharedParts, families, import_families
 from ragfolio.core.retrieval.fusion import reciprocal_rank_fusion
 from ragfolio.core.retrieval.graph import PassageGraph
 from ragfolio.core.retrieval.iterative import expand_queries
@@ -131,6 +131,7 @@ class PoolRunner:
     def from_bundle(cls, bundle: PortfolioBundle, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
         """A runner over ``bundle``'s corpus, with its embeddings: encodes no passage, writes nothing to disk."""
         s = bundle.scoring
+        import_families(s.get("family_modules", []))
         num_docs = num_docs or s["num_docs"]
         return cls(
             bundle.corpus.titles, bundle.corpus.texts, s["encoders"], ArrayCache(tempfile.gettempdir(), enabled=False),

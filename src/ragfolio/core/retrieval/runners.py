@@ -8,7 +8,7 @@ candidate scoring's parameters, so what they retrieve, and what a bundle claims,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ import numpy.typing as npt
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Corpus
+from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.scoring.distributed import RunnerConfig
 from ragfolio.core.scoring.utility import SCORES, Score
@@ -34,6 +35,9 @@ class PoolSettings:
             ``max_entity_df`` walk a graph without this cap).
         encoders: Encoder configs by name.
         score: What the utility matrices measure (``support_recall`` or ``answer_recall``).
+        family_modules: Modules that register retriever families of the user's (imported when the
+            settings are built, so every stage that runs the pool has them; left out of
+            :meth:`to_dict` when empty, so records from before it existed read the same).
     """
 
     num_docs: int
@@ -42,8 +46,10 @@ class PoolSettings:
     graph_max_degree: int
     encoders: dict[str, dict[str, Any]]
     score: Score
+    family_modules: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        import_families(self.family_modules)
         for name in ("num_docs", "prefilter_depth", "graph_max_degree"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
@@ -66,7 +72,10 @@ class PoolSettings:
             raise ValueError(f"pool settings {dict(data)} are incomplete: {error}") from error
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not data["family_modules"]:
+            del data["family_modules"]
+        return data
 
     def runner_config(self, cache: ArrayCache, num_docs: int | None = None) -> RunnerConfig:
         """How to build a pool runner returning ``num_docs`` passages (default: :attr:`num_docs`)."""
@@ -74,7 +83,7 @@ class PoolSettings:
             "num_docs": num_docs or self.num_docs, "prefilter_depth": max(self.prefilter_depth, num_docs or 0),
             "bm25_params": self.bm25_base or None, "graph_max_degree": self.graph_max_degree,
         }
-        return RunnerConfig(self.encoders, cache, options)
+        return RunnerConfig(self.encoders, cache, options, tuple(self.family_modules))
 
     def runner(self, corpus: Corpus, cache: ArrayCache, num_docs: int | None = None) -> PoolRunner:
         """The pool runner of ``corpus`` (``num_docs`` overridable)."""

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.records import Corpus
+from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.scoring.utility import Score, utility_matrix
@@ -60,13 +61,17 @@ class RunnerConfig:
         encoders: Encoder configs by name.
         cache: The runner's on-disk cache (workers on one machine share it by path).
         options: Other :class:`PoolRunner` keyword arguments (``num_docs``, ``prefilter_depth``, ...).
+        family_modules: Modules registering the user's families, imported where the runner is built
+            (a Dask worker's registry starts with the built-ins only).
     """
 
     encoders: Mapping[str, Mapping[str, Any]]
     cache: ArrayCache
     options: Mapping[str, Any] = field(default_factory=dict)
+    family_modules: Sequence[str] = ()
 
     def build(self, titles: Sequence[str], texts: Sequence[str]) -> PoolRunner:
+        import_families(self.family_modules)
         return PoolRunner(titles, texts, self.encoders, self.cache, **self.options)
 
     def key(self) -> str:

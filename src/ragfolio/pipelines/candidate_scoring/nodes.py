@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
+from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
 from ragfolio.core.retrieval.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.retrieval.runners import PoolSettings
@@ -39,10 +40,11 @@ class CandidateScoringParams(BaseModel):
     grid: str | dict[str, Any]  # a preset of params:candidate_grids, or a grid written out
     scheduler_address: str | None = None  # a Dask scheduler (tcp://host:8786); None scores in process
     query_block_size: int = Field(256, ge=1)  # queries per block (per task on a cluster), both paths
+    family_modules: list[str] = Field(default_factory=list)  # modules registering the user's families
 
     def pool_settings(self) -> PoolSettings:
         """The settings of the pool runners these parameters configure."""
-        fields = {"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders", "score"}
+        fields = {"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders", "score", "family_modules"}
         return PoolSettings.from_dict(self.model_dump(include=fields))
 
 
@@ -54,6 +56,7 @@ def expand_candidates(params: dict[str, Any], grids: dict[str, Any] | None = Non
         grids: Grid presets by name (``candidate_grids``, conf/base/parameters_candidate_grids.yml).
     """
     p = CandidateScoringParams(**params)
+    import_families(p.family_modules)
     candidates = expand_grid(resolve_grid(p.grid, grids or {}))
     preset = p.grid if isinstance(p.grid, str) else "inline"
     logger.info("candidate pool (%s): %d candidates %s", preset, len(candidates), count_by_family(candidates))
