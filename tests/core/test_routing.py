@@ -5,7 +5,7 @@ import pytest
 
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
-from ragfolio.core.routing.budget import BudgetRuns, same_budget_recall
+from ragfolio.core.routing.budget import BudgetRuns, question_judge, same_budget_recall
 from ragfolio.core.routing.evaluation import (
     COMPARED,
     RoutingComparison,
@@ -130,7 +130,7 @@ def test_same_budget_recall_by_hand() -> None:
     runs = BudgetRuns(
         members=[np.array([[10], [20]]), np.array([[11], [-1]])],
         single=[np.array([[10], [21]]), np.array([[10, 12], [21, 20]])],
-        gold=[[10, 11], [20]],
+        judges=[question_judge("support_recall", gold, []) for gold in ([10, 11], [20])],
     )
     picks = np.array([[1, 0], [0, 1]])
     result = same_budget_recall(runs, picks)
@@ -138,4 +138,18 @@ def test_same_budget_recall_by_hand() -> None:
     assert result["routed_union_recall"] == pytest.approx([(1 + 1) / 2, (1 + 1) / 2])
     assert result["single_best_recall"] == pytest.approx([(1 + 0) / 2, (0.5 + 1) / 2])
     both = BudgetRuns.concatenate([runs, runs])
-    assert len(both.gold) == 4 and both.single[1].shape == (4, 2)
+    assert len(both.judges) == 4 and both.single[1].shape == (4, 2)
+
+
+def test_same_budget_recall_under_answer_recall() -> None:
+    """With ``score: answer_recall`` the check asks whether any passage of the union holds an answer."""
+    passages = {10: "the Nile is long", 11: "nothing here", 20: "Paris, France", 21: "elsewhere", 12: "Nile again"}
+    texts = [passages.get(i, "") for i in range(25)]
+    runs = BudgetRuns(
+        members=[np.array([[11], [21]]), np.array([[10], [20]])],
+        single=[np.array([[11], [21]]), np.array([[11, 12], [21, 20]])],
+        judges=[question_judge("answer_recall", answers, texts) for answers in (["Nile"], ["Paris"])],
+    )
+    result = same_budget_recall(runs, np.array([[0, 1], [0, 1]]))
+    assert result["routed_union_recall"] == pytest.approx([0.0, 1.0])
+    assert result["single_best_recall"] == pytest.approx([0.0, 1.0])

@@ -1,24 +1,28 @@
 """The same-budget check: are l routed members better than the single best member given l times the passages?
 
 Routing to l members hands the reader ``l * num_docs`` passages. The check compares, on test
-questions, the support recall of the union of the l routed members' passages with that of the
-single best member (best train mean over the whole pool) retrieving ``l * num_docs`` passages.
+questions, the recall of the union of the l routed members' passages with that of the single best
+member (best train mean over the whole pool) retrieving ``l * num_docs`` passages. Recall is the
+score the utility matrices measure (``candidate_scoring.score``): support recall against the gold
+passages, or answer recall (some passage contains an answer alias) against the answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.data.records import Question
-from ragfolio.core.metrics import support_recall
+from ragfolio.core.metrics import contains_answer, support_recall
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.retrieval.runners import CorpusRunners
 from ragfolio.core.routing.base import Picks
+from ragfolio.core.scoring.utility import Score, score_targets
 
 DocIds = npt.NDArray[np.int64]  # (n_queries, depth) corpus rows, -1 where a ranking is shorter
 
@@ -30,12 +34,12 @@ class BudgetRuns:
     Attributes:
         members: Per portfolio member j, its ``(n, num_docs)`` passages.
         single: Per l = 1..k, the single best member's ``(n, l * num_docs)`` passages.
-        gold: Each question's gold passage rows in the corpus.
+        judges: Per question, its score of a set of corpus rows (under the run's ``score``).
     """
 
     members: list[DocIds]
     single: list[DocIds]
-    gold: list[list[int]]
+    judges: list[Callable[[set[int]], float]]
 
     @classmethod
     def retrieve(
@@ -44,7 +48,8 @@ class BudgetRuns:
     ) -> BudgetRuns:
         """Run the members and the single best member on ``questions`` over the corpus named ``corpus``."""
         num_docs, texts = runners.settings.num_docs, [q.question for q in questions]
-        row_of = runners.corpora.corpora[corpus].row_of()
+        score, passages = runners.settings.score, runners.get(corpus).passage_texts
+        targets = score_targets(score, questions, runners.corpora.corpora[corpus])
 
         def doc_ids(runner: PoolRunner, spec: CandidateSpec) -> DocIds:
             return np.asarray(runner.run(spec, texts).doc_ids, dtype=np.int64)
@@ -53,7 +58,7 @@ class BudgetRuns:
         return cls(
             members=[doc_ids(runners.get(corpus), spec) for spec in members],
             single=[doc_ids(runners.get(corpus, depth), single) for depth in depths],
-            gold=[[row_of[g] for g in q.gold_passage_ids()] for q in questions],
+            judges=[question_judge(score, target, passages) for target in targets],
         )
 
     @classmethod
@@ -63,12 +68,19 @@ class BudgetRuns:
         return cls(
             members=[np.concatenate([p.members[j] for p in parts]) for j in range(k)],
             single=[np.concatenate([p.single[i] for p in parts]) for i in range(k)],
-            gold=[g for p in parts for g in p.gold],
+            judges=[j for p in parts for j in p.judges],
         )
 
 
+def question_judge(score: Score, target: Sequence[Any], passages: Sequence[str]) -> Callable[[set[int]], float]:
+    """One question's score of a set of corpus rows: support recall against its gold rows, or answer recall."""
+    if score == "support_recall":
+        return lambda rows: support_recall(rows, target)
+    return lambda rows: float(any(contains_answer(passages[r], target) for r in rows))
+
+
 def same_budget_recall(runs: BudgetRuns, picks: Picks) -> dict[str, list[float]]:
-    """Mean support recall at l = 1..k of the routed union and of the single best at ``l * num_docs``.
+    """Mean recall (the run's score) at l = 1..k of the routed union and of the single best at ``l * num_docs``.
 
     Args:
         runs: The retrievals of n test questions.
@@ -77,9 +89,9 @@ def same_budget_recall(runs: BudgetRuns, picks: Picks) -> dict[str, list[float]]
     Returns:
         ``{"routed_union_recall": [...], "single_best_recall": [...]}``, k values each (0.0 for no questions).
     """
-    k, n = len(runs.members), len(runs.gold)
+    k, n = len(runs.members), len(runs.judges)
     def mean_recall(retrieved: list[set[int]]) -> float:
-        return float(np.mean([support_recall(r, g) for r, g in zip(retrieved, runs.gold, strict=True)])) if n else 0.0
+        return float(np.mean([judge(r) for r, judge in zip(retrieved, runs.judges, strict=True)])) if n else 0.0
 
     union, alone = [], []
     for l in range(1, k + 1):
