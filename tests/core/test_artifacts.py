@@ -177,3 +177,31 @@ def test_encoders_used_reads_encoder_params_and_bases() -> None:
         make_candidate("two_hop", {"first": "dense:mpnet", "append": "title", "second": "bm25"}),
     ]
     assert encoders_used(members) == ["e5", "minilm", "mpnet"]
+
+
+def test_a_bundle_serves_a_router_that_sees_the_retrieval(tmp_path: Path) -> None:
+    """A post-retrieval router and its featurizer settings survive the bundle; the loaded one routes alike."""
+    from dataclasses import replace
+
+    from ragfolio.core.retrieval.pool_runner import PoolRunner
+    from ragfolio.core.routing.retrieval import PostRetrievalRouter
+    from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
+
+    base = _bundle()
+    runner = PoolRunner.from_bundle(base)
+    questions = ["which river is long", "which mountain is high", "who made violins", "which river is famous"] * 5
+    featurizer = RetrievalFeaturizer((), runner.num_docs, 2)
+    first, members = featurizer.compute(runner, questions, base.members)
+    U = np.array([[1.0, 0.0] if "river" in q else [0.0, 1.0] for q in questions], dtype=np.float32)
+    router = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(
+        RouteInputs({"first_stage": first}, {"members": members}), U, [m.name for m in base.members]
+    )
+    bundle = replace(base, router=router, routing={**base.routing, "retrieval_features": {"encoders": [], "agreement_depth": 2}})
+    save_bundle(bundle, tmp_path / "post")
+    loaded = load_bundle(tmp_path / "post")
+    assert loaded.router.name == "post_retrieval" and loaded.routing["retrieval_features"]["agreement_depth"] == 2
+    served, original = AdaptiveRAG.from_bundle(loaded), AdaptiveRAG.from_bundle(bundle)
+    for question in questions[:4]:
+        assert served.retrieve(question, 1).members == original.retrieve(question, 1).members
+    served.close()
+    original.close()

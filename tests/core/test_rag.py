@@ -184,3 +184,34 @@ def test_retrieval_latency_in_two_orders_and_run_orders(rag_parts, tiny_dir) -> 
     with pytest.raises(ValueError, match="must list each of"):
         systems.run(queries[0], names[:-1])
     systems.rag.close()
+
+
+@pytest.mark.parametrize("router_class", [PreRetrievalRouter, PostRetrievalRouter])
+def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router_class, monkeypatch) -> None:
+    """AdaptiveRAG routes with the featurizer router training used; post-retrieval runs each member once."""
+    runner, members, _, hasher, queries = rag_parts
+    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    first, member_features = featurizer.compute(runner, queries, members)
+    U = np.zeros((len(queries), 3), dtype=np.float32)
+    U[np.arange(len(queries)), np.arange(len(queries)) % 3] = 1.0  # a different best member by query
+    router = router_class(min_questions=1, min_z=0.0, n_folds=2).fit(
+        RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
+    )
+    with pytest.raises(ValueError, match="reads the retrieval: pass retrieval_features"):
+        AdaptiveRAG(runner, members, router, hasher, ["minilm"])
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"],
+                      retrieval_features={"encoders": ["minilm"], "agreement_depth": featurizer.agreement_depth})
+    asked: list[list[int]] = []
+    run = rag.executor.run
+    monkeypatch.setattr(rag.executor, "run", lambda query, chosen, **kw: asked.append(list(chosen)) or run(query, chosen, **kw))
+    for i, query in enumerate(queries[:4]):
+        f, m = featurizer.compute(runner, [query], members)
+        expected = router.route(RouteInputs({"first_stage": f}, {"members": m}), 2)[0][0].tolist()
+        got = rag.retrieve(query, 2)
+        assert got.members == expected and [r.name for r in got.results.runs] == [members[j].name for j in expected]
+        assert len(got.router_scores) == 2 and got.route_ms >= 0
+        if router.reads_results:
+            assert asked[-1] == [0, 1, 2] and len(asked) == i + 1  # all k once, nothing run twice
+        else:
+            assert asked[-1] == expected
+    rag.close()

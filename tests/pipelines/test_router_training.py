@@ -8,6 +8,7 @@ from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 
+from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.retrieval import MODES
 from ragfolio.pipeline_registry import register_pipelines
@@ -33,6 +34,7 @@ def catalog(tmp_path, tiny_dir) -> DataCatalog:
             "text_features": {"n_features": 64}, "encoders": [],
             "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
             "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
+            "bundle": {"router": "post_retrieval"},
             "seed": 0,
         },
     }
@@ -66,3 +68,10 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
         assert room["routers"]["top_average"]["switched"] == 0 and room["routers"]["top_average"]["captured"] in (0, None)
         assert "learned" in entry["selection"]
     assert np.isfinite(metrics["datasets"]["all"]["post_retrieval"]["best_of_l"]).all()
+
+    bundle = catalog.load("bundle")  # router_training.bundle.router: post_retrieval is what is served
+    assert bundle.router.name == "post_retrieval" and bundle.routing["retrieval_features"]["agreement_depth"] == 5
+    rag = AdaptiveRAG.from_bundle(bundle)
+    routed = rag.retrieve("which river is the longest", 2)
+    assert len(routed.members) == 2 and all(run.ok for run in routed.results.runs)
+    rag.close()

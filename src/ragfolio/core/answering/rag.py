@@ -11,9 +11,9 @@ Latency is recorded per stage and tokens per call, so a caller can report both p
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from ragfolio.core.retrieval.executor import MemberResults, PortfolioExecutor
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
+from ragfolio.core.routing.online import OnlineRetrievalRouting, routes_on_retrieval
 from ragfolio.core.routing.query_features import Features, TextHasher, query_features
+from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 
 if TYPE_CHECKING:
     from ragfolio.core.bundle import PortfolioBundle
@@ -96,6 +98,9 @@ class AdaptiveRAG:
         encoders: Encoders whose query embeddings the router reads (block names of its features).
         answerer: The LLM answerer and selector; None for retrieval only.
         timeout_s: Per-member deadline of a retrieval.
+        retrieval_features: The retrieval featurizer's settings (``encoders``, ``agreement_depth``),
+            needed when ``router`` reads the retrieval (``pre_retrieval``: the first-stage rankings;
+            ``post_retrieval``: every member's results, so all k members run before it routes).
     """
 
     def __init__(
@@ -108,12 +113,23 @@ class AdaptiveRAG:
         answerer: Answerer | None = None,
         *,
         timeout_s: float = 5.0,
+        retrieval_features: Mapping[str, Any] | None = None,
     ) -> None:
         if len(members) != len(router.members_):
             raise ValueError(f"{len(members)} members for a router over {len(router.members_)}")
         self.runner, self.members, self.router = runner, list(members), router
         self.hasher, self.encoders, self.answerer = hasher, list(encoders), answerer
         self.executor = PortfolioExecutor(runner, self.members, timeout_s=timeout_s)
+        self.retrieval_features = dict(retrieval_features or {})
+        self.online: OnlineRetrievalRouting | None = None
+        if routes_on_retrieval(router):
+            if not self.retrieval_features:
+                raise ValueError(f"the {router.name} router reads the retrieval: pass retrieval_features "
+                                 "(the featurizer router training used, router_features['retrieval_features'])")
+            featurizer = RetrievalFeaturizer(
+                tuple(self.retrieval_features["encoders"]), runner.num_docs, int(self.retrieval_features["agreement_depth"])
+            )
+            self.online = OnlineRetrievalRouting(router, self.executor, featurizer, self.features)
 
     @classmethod
     def from_bundle(
@@ -127,7 +143,7 @@ class AdaptiveRAG:
         return cls(
             PoolRunner.from_bundle(bundle, num_docs=num_docs), bundle.members, bundle.router,
             TextHasher.from_dict(bundle.routing["text_features"]), bundle.routing["encoders"], answerer,
-            timeout_s=timeout_s,
+            timeout_s=timeout_s, retrieval_features=bundle.routing.get("retrieval_features"),
         )
 
     @property
@@ -140,7 +156,15 @@ class AdaptiveRAG:
         return query_features(list(queries), embeddings, self.hasher)
 
     def route(self, query: str, l: int) -> tuple[list[int], list[float], float]:
-        """``(member indices, their scores, milliseconds)`` of the top-l routing of ``query``."""
+        """``(member indices, their scores, milliseconds)`` of the top-l routing of ``query``.
+
+        A router that reads the retrieval computes its features from the first-stage rankings
+        (which the routed members then reuse); a post-retrieval router runs all k members first,
+        and their time is part of the routing's.
+        """
+        if self.online is not None:
+            routed = self.online.route(query, l)
+            return routed.members, routed.scores, routed.route_ms
         start = time.perf_counter()
         features = self.features([query])
         picks, scores = self.router.route(RouteInputs(features), l)  # one forward pass for both
@@ -148,11 +172,21 @@ class AdaptiveRAG:
         return [int(j) for j in picks], [float(scores[j]) for j in picks], 1000 * (time.perf_counter() - start)
 
     def retrieve(self, query: str, l: int, *, members: Sequence[int] | None = None) -> RoutedRetrieval:
-        """Route ``query`` to l members (or use the given ``members``) and run them concurrently."""
-        if members is None:
-            chosen, scores, route_ms = self.route(query, l)
-        else:
-            chosen, scores, route_ms = list(members), [float("nan")] * len(members), 0.0
+        """Route ``query`` to l members (or use the given ``members``) and run them concurrently.
+
+        Post-retrieval, the routed members' results are those the router saw (nothing runs twice):
+        ``route_ms`` is then the features and routing, and the results' latency the k members' run.
+        """
+        if members is not None:
+            chosen = list(members)
+            return RoutedRetrieval(chosen, [float("nan")] * len(chosen), self.executor.run(query, chosen), 0.0)
+        if self.online is not None and self.online.reads_results:
+            routed = self.online.route(query, l)
+            assert routed.results is not None  # a post-retrieval router ran every member
+            seen = routed.results
+            results = MemberResults(seen.query, [seen.runs[j] for j in routed.members], seen.shared_ms, seen.latency_ms)
+            return RoutedRetrieval(routed.members, routed.scores, results, max(0.0, routed.route_ms - seen.latency_ms))
+        chosen, scores, route_ms = self.route(query, l)
         return RoutedRetrieval(chosen, scores, self.executor.run(query, chosen), route_ms)
 
     def passages(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,11 +40,19 @@ class OnlineRoute:
         route_ms: Features and routing, first-stage rankings included (post-retrieval: the k
             members' retrieval too), in milliseconds.
         results: Post-retrieval: every member's results (they ran before routing); None before retrieval.
+        scores: The router's score of each routed member, aligned with ``members``.
     """
 
     members: list[int]
     route_ms: float
     results: MemberResults | None
+    scores: list[float] = field(default_factory=list)
+
+
+def routes_on_retrieval(router: RouterProtocol) -> bool:
+    """Whether ``router`` reads the retrieval (first-stage rankings or member results), so that it
+    routes through :class:`OnlineRetrievalRouting` rather than from query features alone."""
+    return "first_stage" in getattr(router, "query_blocks", ()) or bool(getattr(router, "reads_results", False))
 
 
 class OnlineRetrievalRouting:
@@ -97,8 +105,9 @@ class OnlineRetrievalRouting:
         """Route ``query`` to ``min(l, k)`` members; post-retrieval runs all k members first."""
         start = time.perf_counter()
         results = self.executor.run(query, list(range(self.k))) if self.reads_results else None
-        picks, _ = self.router.route(self._inputs(query, results), min(l, self.k))
-        return OnlineRoute([int(j) for j in picks[0]], 1000 * (time.perf_counter() - start), results)
+        picks, scores = self.router.route(self._inputs(query, results), min(l, self.k))
+        members = [int(j) for j in picks[0]]
+        return OnlineRoute(members, 1000 * (time.perf_counter() - start), results, [float(scores[0][j]) for j in members])
 
 
 def _as_result(doc_ids: Sequence[int], scores: Sequence[float], num_docs: int) -> RetrievalResult:

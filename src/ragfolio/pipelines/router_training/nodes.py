@@ -10,7 +10,7 @@ results (``retrieval_inputs``), read from the retrieval cache candidate scoring 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -41,6 +41,7 @@ class BundleParams(BaseModel):
 
     portfolio: str = ALL
     default_l: int = Field(2, ge=1)
+    router: Literal["learned", "pre_retrieval", "post_retrieval"] = "learned"
 
 
 class RetrievalRoutingParams(BaseModel):
@@ -268,6 +269,8 @@ def build_bundle(
     corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: dict[str, Any],
     routers: dict[str, RouterProtocol], router_metrics: dict[str, Any], router_features: dict[str, Any],
     pool_settings: dict[str, Any], cache: ArrayCache, params: dict[str, Any],
+    pre_retrieval_routers: dict[str, RouterProtocol] | None = None,
+    post_retrieval_routers: dict[str, RouterProtocol] | None = None,
 ) -> PortfolioBundle:
     """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
 
@@ -275,7 +278,9 @@ def build_bundle(
     on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
     ``per_dataset`` corpora the ``all`` portfolio serves their stacking
     (:func:`~ragfolio.core.retrieval.runners.served_corpus`). ``selection.corpus`` records what the selection
-    metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``.
+    metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
+    ``bundle.router``'s: the learned one (query features only), or a router that sees the retrieval
+    (``pre_retrieval``, ``post_retrieval``; the bundle's ``routing`` carries their featurizer).
     """
     p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
     key = p.bundle.portfolio
@@ -296,11 +301,15 @@ def build_bundle(
         "corpus": sets.describe(),
     }
     scoring = {name: value for name, value in settings.to_dict().items() if name != "score"}
+    served = {"learned": routers, "pre_retrieval": pre_retrieval_routers or {},
+              "post_retrieval": post_retrieval_routers or {}}[p.bundle.router]
+    if key not in served:
+        raise ValueError(f"no {p.bundle.router} router was trained for portfolio {key!r}")
     bundle = PortfolioBundle(
-        name=key, corpus=corpus, members=members, router=routers[key], scoring=scoring,
+        name=key, corpus=corpus, members=members, router=served[key], scoring=scoring,
         routing=dict(router_features),
         embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), selection=selection,
     )
-    logger.info("bundle %r: %d members, %d passages (corpus %s), encoders %s", key, bundle.k, len(bundle.corpus),
-                corpus.fingerprint, encoders)
+    logger.info("bundle %r: %d members, %s router, %d passages (corpus %s), encoders %s", key, bundle.k,
+                p.bundle.router, len(bundle.corpus), corpus.fingerprint, encoders)
     return bundle

@@ -107,6 +107,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "corpora": "corpora", "candidates": "candidates", "portfolios": "portfolios", "routers": "routers",
                     "router_metrics": "router_metrics", "router_features": "router_features",
                     "pool_settings": "pool_settings", "cache": "retrieval_cache", "params": "params:router_training",
+                    "pre_retrieval_routers": "pre_retrieval_routers", "post_retrieval_routers": "post_retrieval_routers",
                 },
                 outputs="bundle",
                 name="build_bundle",
