@@ -1,4 +1,5 @@
-"""Fixtures of the service tests: a tiny bundle, a fake OpenAI-compatible LLM and service clients."""
+"""Fixtures of the service tests: a tiny bundle, a fake OpenAI-compatible LLM, service clients and
+``bentoml serve`` on a free port."""
 
 from __future__ import annotations
 
@@ -6,15 +7,23 @@ import contextlib
 import functools
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from tiny_bundle import write_tiny_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+BENTOML = str(Path(sys.executable).with_name("bentoml"))
 
 
 class FakeLLM(BaseHTTPRequestHandler):
@@ -72,14 +81,53 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def closed_port_url() -> str:
-    """An OpenAI base URL on a loopback port nothing listens on."""
-    import socket
-
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+        return sock.getsockname()[1]
+
+
+def serve_env(config: Path, home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "RAGFOLIO_SERVING_CONFIG": str(config), "BENTOML_HOME": str(home),
+            "BENTOML_DO_NOT_TRACK": "true", "DO_NOT_TRACK": "1", **extra}
+
+
+@contextlib.contextmanager
+def bentoml_serve(config: Path, home: Path, timeout_s: float = 120.0, **env: str) -> Iterator[str]:
+    """``bentoml serve`` from the project root; yields its URL once /readyz answers 200, then stops it."""
+    port = free_port()
+    log = home / f"serve-{port}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [BENTOML, "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+            env=serve_env(config, home, **env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"bentoml serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"bentoml serve not ready after {timeout_s} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)  # its own process group: the server and its workers
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def closed_port_url() -> str:
+    """An OpenAI base URL on a loopback port nothing listens on."""
+    return f"http://127.0.0.1:{free_port()}/v1"
 
 
 def write_config(path: Path, bundle: Path, llm_url: str, **overrides: object) -> Path:

@@ -40,10 +40,10 @@ def test_build_packs_the_service_settings_and_bundle_only(tiny_bundle, tmp_path)
 
     (bento,) = (tmp_path / "home" / "bentos" / "ragfolio").glob("[!l]*")  # the tag folder, not `latest`
     files = {p.relative_to(bento / "src").as_posix() for p in (bento / "src").rglob("*") if p.is_file()}
-    assert {"ragfolio/__init__.py", "ragfolio/serving/service.py", "ragfolio/core/bundle.py",
-            "conf/base/serving.yml", "data/06_models/bundle/manifest.json"} <= files
+    assert {"ragfolio/__init__.py", "ragfolio/serving/service.py", "ragfolio/serving/static/playground.html",
+            "ragfolio/core/bundle.py", "conf/base/serving.yml", "data/06_models/bundle/manifest.json"} <= files
     bundle_files = {f.removeprefix("data/06_models/bundle/") for f in files if f.startswith("data/")}
     assert bundle_files == {p.relative_to(tiny_bundle).as_posix() for p in tiny_bundle.rglob("*") if p.is_file()}
-    unexpected = [f for f in files if f.startswith(("ragfolio/pipelines", "tests", "src/")) or f.endswith(
-        ("settings.py", "catalog.yml", "pyproject.toml", ".pyc"))]
+    unexpected = [f for f in files if f.startswith(("ragfolio/pipelines", "tests", "src/")) or f in (
+        "ragfolio/settings.py", "ragfolio/hooks.py") or f.endswith(("catalog.yml", "pyproject.toml", ".pyc"))]
     assert unexpected == []

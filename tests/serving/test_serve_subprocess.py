@@ -3,71 +3,19 @@ request that does not hold up the others, a member timeout, and a refused start.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from conftest import write_config
+from conftest import BENTOML, ROOT, bentoml_serve, free_port, serve_env, write_config
 from tiny_bundle import MEMBERS, questions
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-BENTOML = str(Path(sys.executable).with_name("bentoml"))
 K = len(MEMBERS)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def serve_env(config: Path, home: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "RAGFOLIO_SERVING_CONFIG": str(config), "BENTOML_HOME": str(home),
-            "BENTOML_DO_NOT_TRACK": "true", "DO_NOT_TRACK": "1", **extra}
-
-
-@contextlib.contextmanager
-def bentoml_serve(config: Path, home: Path, timeout_s: float = 120.0, **env: str) -> Iterator[str]:
-    """``bentoml serve`` from the project root; yields its URL once /readyz answers 200, then stops it."""
-    port = free_port()
-    log = home / f"serve-{port}.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [BENTOML, "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
-            env=serve_env(config, home, **env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"bentoml serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"bentoml serve not ready after {timeout_s} s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)  # its own process group: the server and its workers
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

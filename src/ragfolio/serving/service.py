@@ -1,7 +1,9 @@
 """The trained portfolio and router as a BentoML service: ``bentoml serve`` from the project root.
 
 Endpoints (JSON): ``POST /retrieve``, ``POST /batch_retrieve``, ``POST /answer``, ``GET /portfolio``,
-plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus).
+plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus). ``GET /`` is the
+playground, an HTML page that calls these (:mod:`ragfolio.serving.playground`); it takes the place
+of BentoML's Swagger UI, whose OpenAPI spec stays at ``/docs.json``.
 
 The class only translates: requests are validated by :mod:`ragfolio.serving.schemas`, work is done
 by :class:`ragfolio.serving.engine.ServingEngine` (core calls) in two thread pools, one for
@@ -38,13 +40,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
-from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.answering.llm import LLMRequestError, LLMUnavailableError
+from ragfolio.core.batching import MicroBatcher
+from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
 from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id
 from ragfolio.serving.metrics import serving_metrics
+from ragfolio.serving.playground import playground_view
 from ragfolio.serving.schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -83,8 +86,10 @@ async def portfolio_view(request: Request) -> JSONResponse:
     return JSONResponse(service.engine.portfolio().model_dump(mode="json"))
 
 
-# BentoML APIs are POST; the GET route lives in a small Starlette app mounted next to them.
-portfolio_app = Starlette(routes=[Route("/portfolio", portfolio_view, methods=["GET"])])
+# BentoML APIs are POST; the GET routes live in a small Starlette app mounted next to them
+# (BentoML's own index page at "/" comes after the mounted apps, so the playground replaces it).
+portfolio_app = Starlette(routes=[Route("/portfolio", portfolio_view, methods=["GET"]),
+                                  Route("/", playground_view, methods=["GET"])])
 
 
 @bentoml.asgi_app(portfolio_app, path="/")
