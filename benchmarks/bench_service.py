@@ -35,28 +35,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import os
-import platform
-import random
 import shlex
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
 import numpy as np
-import psutil
-
-ROOT = Path(__file__).resolve().parents[1]
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+from service_harness import LOOPBACK, load_average, machine, memory, questions, serve, wait_for_llm
 
 
 @dataclass
@@ -89,57 +77,6 @@ class Phase:
         return {"query": queries[k % len(queries)]}
 
 
-def questions() -> list[str]:
-    path = ROOT / "data" / "02_intermediate" / "questions.json"
-    if path.is_file():
-        texts = [q["question"] for q in json.loads(path.read_text())]
-    else:  # a fresh clone before `kedro run`: the test fixtures' questions
-        texts = [json.loads(line)["question"] for f in sorted((ROOT / "tests/fixtures/tiny").glob("*.jsonl"))
-                 for line in f.read_text().splitlines() if line.strip()]
-    random.Random(0).shuffle(texts)
-    return texts
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serve(timeout_s: float) -> Iterator[tuple[str, float, int]]:
-    """``bentoml serve`` on a free loopback port; yields ``(url, seconds to ready, pid)``, then stops it."""
-    port = free_port()
-    env = {**os.environ, "BENTOML_HOME": tempfile.mkdtemp(prefix="bentoml_home_"), "BENTOML_DO_NOT_TRACK": "true",
-           "DO_NOT_TRACK": "1"}
-    log = Path(env["BENTOML_HOME"]) / "serve.log"
-    start = time.perf_counter()
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("bentoml")), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"bentoml serve exited with {proc.returncode}; see {log}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            if time.perf_counter() - start > timeout_s:
-                raise RuntimeError(f"not ready after {timeout_s} s; see {log}")
-            time.sleep(0.1)
-        yield url, time.perf_counter() - start, proc.pid
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
 async def run_phase(url: str, phase: Phase, queries: list[str], max_s: float) -> Phase:
     """Send ``phase.requests`` requests with ``phase.concurrency`` in flight, stopping at ``max_s``."""
     pending = iter(range(phase.requests))
@@ -165,41 +102,6 @@ async def run_phase(url: str, phase: Phase, queries: list[str], max_s: float) ->
         await asyncio.gather(*(worker(client) for _ in range(phase.concurrency)))
     phase.wall_s = time.perf_counter() - start
     return phase
-
-
-def wait_for_llm(url: str, query: str, timeout_s: float) -> float:
-    """Seconds until ``/answer`` first answers 200 (the LLM process loads after the service is ready)."""
-    start = time.perf_counter()
-    while time.perf_counter() - start < timeout_s:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.post(f"{url}/answer", json={"query": query}, timeout=timeout_s).status_code == 200:
-                return time.perf_counter() - start
-        time.sleep(1.0)
-    raise RuntimeError(f"/answer did not answer 200 within {timeout_s} s")
-
-
-def memory(pid: int | None) -> str:
-    """Resident memory of a process and its descendants, one entry per process."""
-    if pid is None:
-        return "not measured (`--url`)"
-    parts = []
-    for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            cmd = " ".join(proc.cmdline())
-            role = ("LLM server" if "llm_server" in cmd else "worker" if "worker" in cmd or "_bentoml_impl" in cmd
-                    else "bentoml serve" if "bentoml" in cmd else proc.name())
-            parts.append(f"{role} {proc.memory_info().rss / 2**20:.0f} MiB")
-    return ", ".join(parts)
-
-
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor() or "unknown")
-    return f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}"
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def report(phases: list[Phase], ready_s: float | None, url: str, portfolio: dict, loads: tuple[str, str],
@@ -254,7 +156,8 @@ def main() -> None:
         if args.url:
             url, ready_s = args.url.rstrip("/"), None
         else:
-            url, ready_s, pid = stack.enter_context(serve(args.ready_timeout_s))
+            served = stack.enter_context(serve(args.ready_timeout_s))
+            url, ready_s, pid = served.url, served.ready_s, served.pid
             print(f"ready after {ready_s:.1f} s at {url}", flush=True)
         portfolio = httpx.get(f"{url}/portfolio", timeout=30).json()
         answers = bool(args.answer_lone_requests or args.answer_requests)

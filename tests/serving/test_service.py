@@ -262,3 +262,4 @@ def test_metrics_count_members_routing_degradation_and_batch_sizes(client, monke
         text, "ragfolio_member_failures_total", member=graph)
     assert metric(after, "ragfolio_degraded_total", endpoint="/retrieve") == 1 + metric(
         text, "ragfolio_degraded_total", endpoint="/retrieve")
+

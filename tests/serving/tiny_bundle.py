@@ -11,6 +11,7 @@ model), which the router and two members read and which counts its calls; regist
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,9 +24,12 @@ from ragfolio.core.bundle import PortfolioBundle, save_bundle
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
 from ragfolio.core.retrieval.pool import make_candidate
+from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.learned import Router
 from ragfolio.core.routing.query_features import TextHasher, query_features
+from ragfolio.core.routing.retrieval import PostRetrievalRouter
+from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 MEMBERS = [
@@ -40,8 +44,12 @@ def questions() -> list[str]:
     return [q.question for q in load_folder(FIXTURES)]
 
 
-def write_tiny_bundle(path: Path) -> dict:
-    """Fit a small router on random utilities and save the bundle to ``path``; returns the manifest."""
+def write_tiny_bundle(path: Path, router_kind: str = "learned") -> dict:
+    """Fit a small router on random utilities and save the bundle to ``path``; returns the manifest.
+
+    ``router_kind="post_retrieval"``: the bundle serves a post-retrieval router instead, fitted on
+    the retrieval features of the same questions (BM25 first stage only, no encoder).
+    """
     records = load_folder(FIXTURES)
     corpus = build_corpus(records)
     members = [make_candidate(family, params) for family, params in MEMBERS]
@@ -56,6 +64,14 @@ def write_tiny_bundle(path: Path) -> dict:
         routing={"text_features": hasher.to_dict(), "encoders": []}, embeddings={}, default_l=2,
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )
+    if router_kind == "post_retrieval":
+        featurizer = RetrievalFeaturizer((), SCORING["num_docs"], 5)
+        first, member_features = featurizer.compute(PoolRunner.from_bundle(bundle), texts, members)
+        post = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(
+            RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
+        )
+        routing = {**bundle.routing, "retrieval_features": {"encoders": [], "agreement_depth": 5}}
+        bundle = dataclasses.replace(bundle, router=post, routing=routing)
     return save_bundle(bundle, path)
 
 

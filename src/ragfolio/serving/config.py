@@ -80,6 +80,20 @@ class LLMProcessConfig(BaseModel):
     max_backoff_s: float = Field(30.0, ge=0)
 
 
+class FaultInjectionConfig(BaseModel):
+    """For benchmarks and tests only: ``member`` sleeps ``delay_s`` before each run (:mod:`ragfolio.serving.faults`).
+
+    Attributes:
+        member: A member's name, as ``/portfolio`` lists it.
+        delay_s: Seconds each of its runs sleeps first; past ``member_timeout_s`` it times out.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    member: str = Field(min_length=1)
+    delay_s: float = Field(gt=0, le=600)
+
+
 class ServingConfig(BaseModel):
     """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
 
@@ -102,6 +116,7 @@ class ServingConfig(BaseModel):
         llm: A :func:`ragfolio.core.answering.backends.make_backend` config.
         llm_process: How an in-process LLM kind runs (its own process by default).
         answerer: The answer and selector prompt limits.
+        fault_injection: Off (None) but in benchmarks and tests: a member made slow on purpose.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -121,6 +136,7 @@ class ServingConfig(BaseModel):
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
     llm_process: LLMProcessConfig = Field(default_factory=LLMProcessConfig)
     answerer: AnswererConfig = Field(default_factory=AnswererConfig)
+    fault_injection: FaultInjectionConfig | None = None
 
     @field_validator("llm")
     @classmethod

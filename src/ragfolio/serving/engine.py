@@ -10,7 +10,9 @@ encoded together (one call per encoder), routed in one forward pass,
 and each member chosen by any of them runs once over the batch
 (:meth:`ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`); the service gathers concurrent
 requests into such batches (:class:`ragfolio.core.batching.MicroBatcher`). A query's passages
-are the same whether it came alone or in a batch.
+are the same whether it came alone or in a batch. A bundle whose router sees the retrieval
+(``router_training.bundle.router: pre_retrieval | post_retrieval``) routes each query of a batch
+on its own first-stage rankings (post-retrieval: after all k members ran), one query at a time.
 
 The LLM: an in-process kind (the embedded model) runs by default in a process of its own, an
 OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.answering.llm_process`,
@@ -40,16 +42,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragfolio.core.answering.answerer import Answerer
-
 from ragfolio.core.answering.backends import make_backend
-from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.answering.embedded_llm import LocalBackend
-from ragfolio.core.retrieval.executor import MemberResults
 from ragfolio.core.answering.llm import PLAIN, ChatBackend
 from ragfolio.core.answering.llm_process import LLMProcess, ProcessBackend
 from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
+from ragfolio.core.bundle import PortfolioBundle, load_bundle
+from ragfolio.core.retrieval.executor import MemberResults
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.serving.config import ServingConfig
+from ragfolio.serving.faults import inject_fault
 from ragfolio.serving.schemas import (
     AnswerResponse,
     Candidate,
@@ -99,7 +101,8 @@ class ServingEngine:
         FileNotFoundError: ``config.bundle`` holds no bundle.
         ragfolio.core.bundle.BundleIntegrityError: A bundle file differs from its recorded
             checksum (the message names the file).
-        ValueError: ``config.default_l`` is larger than the bundle's k, or the LLM config is invalid.
+        ValueError: ``config.default_l`` is larger than the bundle's k, the LLM config is invalid, or
+            ``config.fault_injection`` names no member.
     """
 
     def __init__(self, config: ServingConfig) -> None:
@@ -113,6 +116,10 @@ class ServingEngine:
         self.llm_process: LLMProcess | None = None
         self.answerer = Answerer(self._backend(config), **config.answerer.model_dump())
         self.rag = AdaptiveRAG.from_bundle(bundle, self.answerer, timeout_s=config.member_timeout_s)
+        inject_fault(self.rag, config.fault_injection)
+        if config.fault_injection is not None:
+            logger.warning("fault injection (benchmarks and tests only): member %s sleeps %.3g s per run",
+                           config.fault_injection.member, config.fault_injection.delay_s)
         self.num_docs = self.rag.runner.num_docs
         # A view shares the runner's first-stage rankings, which are prefilter_depth deep.
         max_num_docs = min(config.max_num_docs, self.rag.runner.prefilter_depth)
@@ -181,7 +188,9 @@ class ServingEngine:
                 runner = copy.copy(self.rag.runner)  # shallow: the parts memo and encoders are shared
                 runner.num_docs = num_docs
                 view = AdaptiveRAG(runner, self.rag.members, self.rag.router, self.rag.hasher, self.rag.encoders,
-                                   timeout_s=self.config.member_timeout_s)
+                                   timeout_s=self.config.member_timeout_s,
+                                   retrieval_features=self.rag.retrieval_features)
+                inject_fault(view, self.config.fault_injection)
                 self._views[num_docs] = view
             return view
 
@@ -201,6 +210,8 @@ class ServingEngine:
         """
         if not items:
             return []
+        if self.rag.online is not None:
+            return [self._retrieve_online(item) for item in items]
         start = time.perf_counter()
         queries = [item.query.strip() for item in items]
         ls = [item.l or self.default_l for item in items]
@@ -231,6 +242,24 @@ class ServingEngine:
                             "members": routed.results.latency_ms - routed.results.shared_ms, "total": total_ms},
             ))
         return responses
+
+    def _retrieve_online(self, item: RetrievalItem) -> RetrieveResponse:
+        """One query routed by a router that sees the retrieval (``pre_retrieval``, ``post_retrieval``).
+
+        Its features come from the query's own first-stage rankings (and, post-retrieval, every
+        member's results), so these queries are routed one at a time, not as a batch.
+        """
+        start = time.perf_counter()
+        l, depth = item.l or self.default_l, item.num_docs or self.num_docs  # noqa: E741
+        routed = self._view(depth).retrieve(item.query.strip(), l)
+        return RetrieveResponse(
+            query=item.query, l=l, num_docs=depth, members=self._members(routed, item.request_id),
+            passages=self._merged(routed.results), degraded=routed.results.degraded,
+            reasons=self._reasons(routed.results),
+            latency_ms={"route": routed.route_ms, "shared": routed.results.shared_ms,
+                        "members": routed.results.latency_ms - routed.results.shared_ms,
+                        "total": 1000 * (time.perf_counter() - start)},
+        )
 
     def answer(self, query: str, l: int | None = None, request_id: str | None = None) -> AnswerResponse:  # noqa: E741
         """Retrieve with l routed members, answer from each one's passages, select one answer.
@@ -267,7 +296,7 @@ class ServingEngine:
             default_l=self.default_l, num_docs=self.num_docs, n_passages=len(bundle.corpus),
             corpus_fingerprint=bundle.corpus.fingerprint,
             members=[MemberInfo(name=m.name, family=m.family, params=dict(m.params)) for m in bundle.members],
-            selection=bundle.selection, routing=bundle.routing,
+            router=bundle.router.name, selection=bundle.selection, routing=bundle.routing,
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,
                     "max_body_bytes": self.config.max_body_bytes, "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
                     "request_timeout_s": self.config.request_timeout_s,

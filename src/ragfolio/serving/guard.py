@@ -12,10 +12,16 @@
   parses it: at once when ``Content-Length`` says so, otherwise as soon as the bytes read pass
   the limit (a chunked body is read at most one chunk past it). The endpoint receives the body it
   would have received.
+- **JSON bodies only.** A ``POST``, ``PUT`` or ``PATCH`` whose ``Content-Type`` is other than
+  ``application/json`` (BentoML would parse a form, or text as JSON), or whose body is encoded
+  (``Content-Encoding`` other than ``identity``, which BentoML ignores), gets a 415, unread. A
+  request without a ``Content-Type`` is taken as JSON, as BentoML takes it.
 - **Quiet errors.** An error response (status >= 400) leaves as a JSON object with ``request_id``;
   a non-JSON error body becomes ``{"error": <the status's phrase>}``, and an exception no endpoint
   handled becomes a 500 ``{"error": "internal error", "request_id": ...}``, its traceback logged
-  under the request id. Nothing of the exception reaches the client.
+  under the request id. Nothing of the exception reaches the client. A validation error's
+  ``detail`` keeps each error's ``type``, ``loc`` and ``msg`` only (pydantic adds a documentation
+  URL), and its title names the request model, not BentoML's ``...IODescriptor`` class.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "x-request-id"
 INTERNAL_ERROR = "internal error; the server log has the detail under this request_id"
+JSON_ONLY = "the request body must be JSON: Content-Type application/json"
+UNENCODED_ONLY = "the request body must not be compressed: Content-Encoding identity or none"
+_WITH_BODY = ("POST", "PUT", "PATCH")
+_DETAIL_KEYS = ("type", "loc", "msg")
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -48,6 +58,18 @@ _request_id: ContextVar[str | None] = ContextVar("ragfolio_request_id", default=
 def current_request_id() -> str | None:
     """The id of the request being handled (None outside a request)."""
     return _request_id.get()
+
+
+def unsupported_body(method: str, headers: Headers) -> str | None:
+    """Why a request's body is refused unread (a 415), or None: not JSON, or compressed."""
+    if method not in _WITH_BODY:
+        return None
+    media_type = headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        return JSON_ONLY
+    if headers.get("content-encoding", "identity").strip().lower() not in ("identity", ""):
+        return UNENCODED_ONLY
+    return None
 
 
 def request_id_from(headers: Headers) -> str:
@@ -83,6 +105,9 @@ class RequestGuard:
         where = f"{scope.get('method', '')} {scope.get('path', '')}"
         response = _ResponseGuard(send, rid, where, rewrite=scope.get("method") != "HEAD")
         try:
+            if (refusal := unsupported_body(scope.get("method", ""), headers)) is not None:
+                await response.send_error(415, refusal)
+                return
             limit = self.max_body_bytes()
             declared = headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
@@ -182,8 +207,22 @@ def _error_payload(start: Message, body: bytes) -> dict[str, Any]:
     status = start["status"]
     if Headers(scope=start).get("content-type", "").startswith("application/json"):
         if (payload := _json_object(body)) is not None:
-            return payload
+            return _quiet_validation(payload)
     return {"error": INTERNAL_ERROR if status >= 500 else _phrase(status)}
+
+
+def _quiet_validation(payload: dict[str, Any]) -> dict[str, Any]:
+    """A validation error (BentoML's ``{"error": "<n> validation error for <model>", "detail": [...]}``)
+    with only ``type``, ``loc`` and ``msg`` of each error and the request model's own name."""
+    detail = payload.get("detail")
+    if not isinstance(detail, list):
+        return payload
+    error = payload.get("error")
+    return {
+        **payload,
+        "error": re.sub(r"(\w)IODescriptor\b", r"\1", error) if isinstance(error, str) else error,
+        "detail": [{k: e[k] for k in _DETAIL_KEYS if k in e} if isinstance(e, dict) else e for e in detail],
+    }
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

@@ -238,6 +238,7 @@ class PortfolioInfo(BaseModel):
         description="The served corpus's fingerprint; the pipeline's reports name the corpus they measured by it."
     )
     members: list[MemberInfo]
+    router: str = Field(description="The served router's kind: learned, pre_retrieval, post_retrieval, ...")
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
     routing: dict[str, Any]
     limits: dict[str, Any]

@@ -1,0 +1,232 @@
+"""What the service benchmarks share: start ``bentoml serve``, the questions, the service's processes.
+
+Used by ``bench_service.py`` (load), ``bad_inputs.py`` (malformed requests), ``fault_service.py``
+(an LLM killed under load, a member forced to time out) and ``soak_service.py`` (10 minutes of
+mixed traffic). Run those from the repository root; this module is imported, not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psutil
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+LLM_SERVER_MODULE = "llm_server"  # the LLM process runs `python -m ragfolio.core[...].llm_server`
+
+
+def questions() -> list[str]:
+    """The sample's questions (data/02_intermediate/questions.json) in a fixed shuffled order."""
+    path = ROOT / "data" / "02_intermediate" / "questions.json"
+    if path.is_file():
+        texts = [q["question"] for q in json.loads(path.read_text())]
+    else:  # a fresh clone before `kedro run`: the test fixtures' questions
+        texts = [json.loads(line)["question"] for f in sorted((ROOT / "tests/fixtures/tiny").glob("*.jsonl"))
+                 for line in f.read_text().splitlines() if line.strip()]
+    random.Random(0).shuffle(texts)
+    return texts
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running ``bentoml serve``: its URL, seconds to ready, pid and log file."""
+
+    url: str
+    ready_s: float
+    pid: int
+    log: Path
+
+
+def serving_config(path: Path, **overrides: Any) -> Path:
+    """Write conf/base/serving.yml with ``overrides`` of its ``serving`` keys to ``path``; returns it."""
+    raw = yaml.safe_load((ROOT / "conf/base/serving.yml").read_text())
+    raw["serving"].update(overrides)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@contextlib.contextmanager
+def serve(timeout_s: float, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """``bentoml serve`` from the repository root on a free loopback port, with ``env`` added to the
+    environment (e.g. ``RAGFOLIO_SERVING_CONFIG``); yields once ``/readyz`` is 200, then stops it."""
+    port = free_port()
+    home = tempfile.mkdtemp(prefix="bentoml_home_")
+    full_env = {**os.environ, "BENTOML_HOME": home, "BENTOML_DO_NOT_TRACK": "true", "DO_NOT_TRACK": "1",
+                **(env or {})}
+    log = Path(home) / "serve.log"
+    start = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("bentoml")), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"bentoml serve exited with {proc.returncode}; see {log}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.perf_counter() - start > timeout_s:
+                raise RuntimeError(f"not ready after {timeout_s} s; see {log}")
+            time.sleep(0.1)
+        yield Served(url, time.perf_counter() - start, proc.pid, log)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)  # its own process group: the server, its worker, the LLM
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def wait_for_llm(url: str, query: str, timeout_s: float) -> float:
+    """Seconds until ``/answer`` first answers 200 (the LLM process loads after the service is ready)."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout_s:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.post(f"{url}/answer", json={"query": query}, timeout=timeout_s).status_code == 200:
+                return time.perf_counter() - start
+        time.sleep(1.0)
+    raise RuntimeError(f"/answer did not answer 200 within {timeout_s} s")
+
+
+def role(proc: psutil.Process) -> str:
+    """What a process of the service is: ``bentoml serve``, its worker, or the LLM server."""
+    cmd = " ".join(proc.cmdline())
+    return ("LLM server" if LLM_SERVER_MODULE in cmd else "worker" if "worker" in cmd or "_bentoml_impl" in cmd
+            else "bentoml serve" if "bentoml" in cmd else proc.name())
+
+
+def service_processes(pid: int) -> list[psutil.Process]:
+    """``bentoml serve`` (``pid``) and all its descendants (worker, LLM server)."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def rss_by_role(pid: int) -> dict[str, int]:
+    """Resident bytes of each of the service's processes, keyed by role (summed per role)."""
+    out: dict[str, int] = {}
+    for proc in service_processes(pid):
+        with contextlib.suppress(psutil.Error):
+            name = role(proc)
+            out[name] = out.get(name, 0) + proc.memory_info().rss
+    return out
+
+
+def llm_server(pid: int) -> psutil.Process | None:
+    """The LLM server process under ``bentoml serve`` (``pid``), if one runs."""
+    for proc in service_processes(pid):
+        with contextlib.suppress(psutil.Error):
+            if LLM_SERVER_MODULE in " ".join(proc.cmdline()):
+                return proc
+    return None
+
+
+def memory(pid: int | None) -> str:
+    """Resident memory of a process and its descendants, one entry per process."""
+    if pid is None:
+        return "not measured (`--url`)"
+    return ", ".join(f"{name} {rss / 2**20:.0f} MiB" for name, rss in rss_by_role(pid).items())
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor() or "unknown")
+    return f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}"
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request's outcome: sent ``t_s`` seconds into the run; status 0: the connection failed.
+
+    ``routed`` and ``left_out`` name the members a 200 routed to and the ones it left out (failed
+    or timed out), over all queries of a batch.
+    """
+
+    t_s: float
+    endpoint: str
+    status: int
+    latency_ms: float
+    degraded: bool = False
+    routed: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+    kind: str = ""
+
+
+def _members(body: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    results = body.get("results", [body])
+    members = [m for r in results if isinstance(r, dict) for m in r.get("members", [])]
+    routed = tuple(dict.fromkeys(m["name"] for m in members))
+    return routed, tuple(dict.fromkeys(m["name"] for m in members if not m["ok"]))
+
+
+async def send_json(client: httpx.AsyncClient, endpoint: str, payload: Any, t0: float) -> Sample:
+    """POST ``payload`` as JSON to ``endpoint``; the outcome, timed from ``t0`` (``time.perf_counter``)."""
+    sent = time.perf_counter()
+    try:
+        response = await client.post(endpoint, json=payload)
+        status = response.status_code
+        body = response.json() if status == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        status, body = 0, {}
+    routed, left_out = _members(body) if isinstance(body, dict) else ((), ())
+    return Sample(sent - t0, endpoint, status, 1000 * (time.perf_counter() - sent),
+                  bool(body.get("degraded")) if isinstance(body, dict) else False, routed, left_out)
+
+
+async def keep_sending(client: httpx.AsyncClient, endpoint: str, payloads: Iterator[Any], until: float, t0: float,
+                       out: list[Sample], pause_s: float = 0.0) -> None:
+    """Send ``payloads`` to ``endpoint`` one after another until ``until`` (``time.perf_counter``)."""
+    while time.perf_counter() < until:
+        out.append(await send_json(client, endpoint, next(payloads), t0))
+        if pause_s:
+            await asyncio.sleep(pause_s)
+
+
+def cycle_queries(queries: list[str], offset: int = 0, batch: int = 0) -> Iterator[dict[str, Any]]:
+    """``{"query": ...}`` (or ``{"queries": [...]}`` of ``batch``) over ``queries``, cycled from ``offset``."""
+    i = offset
+    while True:
+        if batch:
+            yield {"queries": [queries[(i + j) % len(queries)] for j in range(batch)]}
+            i += batch
+        else:
+            yield {"query": queries[i % len(queries)]}
+            i += 1
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (nan when empty)."""
+    return float(np.percentile(values, q)) if values else float("nan")
