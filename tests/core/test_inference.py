@@ -90,6 +90,22 @@ def test_a_member_past_the_deadline_is_dropped_without_waiting_for_it(tiny_dir, 
     assert 0.5 <= elapsed - results.shared_ms / 1000 < 1.0  # the stuck thread still holds on for 10 s
 
 
+def test_a_hung_member_holds_only_its_own_threads(tiny_dir, calls, small_grid) -> None:
+    """Bulkheads: with every thread of the hung member's pool stuck, the other member still answers."""
+    fast = expand_grid(small_grid)[0]
+    members = [CandidateSpec("slow", fast.family, fast.params), fast]
+    runner, queries = tiny_runner(tiny_dir, StuckRunner)
+    runner.prepare(members, queries)
+    executor = PortfolioExecutor(runner, members, timeout_s=0.2, max_workers=2)
+    try:
+        results = [executor.run(query, [0, 1]) for query in queries[:5]]  # 5 hung runs > 2 threads
+    finally:
+        runner.release.set()
+        executor.close()
+    assert all(r.reasons == ["slow: timeout after 0.2 s"] for r in results)
+    assert all(r.runs[1].ok for r in results)  # one shared pool of 2 would have left it queued behind "slow"
+
+
 def test_sequential_runs_report_members_past_the_deadline(tiny_dir, calls, small_grid) -> None:
     fast = expand_grid(small_grid)[0]
     members = [CandidateSpec("slow", fast.family, fast.params), fast]

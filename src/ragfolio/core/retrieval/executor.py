@@ -134,8 +134,10 @@ class PortfolioExecutor:
         runner: The pool runner over the corpus (built on a disabled disk cache for online use).
         members: The portfolio's members; ``run``'s ``chosen`` indexes into them.
         timeout_s: Seconds the members get, counted from when they start (after the shared parts).
-        max_workers: Threads of the pool; default one per member, at most 32. A member that timed
-            out keeps its thread until it finishes (threads cannot be interrupted).
+        max_workers: Threads of each member's own pool (default 4), and of the pool that computes
+            the shared parts (one per member, at most 32). A member that timed out keeps its thread
+            until it finishes (threads cannot be interrupted), but only its own: each member runs in
+            a pool of its own (a bulkhead), so a slow member queues behind itself, never the others.
     """
 
     def __init__(
@@ -155,18 +157,21 @@ class PortfolioExecutor:
         self.runner = runner
         self.members = list(members)
         self.timeout_s = timeout_s
-        self.max_workers = max_workers or min(32, len(self.members))
-        self._pool: ThreadPoolExecutor | None = None
+        self.max_workers = max_workers or 4
+        self._pools: dict[int | None, ThreadPoolExecutor] = {}  # a member's index, or None: the shared parts
         self._closed = False
         self._lock = threading.Lock()
 
-    def _get_pool(self) -> ThreadPoolExecutor:
+    def _get_pool(self, member: int | None = None) -> ThreadPoolExecutor:
+        """Member ``member``'s own pool, or (None) the pool of the shared parts; made on first use."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the PortfolioExecutor is closed")
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="portfolio-member")
-            return self._pool
+            if (pool := self._pools.get(member)) is None:
+                size = min(32, len(self.members)) if member is None else self.max_workers
+                name = "portfolio-shared" if member is None else f"portfolio-member-{member}"
+                pool = self._pools[member] = ThreadPoolExecutor(size, thread_name_prefix=name)
+            return pool
 
     def _specs(self, chosen: Sequence[int]) -> list[CandidateSpec]:
         if not chosen:
@@ -223,12 +228,12 @@ class PortfolioExecutor:
         for picks in chosen:
             self._specs(picks)  # checks the indices
         union = list(dict.fromkeys(j for picks in chosen for j in picks))
-        pool = self._get_pool()
         start = time.perf_counter()
-        shared_ms = self._prepare([self.members[j] for j in union], queries, pool)
+        shared_ms = self._prepare([self.members[j] for j in union], queries, self._get_pool())
         begin = time.perf_counter()
-        futures: dict[int, Future[_Ranked]] = {j: pool.submit(_rank, self.runner, self.members[j], queries)
-                                               for j in union}
+        futures: dict[int, Future[_Ranked]] = {
+            j: self._get_pool(j).submit(_rank, self.runner, self.members[j], queries) for j in union
+        }
         wait(futures.values(), timeout=self.timeout_s)
         waited_ms = 1000 * (time.perf_counter() - begin)
         ranked: dict[int, _Ranked] = {}
@@ -276,11 +281,11 @@ class PortfolioExecutor:
         return runs
 
     def close(self) -> None:
-        """Shut the pool down without waiting for members still running (timed-out ones)."""
+        """Shut the pools down without waiting for members still running (timed-out ones)."""
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> PortfolioExecutor:
