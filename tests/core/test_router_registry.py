@@ -42,7 +42,8 @@ def _data(n: int, seed: int) -> tuple[RouteInputs, np.ndarray]:
 
 def test_the_learned_router_and_every_ablation_are_registered() -> None:
     assert router_names() == [
-        "learned", "random", "top_average", "greedy_prefix", "logistic", "oracle", "pre_retrieval", "post_retrieval",
+        "learned", "random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle",
+        "pre_retrieval", "post_retrieval",
     ]
     assert registry.router_class("learned") is Router
 
@@ -64,6 +65,18 @@ def test_every_router_saves_loads_by_name_and_routes_the_same(name: str, tmp_pat
         np.testing.assert_array_equal(loaded_scores, scores)
     with pytest.raises(ValueError, match=f"l={K + 1} must be in 1..{K}"):
         loaded.route(test, K + 1)
+
+
+def test_nearest_neighbours_route_by_the_most_similar_train_questions() -> None:
+    train, U = _data(40, seed=5)
+    alone = make_router("nearest_neighbour", n_neighbours=1).fit(train, U)
+    picks, scores = alone.route(train, 1)  # each train question is its own nearest neighbour
+    np.testing.assert_array_equal(scores, U)
+    assert (U[np.arange(40), picks[:, 0]] == U.max(axis=1)).all()
+    everyone = make_router("nearest_neighbour", n_neighbours=100).fit(train, U)  # more than there are
+    np.testing.assert_allclose(everyone.route(train, 1)[1], np.tile(U.mean(axis=0), (40, 1)), rtol=1e-6)
+    with pytest.raises(ValueError, match="n_neighbours=0"):
+        make_router("nearest_neighbour", n_neighbours=0)
 
 
 def test_a_router_json_without_a_name_is_a_learned_router(tmp_path: Path) -> None:
@@ -91,56 +104,56 @@ def test_loading_names_what_is_wrong(tmp_path: Path) -> None:
 
 # The README's "adding a router" example, as written there.
 @dataclass
-class NearestNeighbourRouter:
-    """Scores each member by its mean utility on the query's nearest train questions."""
+class CentroidRouter:
+    """Scores each member by the cosine of the query to the centroid of the train questions it won."""
 
-    name: ClassVar[str] = "nearest_neighbour"
-    n_neighbours: int = 10
+    name: ClassVar[str] = "centroid"
     block: str = "minilm"  # the dense query-feature block compared by cosine
     members_: list[str] = field(default_factory=list, init=False)
 
-    def _keys(self, inputs: RouteInputs) -> np.ndarray:
+    def _unit(self, inputs: RouteInputs) -> np.ndarray:
         x = np.asarray(inputs.query[self.block], dtype=np.float32)
         return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
     def fit(self, inputs: RouteInputs, U: np.ndarray, members: Sequence[str] | None = None) -> Self:
-        self.keys_, self.utilities_ = self._keys(inputs), np.asarray(U, dtype=np.float32)
-        self.members_ = member_names(members, self.utilities_.shape[1])
+        x, U = self._unit(inputs), np.asarray(U, dtype=np.float32)
+        self.members_ = member_names(members, U.shape[1])
+        won = U == U.max(axis=1, keepdims=True)                 # (n, k): the tied-best members
+        centroids = (won.T @ x) / np.maximum(won.sum(axis=0), 1)[:, None]
+        self.centroids_ = centroids / np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
         return self
 
     def route(self, inputs: RouteInputs, l: int) -> tuple[np.ndarray, np.ndarray]:
         check_l(l, len(self.members_))
-        nearest = np.argsort(-(self._keys(inputs) @ self.keys_.T), axis=1)[:, : self.n_neighbours]
-        scores = self.utilities_[nearest].mean(axis=1)  # (n, k)
+        scores = self._unit(inputs) @ self.centroids_.T          # (n, k)
         return ranked(scores, l), scores
 
     def save(self, folder: str | Path) -> None:
-        path = write_config(folder, self.name, {"n_neighbours": self.n_neighbours, "block": self.block,
-                                                "members": self.members_})
-        save_file({"keys": self.keys_, "utilities": self.utilities_}, str(path / "router.safetensors"))
+        path = write_config(folder, self.name, {"block": self.block, "members": self.members_})
+        save_file({"centroids": self.centroids_}, str(path / "router.safetensors"))
 
     @classmethod
     def load(cls, folder: str | Path) -> Self:
         config = read_config(folder, cls.name)
-        router = cls(n_neighbours=config["n_neighbours"], block=config["block"])
-        tensors = load_file(str(Path(folder) / "router.safetensors"))
-        router.keys_, router.utilities_, router.members_ = tensors["keys"], tensors["utilities"], config["members"]
+        router = cls(block=config["block"])
+        router.centroids_ = load_file(str(Path(folder) / "router.safetensors"))["centroids"]
+        router.members_ = config["members"]
         return router
 
 
 def test_a_new_router_is_registered_made_and_loaded_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_ROUTERS", dict(registry._ROUTERS))  # leave the real registry as it was
-    register_router(NearestNeighbourRouter)
+    register_router(CentroidRouter)
     train, U = _data(40, seed=4)
-    router = make_router("nearest_neighbour", n_neighbours=5).fit(train, U, ["a", "b", "c"])
+    router = make_router("centroid", block="minilm").fit(train, U, ["a", "b", "c"])
     router.save(tmp_path)
     loaded = load_router(tmp_path)
-    assert isinstance(loaded, NearestNeighbourRouter) and loaded.n_neighbours == 5
+    assert isinstance(loaded, CentroidRouter) and loaded.block == "minilm"
     np.testing.assert_array_equal(loaded.route(train, 2)[0], router.route(train, 2)[0])
-    assert register_router(NearestNeighbourRouter) is NearestNeighbourRouter  # registering again is harmless
+    assert register_router(CentroidRouter) is CentroidRouter  # registering again is harmless
 
     @dataclass
-    class Impostor(NearestNeighbourRouter):
+    class Impostor(CentroidRouter):
         name: ClassVar[str] = "learned"
 
     with pytest.raises(ValueError, match="'learned' is taken by ragfolio.core.routing.learned.Router"):

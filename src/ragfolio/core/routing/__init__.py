@@ -4,8 +4,9 @@
   (:class:`RouteInputs`), and the ``router.json`` every saved router folder holds.
 * :mod:`~ragfolio.core.routing.registry`: routers by name (``make_router``, ``load_router``,
   ``register_router``).
-* :mod:`~ragfolio.core.routing.baselines`, :mod:`~ragfolio.core.routing.logistic`: the ablations
-  (fixed orders, random, oracle; logistic regression). The learned router is
+* :mod:`~ragfolio.core.routing.baselines`, :mod:`~ragfolio.core.routing.logistic`,
+  :mod:`~ragfolio.core.routing.neighbours`: the ablations (fixed orders, random, oracle; logistic
+  regression; nearest neighbours). The learned router is
   :class:`ragfolio.core.routing.learned.Router`.
 * :mod:`~ragfolio.core.routing.retrieval_features`, :mod:`~ragfolio.core.routing.retrieval`: features
   of the first-stage rankings and of each member's results, and the pre- and post-retrieval

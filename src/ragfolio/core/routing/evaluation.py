@@ -22,7 +22,7 @@ from ragfolio.core.routing.baselines import OracleRouter
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.stats import paired_differences
 
-ABLATIONS = ("random", "top_average", "greedy_prefix", "logistic", "oracle")
+ABLATIONS = ("random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle")
 COMPARED = ("learned", *ABLATIONS)  # the order of the routers in a report
 SUMMARIZED = ("learned", "greedy_prefix", "top_average", "logistic")  # scalars at l = 1, 2 for `dvc metrics`
 

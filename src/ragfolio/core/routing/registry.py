@@ -16,6 +16,7 @@ from ragfolio.core.routing.base import RouterProtocol, saved_name
 from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
 from ragfolio.core.routing.learned import Router
 from ragfolio.core.routing.logistic import LogisticRouter
+from ragfolio.core.routing.neighbours import NearestNeighbourRouter
 from ragfolio.core.routing.retrieval import PostRetrievalRouter, PreRetrievalRouter
 
 R = TypeVar("R", bound=type[RouterProtocol])
@@ -23,7 +24,8 @@ R = TypeVar("R", bound=type[RouterProtocol])
 _ROUTERS: dict[str, type[RouterProtocol]] = {
     cls.name: cls
     for cls in (
-        Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, OracleRouter,
+        Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, NearestNeighbourRouter,
+        OracleRouter,
         PreRetrievalRouter, PostRetrievalRouter,
     )
 }
