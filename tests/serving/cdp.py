@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -140,7 +141,8 @@ def _devtools_port(proc: subprocess.Popen[bytes], profile: Path, log: Path, time
 @contextlib.contextmanager
 def headless_chromium(binary: str, width: int = 1280, height: int = 900, timeout_s: float = 30.0) -> Iterator[Page]:
     """A fresh headless Chromium (temporary profile) and its one tab; stopped on exit."""
-    with tempfile.TemporaryDirectory(prefix="ragfolio-chromium-") as tmp:
+    # Chromium's helper processes can still write to the profile while it is removed: ignore that.
+    with tempfile.TemporaryDirectory(prefix="ragfolio-chromium-", ignore_cleanup_errors=True) as tmp:
         profile, log = Path(tmp) / "profile", Path(tmp) / "chromium.log"
         args = [binary, "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={profile}",
                 f"--window-size={width},{height}", "--no-first-run", "--no-default-browser-check",
@@ -148,7 +150,8 @@ def headless_chromium(binary: str, width: int = 1280, height: int = 900, timeout
         if os.geteuid() == 0:  # Chromium refuses to run as root with its sandbox (containers, CI)
             args.append("--no-sandbox")
         with log.open("wb") as out:
-            proc = subprocess.Popen([*args, "about:blank"], stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen([*args, "about:blank"], stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # its own process group: stopped with its helpers
         try:
             port = _devtools_port(proc, profile, log, timeout_s)
             targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=timeout_s).json()
@@ -161,9 +164,11 @@ def headless_chromium(binary: str, width: int = 1280, height: int = 900, timeout
                           mobile=False)
                 yield page
         finally:
-            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
