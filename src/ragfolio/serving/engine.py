@@ -234,13 +234,7 @@ class ServingEngine:
         responses = []
         for i, item in enumerate(items):
             routed = RoutedRetrieval(chosen[i], scores[i], results[i], route_ms)
-            responses.append(RetrieveResponse(
-                query=item.query, l=ls[i], num_docs=depths[i], members=self._members(routed, item.request_id),
-                passages=self._merged(routed.results), degraded=routed.results.degraded,
-                reasons=self._reasons(routed.results),
-                latency_ms={"route": route_ms, "shared": routed.results.shared_ms,
-                            "members": routed.results.latency_ms - routed.results.shared_ms, "total": total_ms},
-            ))
+            responses.append(self._retrieve_response(item, ls[i], depths[i], routed, total_ms))
         return responses
 
     def _retrieve_online(self, item: RetrievalItem) -> RetrieveResponse:
@@ -252,13 +246,18 @@ class ServingEngine:
         start = time.perf_counter()
         l, depth = item.l or self.default_l, item.num_docs or self.num_docs  # noqa: E741
         routed = self._view(depth).retrieve(item.query.strip(), l)
+        return self._retrieve_response(item, l, depth, routed, 1000 * (time.perf_counter() - start))
+
+    def _retrieve_response(
+        self, item: RetrievalItem, l: int, depth: int, routed: RoutedRetrieval, total_ms: float  # noqa: E741
+    ) -> RetrieveResponse:
+        """The response of one routed retrieval (``total_ms``: the batch's, or the query's alone)."""
+        results = routed.results
         return RetrieveResponse(
             query=item.query, l=l, num_docs=depth, members=self._members(routed, item.request_id),
-            passages=self._merged(routed.results), degraded=routed.results.degraded,
-            reasons=self._reasons(routed.results),
-            latency_ms={"route": routed.route_ms, "shared": routed.results.shared_ms,
-                        "members": routed.results.latency_ms - routed.results.shared_ms,
-                        "total": 1000 * (time.perf_counter() - start)},
+            passages=self._merged(results), degraded=results.degraded, reasons=self._reasons(results),
+            latency_ms={"route": routed.route_ms, "shared": results.shared_ms,
+                        "members": results.latency_ms - results.shared_ms, "total": total_ms},
         )
 
     def answer(self, query: str, l: int | None = None, request_id: str | None = None) -> AnswerResponse:  # noqa: E741

@@ -18,7 +18,6 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 from safetensors.numpy import load_file, save_file
 from scipy.special import expit, softmax
 from sklearn.linear_model import LogisticRegression
@@ -35,14 +34,9 @@ from ragfolio.core.routing.base import (
     write_config,
 )
 from ragfolio.core.routing.learned import tied_best
-from ragfolio.core.routing.query_features import Features
+from ragfolio.core.routing.query_features import Features, design_matrix
 
 WEIGHTS_FILE = "router.safetensors"
-
-
-def _design_matrix(features: Features) -> sp.csr_matrix:
-    """All blocks side by side (sorted by name, as the learned router reads them)."""
-    return sp.hstack([sp.csr_matrix(features[name]) for name in sorted(features)], format="csr")
 
 
 @dataclass
@@ -74,13 +68,13 @@ class LogisticRouter:
         self.coef_, self.intercept_ = np.zeros((0, 0)), np.zeros(0)
         if len(self.classes_) > 1:
             model = LogisticRegression(C=self.C, max_iter=self.max_iter)
-            model.fit(_design_matrix(inputs.query)[rows], labels, sample_weight=1.0 / best.sum(axis=1)[rows])
+            model.fit(design_matrix(inputs.query)[rows], labels, sample_weight=1.0 / best.sum(axis=1)[rows])
             self.coef_, self.intercept_ = model.coef_, model.intercept_
         return self
 
     def _proba(self, features: Features) -> npt.NDArray[np.float64]:
         """``(n, k)`` probability of each member being the best (as ``LogisticRegression.predict_proba``)."""
-        X = _design_matrix(features)
+        X = design_matrix(features)
         proba = np.zeros((X.shape[0], len(self.members_)))
         if len(self.classes_) == 1:
             proba[:, self.classes_[0]] = 1.0

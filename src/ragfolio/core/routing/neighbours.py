@@ -34,15 +34,14 @@ from ragfolio.core.routing.base import (
     read_config,
     write_config,
 )
-from ragfolio.core.routing.query_features import Features
+from ragfolio.core.routing.query_features import Features, design_matrix
 
 WEIGHTS_FILE = "router.safetensors"
 
 
 def _unit_rows(features: Features) -> sp.csr_matrix:
-    """All blocks side by side (sorted by name), each row scaled to unit L2 norm."""
-    X = sp.hstack([sp.csr_matrix(features[name]) for name in sorted(features)], format="csr")
-    return normalize(X.astype(np.float32), norm="l2", axis=1)
+    """All blocks side by side (:func:`design_matrix`), each row scaled to unit L2 norm."""
+    return normalize(design_matrix(features).astype(np.float32), norm="l2", axis=1)
 
 
 @dataclass

@@ -99,3 +99,8 @@ def n_rows(features: Features) -> int:
     if len(set(sizes.values())) != 1:
         raise ValueError(f"feature blocks have different row counts: {sizes}")
     return next(iter(sizes.values()))
+
+
+def design_matrix(features: Features) -> sp.csr_matrix:
+    """Every block side by side, sorted by name (as the learned router reads them), as one CSR matrix."""
+    return sp.hstack([sp.csr_matrix(features[name]) for name in sorted(features)], format="csr")
