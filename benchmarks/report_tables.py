@@ -74,6 +74,24 @@ def answer_table(metrics: dict) -> list[str]:
     return lines
 
 
+def versus_table(metrics: dict) -> list[str]:
+    """Each routed system against one retriever given more passages in one prompt and against Vendi-RAG."""
+    lines = ["| dataset | system | F1 minus single_best_wide [95%] | EM minus vendi_rag [95%] "
+             "| F1 minus vendi_rag [95%] | vendi_rag tokens / its tokens | vendi_rag latency / its latency |",
+             "|---|---|---|---|---|---|---|"]
+    for dataset, systems in metrics["datasets"].items():
+        vendi = systems.get("vendi_rag")
+        for system, m in systems.items():
+            if "minus" not in m:
+                continue
+            wide, v = m["minus"].get("single_best_wide", {}), m["minus"].get("vendi_rag", {})
+            ratios = (f"{vendi['tokens_mean'] / m['tokens_mean']:.1f}x | "
+                      f"{vendi['latency_ms_mean'] / m['latency_ms_mean']:.1f}x") if vendi else "- | -"
+            lines.append(f"| {dataset} | {system} | {_interval(wide.get('f1'))} | {_interval(v.get('em'))} | "
+                         f"{_interval(v.get('f1'))} | {ratios} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=Path("."))
@@ -92,7 +110,7 @@ def main() -> None:
         if args.plot:
             plot_em_vs_tokens(metrics).savefig(args.plot, dpi=120, bbox_inches="tight")
     for name, table in (("portfolio_metrics", portfolio_table), ("router_metrics", router_table),
-                        ("answer_metrics", answer_table)):
+                        ("answer_metrics", answer_table), ("answer_metrics", versus_table)):
         path = reporting / f"{name}.json"
         if path.exists():
             print(f"### {name}\n")

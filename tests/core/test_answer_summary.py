@@ -53,3 +53,17 @@ def test_selector_positions_vendi_rounds_and_order_halves() -> None:
     assert vendi["judge_acceptance_rate"] == pytest.approx(1 / 6) and vendi["accepted_share"] == 0.5
     assert "rounds_mean" not in routed
     assert selector_positions(records) == {"2": {"1": 1, "2": 1}, "3": {"3": 1}}
+
+
+def test_routed_systems_are_also_compared_with_the_wide_single_best_and_vendi_rag() -> None:
+    ids = [f"q{i}" for i in range(30)]
+    records = [record(q, "single_best_wide", float(i < 10)) for i, q in enumerate(ids)]
+    records += [record(q, "vendi_rag", float(i < 18)) for i, q in enumerate(ids)]
+    records += [record(q, "post_retrieval_l2", float(i < 15)) for i, q in enumerate(ids)]
+    records += [record(q, "portfolio_all", float(i < 15)) for i, q in enumerate(ids)]
+    summary = summarize(records)["d"]
+    versus = summary["post_retrieval_l2"]["minus"]
+    assert versus["single_best_wide"]["f1"]["estimate"] == pytest.approx(5 / 30)
+    assert versus["vendi_rag"]["em"]["estimate"] == pytest.approx(-3 / 30)
+    assert versus["vendi_rag"]["em"]["low"] < versus["vendi_rag"]["em"]["high"] <= 0  # never better than Vendi-RAG
+    assert "minus" not in summary["portfolio_all"] and "minus" not in summary["vendi_rag"]  # routed systems only

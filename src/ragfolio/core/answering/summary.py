@@ -4,7 +4,9 @@ Input: the per-question records of :meth:`ragfolio.core.answering.systems.System
 each dataset and system: the means of EM, F1 and the answer recall of the passages handed to the
 LLM, each with a 95% bootstrap interval, and for every system but ``single_best`` the paired
 interval of its per-question score minus single best's (:func:`ragfolio.core.stats.paired_differences`,
-left out unless both answered the same questions); latency and retrieval latency (mean, p95, and
+left out unless both answered the same questions); for each routed system the same against the
+issue's other baselines (:data:`ROUTED_BASELINES`: one retriever given more passages in one prompt,
+and Vendi-RAG); latency and retrieval latency (mean, p95, and
 the mean retrieval latency when the system ran in the first or the second half of its question's
 order, which differ if caches leak between systems); tokens; the selector's fallbacks and a
 histogram of the position it picked; Vendi-RAG's rounds and judge acceptance.
@@ -22,6 +24,11 @@ from ragfolio.core.answering.systems import SYSTEMS
 from ragfolio.core.stats import mean_intervals, paired_differences
 
 SCORES = ("em", "f1", "answer_recall")
+# The baselines each routed system is compared with besides single_best: the same retriever with
+# l x num_docs passages in one prompt (is the gain complementarity or only more passages?) and the
+# iterative Vendi-RAG (is it as accurate at fewer tokens?).
+ROUTED_BASELINES = ("single_best_wide", "vendi_rag")
+ROUTED_PREFIXES = ("routed_l", "pre_retrieval_l", "post_retrieval_l")
 
 
 def _order(systems: Sequence[str]) -> dict[str, int]:
@@ -68,12 +75,12 @@ def _system_summary(rows: list[dict[str, Any]], n_systems: int) -> dict[str, Any
     return out
 
 
-def _minus_single_best(records: Sequence[dict[str, Any]], system: str) -> dict[str, Any] | None:
-    """``{score: interval}`` of ``system`` minus ``single_best`` per question, paired by id; None
-    unless both answered the same questions."""
+def _minus(records: Sequence[dict[str, Any]], system: str, baseline: str) -> dict[str, Any] | None:
+    """``{score: interval}`` of ``system`` minus ``baseline`` per question, paired by id; None unless
+    both answered the same questions (or they are one system)."""
     mine = {r["id"]: r for r in records if r["system"] == system}
-    base = {r["id"]: r for r in records if r["system"] == "single_best"}
-    if system == "single_best" or not base or mine.keys() != base.keys():
+    base = {r["id"]: r for r in records if r["system"] == baseline}
+    if system == baseline or not base or mine.keys() != base.keys():
         return None
     ids = sorted(mine)
     found = paired_differences([[float(mine[i][s]) for s in SCORES] for i in ids],
@@ -86,6 +93,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     Every system but ``single_best`` gets ``minus_single_best`` (``{em, f1, answer_recall}``
     paired intervals) when it answered the same questions; ``em_minus_single_best`` repeats its EM.
+    Routed systems (``routed_l*``, ``pre_retrieval_l*``, ``post_retrieval_l*``) also get
+    ``minus: {baseline: {em, f1, answer_recall}}`` for each of :data:`ROUTED_BASELINES` that ran.
     """
     out: dict[str, Any] = {}
     for dataset in sorted({r["dataset"] for r in records}):
@@ -95,10 +104,14 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out[dataset] = {}
         for system in systems:
             summary = _system_summary([r for r in rows if r["system"] == system], len(systems))
-            diff = _minus_single_best(rows, system)
+            diff = _minus(rows, system, "single_best")
             if diff is not None:
                 summary["minus_single_best"] = diff
                 summary["em_minus_single_best"] = diff["em"]
+            if system.startswith(ROUTED_PREFIXES):
+                versus = {b: _minus(rows, system, b) for b in ROUTED_BASELINES}
+                if versus := {b: d for b, d in versus.items() if d is not None}:
+                    summary["minus"] = versus
             out[dataset][system] = summary
     return out
 

@@ -27,7 +27,8 @@ def _orders_summary(retrieval_orders: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize_answers(answers: pd.DataFrame, retrieval_orders: dict[str, Any]) -> dict[str, Any]:
-    """``datasets.<dataset | all>.<system>.{em, f1, answer_recall (+ intervals, minus_single_best),
+    """``datasets.<dataset | all>.<system>.{em, f1, answer_recall (+ intervals, minus_single_best, and for
+    routed systems minus.{single_best_wide, vendi_rag}),
     latency_ms_*, retrieval_ms_*, tokens_mean, selector_*, ...}``, ``selector_positions``,
     ``retrieval_orders`` and ``foreign_query_hits`` (0 when no system reused another's query caches)."""
     records = answers.to_dict(orient="records")
