@@ -125,7 +125,7 @@ class E5Tokenizer:
         self._tokenizer = Tokenizer(models.Unigram(vocab, unk_id=packed.special["unk"], byte_fallback=False))
         self._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
                                                                  split=False)
-        self._table = {cp: out for cp, out in packed.normalisation.items()}
+        self._table = packed.normalisation  # str.translate takes {code point: replacement} as it is
         self.bos, self.eos = packed.special["bos"], packed.special["eos"]
 
     def normalise(self, text: str) -> str:
