@@ -91,8 +91,9 @@ class SentenceTransformerEncoder:
             batch_size=self.batch_size,
             show_progress_bar=progress,
             convert_to_numpy=True,
+            normalize_embeddings=True,
         )
-        return l2_normalise(emb)  # the one normalisation every encoder shares (not sentence-transformers' too)
+        return l2_normalise(emb)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._encode(texts, self.query_prefix, progress=self.show_progress and len(texts) > 500)
