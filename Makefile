@@ -11,16 +11,24 @@ PIP_TOOLS_VERSION := 7.6.2
 # where no CPU build of torch 2.13.0 is on pip's path (the lock pins 2.13.0+cpu).
 TORCH_PIP_ARGS ?=
 
+# Offline and quiet: no usage reports (Kedro, MLflow, BentoML, DVC's is off in .dvc/config), no model
+# hub. The same settings reach every program of the venv, run with or without make, through
+# scripts/ragfolio_offline.pth, which install copies into the venv's site-packages (a variable
+# already set in the environment wins).
 export KEDRO_DISABLE_TELEMETRY := true
-export DO_NOT_TRACK := 1
+export DO_NOT_TRACK := true
+export MLFLOW_DISABLE_TELEMETRY := true
+export BENTOML_DO_NOT_TRACK := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install run test lock clean-data
 
-$(BIN)/.installed: pyproject.toml $(LOCK)
+$(BIN)/.installed: pyproject.toml $(LOCK) scripts/ragfolio_offline.pth
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	cp scripts/ragfolio_offline.pth "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 	$(BIN)/python -m pip install --quiet pip==$(PIP_VERSION)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
 	$(BIN)/python -m pip install --quiet -r $(LOCK)
@@ -31,7 +39,7 @@ $(BIN)/.installed: pyproject.toml $(LOCK)
 install: $(BIN)/.installed
 
 run: install
-	$(BIN)/kedro run --pipeline=portfolio
+	$(BIN)/kedro run --pipelines=portfolio
 
 # Lint (ruff) and types (mypy), then the whole suite; settings of all three are in pyproject.toml.
 test: install

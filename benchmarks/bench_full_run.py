@@ -29,7 +29,7 @@ def run(project: Path, params: str) -> tuple[float, float, str]:
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
     kedro = Path(sys.executable).with_name("kedro")
     start = time.perf_counter()
-    out = subprocess.run([str(kedro), "run", "--pipeline=portfolio", f"--params={params}"], cwd=project, env=env,
+    out = subprocess.run([str(kedro), "run", "--pipelines=portfolio", f"--params={params}"], cwd=project, env=env,
                          capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if out.returncode:

@@ -1,6 +1,6 @@
 """The code dependencies of every DVC stage, computed from imports instead of kept by hand.
 
-Each stage of ``dvc.yaml`` is ``kedro run --pipeline=<name>``; its ``src/...`` deps must list every
+Each stage of ``dvc.yaml`` is ``kedro run --pipelines=<name>``; its ``src/...`` deps must list every
 module of this project that the run executes, or ``dvc repro`` skips a stage whose code changed.
 A stage's modules are the transitive closure of the ``ragfolio`` imports of:
 
@@ -193,7 +193,7 @@ def _type_values(config: Any) -> Iterator[str]:
 
 
 def stage_modules(stage: str, root: Path = ROOT) -> set[Path]:
-    """The ``.py`` files that ``kedro run --pipeline=<stage>`` runs (see the module docstring)."""
+    """The ``.py`` files that ``kedro run --pipelines=<stage>`` runs (see the module docstring)."""
     src = root / "src"
     package = src / PACKAGE / "pipelines" / stage
     if not (package / "__init__.py").is_file():

@@ -54,7 +54,7 @@ def _kedro(project: Path, env: dict[str, str], *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def portfolio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], str]:
-    """One `kedro run --pipeline=portfolio` on the split tiny fixtures, tracked in a temporary MLflow store."""
+    """One `kedro run --pipelines=portfolio` on the split tiny fixtures, tracked in a temporary MLflow store."""
     tmp_path = tmp_path_factory.mktemp("kedro_run")
     project = _project_copy(tmp_path)
     raw, test = _split_fixture(tmp_path)
@@ -62,7 +62,7 @@ def portfolio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
         **os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
         "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "RAGFOLIO_MLFLOW": "1",
     }
-    log = _kedro(project, env, "run", "--pipeline=portfolio", f"--params=data_prep.raw_dir={raw},data_prep.test_dir={test}")
+    log = _kedro(project, env, "run", "--pipelines=portfolio", f"--params=run_name=tiny,data_prep.raw_dir={raw},data_prep.test_dir={test}")
     return project, env, log
 
 
@@ -70,32 +70,32 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
     project, _, log = portfolio_run
     assert "triviaqa" in log and "left out of retrieval metrics" in log
 
-    metrics = json.loads((project / "data/08_reporting/portfolio_metrics.json").read_text())
+    metrics = json.loads((project / "runs/tiny/08_reporting/portfolio_metrics.json").read_text())
     assert metrics["n_candidates"] >= 200
     assert set(metrics["datasets"]) == {"hotpotqa", "musique", "all"}
     assert metrics["datasets"]["hotpotqa"]["n_test"] == 2 and metrics["datasets"]["all"]["n_test"] == 4
     assert len(metrics["datasets"]["all"]["test"]["greedy_at_k"]) == 8
     for png in ("best_of_k.png", "winners_by_type.png"):
-        assert (project / "data/08_reporting" / png).stat().st_size > 10_000
+        assert (project / "runs/tiny/08_reporting" / png).stat().st_size > 10_000
     assert "greedy@5" in log  # the summary table
 
     # router_training and answering_evaluation ran too (the embedded LLM, the default 1 test question per dataset)
-    routers = json.loads((project / "data/08_reporting/router_metrics.json").read_text())
+    routers = json.loads((project / "runs/tiny/08_reporting/router_metrics.json").read_text())
     assert set(routers["datasets"]) == {"hotpotqa", "musique", "all"}
     assert len(routers["datasets"]["all"]["learned"]["best_of_l"]) == 5
     for key in ("hotpotqa", "musique", "all"):
-        assert (project / "data/06_models/routers" / key / "router.safetensors").exists()
-    answers = [json.loads(line) for line in (project / "data/07_model_output/answers.jsonl").read_text().splitlines()]
+        assert (project / "runs/tiny/06_models/routers" / key / "router.safetensors").exists()
+    answers = [json.loads(line) for line in (project / "runs/tiny/07_model_output/answers.jsonl").read_text().splitlines()]
     assert len(answers) == 2 * len(SYSTEMS)  # 1 test question (max_questions_per_dataset) x 2 datasets, 14 systems
-    answer_metrics = json.loads((project / "data/08_reporting/answer_metrics.json").read_text())
+    answer_metrics = json.loads((project / "runs/tiny/08_reporting/answer_metrics.json").read_text())
     assert set(answer_metrics["datasets"]) == {"hotpotqa", "musique", "all"}
     assert answer_metrics["datasets"]["all"]["vendi_rag"]["tokens_mean"] > 0
     assert answer_metrics["foreign_query_hits"] == 0  # every system timed with its own cold query caches
     for png in ("router_best_of_l.png", "em_vs_tokens.png"):
-        assert (project / "data/08_reporting" / png).stat().st_size > 10_000
+        assert (project / "runs/tiny/08_reporting" / png).stat().st_size > 10_000
     for csv in ("best_of_k.csv", "em_vs_tokens.csv"):  # the plots' data for `dvc plots show`
-        assert len((project / "data/08_reporting" / csv).read_text().splitlines()) > 5
-    manifest = json.loads((project / "data/06_models/bundle/manifest.json").read_text())
+        assert len((project / "runs/tiny/08_reporting" / csv).read_text().splitlines()) > 5
+    manifest = json.loads((project / "runs/tiny/06_models/bundle/manifest.json").read_text())
     assert manifest["name"] == "all" and manifest["k"] == 5 and len(manifest["checksum"]) == 64
     # the served corpus is the measured one: the union corpus (the default), named alike everywhere
     assert metrics["corpus"]["mode"] == "union"
@@ -118,17 +118,21 @@ def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tupl
     assert params["portfolio_selection.k"] == "5" and params["data_prep.test_fraction"] == "0.3"
     assert params["candidate_scoring.grid"] == "default" and "candidate_grids.default.bm25" in params
     assert "router_training.router.hidden" in params
-    report = json.loads((project / "data/08_reporting/portfolio_metrics.json").read_text())
+    report = json.loads((project / "runs/tiny/08_reporting/portfolio_metrics.json").read_text())
     assert metrics["hotpotqa.test.greedy_at_5"] == pytest.approx(report["datasets"]["hotpotqa"]["test"]["greedy_at_k"][4])
     assert "router.all.learned.best_of_l_1" in metrics and "answers.all.routed_l1.em" in metrics
     assert tags["kedro.pipeline"] == "portfolio" and "data.sha256" in tags and "git.commit" in tags
-    manifest = json.loads((project / "data/06_models/bundle/manifest.json").read_text())
+    assert run.info.run_name == "tiny/portfolio" and tags["ragfolio.run_name"] == "tiny"
+    assert tags["data.root"] == "runs/tiny" and not (project / "data/06_models/bundle").exists()
+    manifest = json.loads((project / "runs/tiny/06_models/bundle/manifest.json").read_text())
     assert tags["bundle.checksum"] == manifest["checksum"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
     assert {"plots/best_of_k.png", "plots/router_best_of_l.png", "plots/em_vs_tokens.png", "plots/best_of_k.csv"} <= artifacts
     assert {a.path for a in client.list_artifacts(run.info.run_id, "reports")} >= {"reports/portfolio_metrics.json"}
     (version,) = client.search_model_versions("name='ragfolio'")
     assert int(version.version) == 1 and version.run_id == run.info.run_id
+    assert version.description.startswith("Run tiny: bundle ") and version.tags["ragfolio.run_name"] == "tiny"
+    assert tags["corpus.fingerprint"] == manifest["corpus"]["fingerprint"] == version.tags["corpus.fingerprint"]
 
 
 def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tuple[Path, dict[str, str], str]) -> None:
@@ -143,7 +147,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     model = mlflow.pyfunc.load_model("models:/ragfolio/1")
     questions = ["Which magazine was started first, Arthur's Magazine or First for Women?", "Who founded the city?"]
     predicted = model.predict(pd.DataFrame({"question": questions}), params={"l": 2})
-    bundle = load_bundle(project / "data/06_models/bundle")
+    bundle = load_bundle(project / "runs/tiny/06_models/bundle")
     rag = AdaptiveRAG.from_bundle(bundle)
     for row, question in zip(predicted.itertuples(), questions, strict=True):
         routed = rag.retrieve(question, 2)
@@ -155,15 +159,15 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
     portfolio_run: tuple[Path, dict[str, str], str],
 ) -> None:
     project, env, _ = portfolio_run
-    files = ["data/06_models/portfolios.json", "data/06_models/routers/all/router.safetensors",
-             "data/06_models/bundle/manifest.json"]
+    files = ["runs/tiny/06_models/portfolios.json", "runs/tiny/06_models/routers/all/router.safetensors",
+             "runs/tiny/06_models/bundle/manifest.json"]
     before = {name: (project / name).read_bytes() for name in files}
-    router_metrics = without_timings(json.loads((project / "data/08_reporting/router_metrics.json").read_text()))
-    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipeline=portfolio_selection")
-    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipeline=router_training")
+    router_metrics = without_timings(json.loads((project / "runs/tiny/08_reporting/router_metrics.json").read_text()))
+    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=portfolio_selection", "--params=run_name=tiny")
+    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=router_training", "--params=run_name=tiny")
     for name in files:
         assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"
-    rerun = without_timings(json.loads((project / "data/08_reporting/router_metrics.json").read_text()))
+    rerun = without_timings(json.loads((project / "runs/tiny/08_reporting/router_metrics.json").read_text()))
     assert rerun == router_metrics, "router_metrics.json changed on a rerun with the same seed"
 
 

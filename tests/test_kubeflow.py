@@ -159,7 +159,7 @@ def test_kfp_local_run_equals_kedro_run(tmp_path: Path, monkeypatch: pytest.Monk
     local = pytest.importorskip("kfp.local")
     plain = _project_copy(tmp_path / "plain")
     out = subprocess.run(
-        [str(Path(sys.executable).with_name("kedro")), "run", "--pipeline=portfolio", f"--params=data_prep.raw_dir={TINY}"],
+        [str(Path(sys.executable).with_name("kedro")), "run", "--pipelines=portfolio", f"--params=overwrite_sample=true,data_prep.raw_dir={TINY}"],
         cwd=plain, env=ENV, capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]

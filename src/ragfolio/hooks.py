@@ -1,5 +1,9 @@
 """Kedro hooks of the project, besides MLflow tracking (:mod:`ragfolio.tracking.hooks`).
 
+:class:`RunGuardHook` makes a user's mistakes one clear line (:mod:`ragfolio.errors`) and stops a
+run on other data that has no name of its own before it overwrites the sample's outputs
+(:mod:`ragfolio.runs`).
+
 :class:`CredentialsHook` hands the ``elasticsearch:`` section of Kedro's credentials
 (``conf/local/credentials.yml``, git-ignored) to the core the way the core reads settings: as the
 ``ELASTICSEARCH_*`` environment variables, exported for this run where they are not set already (so
@@ -17,6 +21,18 @@ from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 
 logger = logging.getLogger(__name__)
+
+
+class RunGuardHook:
+    """One line for data and parameter errors; no unnamed run on other data over the sample's layers."""
+
+    @hook_impl
+    def after_context_created(self, context: Any) -> None:
+        from ragfolio.errors import install_excepthook
+        from ragfolio.runs import check_not_clobbering
+
+        install_excepthook()
+        check_not_clobbering(context.params)
 
 
 def export_credentials(section: Mapping[str, Any], environ: MutableMapping[str, str]) -> list[str]:

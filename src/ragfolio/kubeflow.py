@@ -2,7 +2,7 @@
 
     python -m ragfolio.kubeflow compile --output portfolio_pipeline.yaml [--image IMAGE] [--data-root PATH]
 
-Each step is a lightweight Python component that runs ``kedro run --pipeline=<name>`` in the
+Each step is a lightweight Python component that runs ``kedro run --pipelines=<name>`` in the
 project folder of the image. Steps pass nothing to each other through KFP: they share the data
 catalog's storage, whose root is the ``data_root`` runtime parameter of ``conf/base/catalog.yml``
 (a volume mounted in every step). A step runs after the steps whose Kedro pipelines produce a
@@ -34,7 +34,7 @@ SCALARS = (str, int, float, bool)
 
 
 def run_kedro_pipeline(project_dir: str, pipeline: str, data_root: str, params: str, workspace: str) -> None:
-    """One step: ``kedro run --pipeline=<pipeline>`` in ``project_dir``, catalog under ``data_root``.
+    """One step: ``kedro run --pipelines=<pipeline>`` in ``project_dir``, catalog under ``data_root``.
 
     ``params`` is ``key=value`` pairs joined by commas; a pair with an empty value is dropped, so the
     project's value stays. A relative ``data_root`` lies in the run's KFP ``workspace`` when there is
@@ -49,7 +49,7 @@ def run_kedro_pipeline(project_dir: str, pipeline: str, data_root: str, params: 
         data_root = os.path.join(workspace, data_root)
     pairs = [pair for pair in params.split(",") if pair and not pair.endswith("=")]
     pairs.append(f"data_root={data_root}")
-    command = [sys.executable, "-m", "kedro", "run", f"--pipeline={pipeline}", "--params=" + ",".join(pairs)]
+    command = [sys.executable, "-m", "kedro", "run", f"--pipelines={pipeline}", "--params=" + ",".join(pairs)]
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # a fresh step process: nothing set up yet
     logging.getLogger("ragfolio.kubeflow").info("[%s] in %s: %s", pipeline, project_dir, " ".join(command))

@@ -2,16 +2,22 @@
 
 from kedro.config import OmegaConfigLoader
 
+from ragfolio.runs import run_root
+
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 # Parameters merge "soft": a conf/local file that sets one key of a section (say
 # answering_evaluation.max_questions_per_dataset) keeps the base's other keys of that section. Kedro's
 # default, "destructive", would replace the whole section, and the pipeline would silently run on the
 # settings' code defaults for everything the override left out.
-CONFIG_LOADER_ARGS = {"base_env": "base", "default_run_env": "local", "merge_strategy": {"parameters": "soft"}}
+# ${run_root:NAME} in catalog.yml: the folder of a named run's outputs (data/ for the sample's).
+CONFIG_LOADER_ARGS = {
+    "base_env": "base", "default_run_env": "local", "merge_strategy": {"parameters": "soft"},
+    "custom_resolvers": {"run_root": run_root},
+}
 
-from ragfolio.hooks import CredentialsHook  # noqa: E402
+from ragfolio.hooks import CredentialsHook, RunGuardHook  # noqa: E402
 from ragfolio.tracking.hooks import MlflowTrackingHook  # noqa: E402
 
 # Every `kedro run` is logged to MLflow (sqlite:///mlflow.db unless MLFLOW_TRACKING_URI says otherwise);
 # the credentials' elasticsearch: section becomes the run's ELASTICSEARCH_* variables.
-HOOKS = (CredentialsHook(), MlflowTrackingHook())
+HOOKS = (RunGuardHook(), CredentialsHook(), MlflowTrackingHook())

@@ -1,8 +1,18 @@
-"""The service's settings: ``conf/base/serving.yml`` (key ``serving``) with environment overrides.
+"""The service's settings: ``conf/base/serving.yml`` (key ``serving``) with overrides.
 
-``RAGFOLIO_SERVING_CONFIG`` names another YAML file; ``RAGFOLIO_BUNDLE`` and ``RAGFOLIO_<FIELD>``
-(upper-case name of a top-level scalar field, e.g. ``RAGFOLIO_MEMBER_TIMEOUT_S=2``) override single
-values. Settings come only from the operator: nothing in a request can change them.
+Three layers, each merged over the one before key by key (a nested section keeps the keys an
+override leaves out, as Kedro's parameters do):
+
+1. ``conf/base/serving.yml``;
+2. the YAML file named by ``RAGFOLIO_SERVING_CONFIG`` (or ``load_config``'s ``path``), which names
+   only what it changes;
+3. environment variables ``RAGFOLIO_<FIELD>`` for a top-level field (``RAGFOLIO_BUNDLE``,
+   ``RAGFOLIO_MEMBER_TIMEOUT_S=2``) and ``RAGFOLIO_<SECTION>__<KEY>`` for a nested one, ``__``
+   between levels (``RAGFOLIO_LLM__KIND=openai``, ``RAGFOLIO_LLM__OPENAI__BASE_URL=http://...``).
+   Values are read as YAML scalars (``2`` an int, ``true`` a bool, ``null`` None). Variables whose
+   first part names no field (``RAGFOLIO_MODEL_CACHE``) are not settings and are left alone.
+
+Settings come only from the operator: nothing in a request can change them.
 """
 
 from __future__ import annotations
@@ -146,38 +156,83 @@ class ServingConfig(BaseModel):
         return value
 
 
-SCALAR_FIELDS = ("bundle", "default_l", "max_query_chars", "max_batch", "max_body_bytes", "max_num_docs",
-                 "member_timeout_s", "request_timeout_s", "answer_timeout_s", "answer_threads", "warm_up")
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` laid over it key by key: mappings merge, anything else replaces.
+
+    Returns:
+        A new dict; neither argument is changed.
+    """
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read(file: Path) -> dict[str, Any]:
+    raw = yaml.safe_load(file.read_text()) or {}
+    if not isinstance(raw, dict) or "serving" not in raw:
+        raise ValueError(f"{file}: expected a top-level 'serving' key, found {sorted(raw) if isinstance(raw, dict) else raw!r}")
+    return dict(raw["serving"] or {})
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings that ``RAGFOLIO_<FIELD>`` and ``RAGFOLIO_<SECTION>__<KEY>`` variables set, nested.
+
+    Raises:
+        ValueError: A variable sets a key below a top-level field that holds no section.
+    """
+    values: dict[str, Any] = {}
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
+        if path[0] not in ServingConfig.model_fields or not all(path):
+            continue
+        if len(path) > 1 and path[0] not in SECTION_FIELDS:
+            raise ValueError(f"{name}: {path[0]!r} is a single value; set it as {ENV_PREFIX}{path[0].upper()}")
+        raw = env[name]
+        value: Any = None if raw.strip().lower() in ("", "null", "none") else yaml.safe_load(raw)
+        if path[0] == "bundle":
+            value = raw  # a path, even one that reads as a number
+        node = values
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return values
+
+
+SECTION_FIELDS = ("batching", "llm", "llm_process", "answerer", "fault_injection")
 
 
 def load_config(
     path: str | Path | None = None, env: Mapping[str, str] | None = None, root: str | Path | None = None
 ) -> ServingConfig:
-    """The settings from ``path`` (default: ``$RAGFOLIO_SERVING_CONFIG`` or conf/base/serving.yml).
+    """The settings: conf/base/serving.yml, then the file ``path`` (or ``$RAGFOLIO_SERVING_CONFIG``), then the environment.
 
-    A missing default file means the defaults; a missing named file is an error. Relative paths
+    Each layer merges over the one before key by key (see the module docstring). A missing
+    conf/base/serving.yml means the code's defaults; a missing named file is an error. Relative paths
     (the config file's, the bundle's) are taken from ``root``, the service's working directory
     (the project root, or a bento's ``src`` folder; default: the current directory).
 
     Raises:
         FileNotFoundError: The named config file does not exist.
-        ValueError: The file has no top-level ``serving`` key.
+        ValueError: A file has no top-level ``serving`` key.
         pydantic.ValidationError: A setting is unknown or out of range (named).
     """
     env = os.environ if env is None else env
     base = Path(root) if root is not None else Path.cwd()
-    named = path if path is not None else env.get(CONFIG_ENV)
-    file = base / (Path(named) if named else DEFAULT_CONFIG)  # an absolute path stays as it is
     values: dict[str, Any] = {}
-    if file.is_file():
-        raw = yaml.safe_load(file.read_text()) or {}
-        if not isinstance(raw, dict) or "serving" not in raw:
-            raise ValueError(f"{file}: expected a top-level 'serving' key, found {sorted(raw) if isinstance(raw, dict) else raw!r}")
-        values = dict(raw["serving"] or {})
-    elif named:
-        raise FileNotFoundError(f"{file} does not exist (named by {'the path argument' if path else CONFIG_ENV})")
-    for name in SCALAR_FIELDS:
-        if (value := env.get(f"{ENV_PREFIX}{name.upper()}")) is not None:
-            values[name] = None if value.lower() in ("", "null", "none") else value
-    config = ServingConfig(**values)
+    if (default := base / DEFAULT_CONFIG).is_file():
+        values = _read(default)
+    named = path if path is not None else env.get(CONFIG_ENV)
+    if named:
+        file = base / Path(named)  # an absolute path stays as it is
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} does not exist (named by {'the path argument' if path else CONFIG_ENV})")
+        if file.resolve() != default.resolve():
+            values = merge(values, _read(file))
+    config = ServingConfig(**merge(values, env_overrides(env)))
     return config.model_copy(update={"bundle": base / config.bundle})

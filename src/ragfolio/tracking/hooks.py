@@ -8,8 +8,11 @@ One MLflow run per ``kedro run``, in the experiment ``ragfolio`` of the tracking
   the router and answering reports under ``router.`` and ``answers.``);
 - the reports and plots as artifacts (``reports/``, ``plots/``);
 - the served bundle as a ``pyfunc`` model registered as ``ragfolio`` (when the run built it);
-- tags: the pipeline, the git commit (``-dirty`` with uncommitted changes), and the DVC hash of
-  the raw data from ``dvc.lock`` (or a sha256 of the raw folder when no lock matches).
+- tags: the run's name (:mod:`ragfolio.runs`; the MLflow run is named ``<run name>/<pipeline>``),
+  its data folder and output root, the pipeline, the git commit (``-dirty`` with uncommitted
+  changes), the DVC hash of the raw data from ``dvc.lock`` (or a sha256 of the raw folder when no
+  lock matches) and the served corpus's fingerprint; the registered model version gets a
+  description and tags naming the run, bundle, corpus and commit.
 
 Set ``RAGFOLIO_MLFLOW=0`` to run without tracking.
 """
@@ -25,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
+
+from ragfolio.runs import SAMPLE, run_name, run_root
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +83,30 @@ def _filepath(catalog: Any, name: str) -> Path | None:
     return Path(str(path)) if path else None
 
 
+def describe_model_version(version: str | int | None, tags: dict[str, str]) -> None:
+    """Give a registered version of the ``ragfolio`` model a description and ``tags``, so runs' versions tell apart."""
+    if version is None:
+        return
+    from mlflow import MlflowClient
+
+    from ragfolio.tracking.model import REGISTERED_NAME
+
+    client = MlflowClient()
+    description = (f"Run {tags['ragfolio.run_name']}: bundle {tags['bundle.version']} at {tags['bundle.path']}, "
+                   f"corpus {tags['corpus.fingerprint']}, commit {tags['git.commit']}.")
+    client.update_model_version(REGISTERED_NAME, str(version), description=description)
+    for key, value in tags.items():
+        client.set_model_version_tag(REGISTERED_NAME, str(version), key, value)
+
+
 class MlflowTrackingHook:
     """Opens an MLflow run before a pipeline runs and logs params, metrics, artifacts and the model after."""
 
     def __init__(self) -> None:
         self._params: dict[str, Any] = {}
         self._active = False
+        self._run_name = SAMPLE
+        self._commit = "unknown"
 
     @hook_impl
     def after_context_created(self, context: Any) -> None:
@@ -102,13 +125,16 @@ class MlflowTrackingHook:
         mlflow.set_tracking_uri(uri)
         mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", EXPERIMENT))
         names = run_params.get("pipeline_names") or ["__default__"]
-        mlflow.start_run(run_name="+".join(names))
+        self._run_name = run_name(self._params)
+        mlflow.start_run(run_name=f"{self._run_name}/{'+'.join(names)}")
         self._active = True
         raw_dir = str(self._params.get("data_prep", {}).get("raw_dir", "data/01_raw"))
         data_tag, data_hash = _data_hash(project, raw_dir)
+        self._commit = _git_commit(project)
         mlflow.set_tags({
             "kedro.pipeline": ",".join(names), "kedro.run_id": str(run_params.get("run_id")),
-            "git.commit": _git_commit(project), data_tag: data_hash,
+            "git.commit": self._commit, data_tag: data_hash, "ragfolio.run_name": self._run_name,
+            "data.raw_dir": raw_dir, "data.root": str(self._params.get("data_root") or run_root(self._run_name)),
         })
         mlflow.log_params(flatten_params(self._params))
         logger.info("MLflow: logging this run to %s (experiment %s)", uri, EXPERIMENT)
@@ -136,9 +162,16 @@ class MlflowTrackingHook:
             from ragfolio.tracking.model import log_bundle_model
 
             manifest = json.loads((bundle / "manifest.json").read_text())
-            mlflow.set_tags({"bundle.version": manifest["version"], "bundle.checksum": manifest["checksum"]})
+            fingerprint = str(manifest.get("corpus", {}).get("fingerprint", "unknown"))
+            mlflow.set_tags({"bundle.version": manifest["version"], "bundle.checksum": manifest["checksum"],
+                             "corpus.fingerprint": fingerprint})
             info = log_bundle_model(bundle, default_l=int(manifest["default_l"]))
-            logger.info("MLflow: bundle %s registered as models:/ragfolio/%s", manifest["version"], info.registered_model_version)
+            describe_model_version(info.registered_model_version, {
+                "ragfolio.run_name": self._run_name, "bundle.path": str(bundle), "bundle.version": manifest["version"],
+                "corpus.fingerprint": fingerprint, "git.commit": self._commit,
+            })
+            logger.info("MLflow: bundle %s of run %s registered as models:/ragfolio/%s", manifest["version"],
+                        self._run_name, info.registered_model_version)
         mlflow.end_run()
         self._active = False
 

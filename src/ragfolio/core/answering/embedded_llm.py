@@ -117,13 +117,29 @@ def converted_gguf(gguf_path: str | Path, cache_dir: Path | None = None) -> Path
     return target
 
 
+def default_threads() -> int:
+    """The CPU threads an in-process LLM takes by default: half the cores this process may use, at least 1.
+
+    Token-by-token generation of a small model is a chain of short, synchronised matrix products:
+    with one thread per core it stalls whenever anything else wants a core (the service's query
+    encoders, a pipeline stage, another program), and one call of 16 tokens went from 1.5 s to
+    2.9-19.3 s on a busy 2-core machine. Half the cores leaves room for the rest (figures:
+    docs/benchmarks.md, "The embedded LLM's threads"; ``benchmarks/bench_llm_threads.py``).
+    """
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        usable = os.cpu_count() or 1
+    return max(1, usable // 2)
+
+
 class LocalBackend:
     """The settings every in-process backend takes; the model loads on the first call.
 
     Args:
         model_path: A model file or folder; ``None`` uses the embedded Gemma-3-270M.
         n_ctx: Context window in tokens.
-        n_threads: CPU threads; ``None`` leaves the engine's default.
+        n_threads: CPU threads; ``None``: :func:`default_threads` (half the usable cores).
         seed: Sampling seed (greedy decoding at temperature 0 does not use it).
         chat_format: :data:`PLAIN` for base models; ``None`` means ``PLAIN`` for the embedded model
             and the subclass's :attr:`own_template` otherwise.
@@ -140,7 +156,8 @@ class LocalBackend:
         seed: int = 0,
         chat_format: str | None = None,
     ) -> None:
-        self.model_path, self.n_ctx, self.n_threads, self.seed = model_path, n_ctx, n_threads, seed
+        self.model_path, self.n_ctx, self.seed = model_path, n_ctx, seed
+        self.n_threads = default_threads() if n_threads is None else n_threads
         self.chat_format = chat_format or (PLAIN if model_path is None else self.own_template)
         self._lock = threading.Lock()  # one model instance answers one call at a time
         self._init_model_fields()
@@ -188,7 +205,7 @@ class TransformersBackend(LocalBackend):
         model_path: A GGUF file (de-quantised once by :func:`converted_gguf`) or a transformers
             model folder; ``None`` uses the embedded Gemma-3-270M (:func:`embedded_model_path`).
         n_ctx: Context window in tokens: a prompt longer than ``n_ctx - max_tokens`` is refused.
-        n_threads: torch's intra-op threads (a process-wide setting); ``None`` leaves torch's.
+        n_threads: torch's intra-op threads (a process-wide setting); ``None``: :func:`default_threads`.
         seed: Sampling seed at ``temperature > 0`` (greedy decoding at 0 does not use it).
         chat_format: :data:`PLAIN` prompts with :func:`render_plain` and stops at
             :data:`PLAIN_STOP` (base models); ``"template"`` uses the tokenizer's chat template;
@@ -209,8 +226,7 @@ class TransformersBackend(LocalBackend):
 
         path = Path(self.model_path or embedded_model_path())
         folder = converted_gguf(path) if path.suffix == ".gguf" else path
-        if self.n_threads:
-            torch.set_num_threads(self.n_threads)
+        torch.set_num_threads(self.n_threads)
         logger.info("loading %s with transformers", folder)
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
         tokenizer.padding_side = "left"  # a batch of prompts is generated from their common right end
@@ -306,7 +322,7 @@ class LlamaCppBackend(LocalBackend):
     Args:
         model_path: A GGUF file; ``None`` uses :func:`embedded_model_path`.
         n_ctx: Context window in tokens.
-        n_threads: CPU threads; ``None`` lets llama.cpp choose (half the cores).
+        n_threads: CPU threads; ``None``: :func:`default_threads` (half the usable cores).
         seed: Sampling seed (greedy decoding at temperature 0 does not use it).
         chat_format: A llama.cpp chat format name, or :data:`PLAIN` to prompt with
             :func:`render_plain` and :data:`PLAIN_STOP` (base models); ``None`` means ``PLAIN`` for

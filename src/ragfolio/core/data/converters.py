@@ -56,7 +56,7 @@ def _read_records(path: Path) -> list[tuple[Location, Any]]:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         if stripped[0] == "[" or err.msg != "Extra data":
-            raise DataFormatError(path, err.lineno, "<file>", f"invalid JSON: {err.msg}") from err
+            raise DataFormatError.invalid_json(path, err.lineno, err, field="<file>") from err
         doc = None  # several JSON values: JSON Lines
     if isinstance(doc, list):
         return [(f"record {i}", rec) for i, rec in enumerate(doc)]
@@ -73,7 +73,7 @@ def _read_records(path: Path) -> list[tuple[Location, Any]]:
             try:
                 records.append((lineno, json.loads(line)))
             except json.JSONDecodeError as err:
-                raise DataFormatError(path, lineno, "<row>", f"invalid JSON: {err.msg}") from err
+                raise DataFormatError.invalid_json(path, lineno, err) from err
     return records
 
 

@@ -33,7 +33,7 @@ def _load_with_lines(path: Path) -> list[tuple[int, Question]]:
             try:
                 record = json.loads(raw)
             except json.JSONDecodeError as err:
-                raise DataFormatError(path, lineno, "<row>", f"invalid JSON: {err.msg}") from err
+                raise DataFormatError.invalid_json(path, lineno, err) from err
             q = Question.from_record(record, source=str(path), line=lineno)
             if q.id in first_line:
                 raise DataFormatError(
@@ -99,7 +99,7 @@ def _parse_passage(raw: str, path: Path, lineno: int) -> tuple[str, str]:
     try:
         record = json.loads(raw)
     except json.JSONDecodeError as err:
-        raise DataFormatError(path, lineno, "<row>", f"invalid JSON: {err.msg}") from err
+        raise DataFormatError.invalid_json(path, lineno, err) from err
     if not isinstance(record, dict):
         raise DataFormatError(path, lineno, "<row>", f"expected a JSON object, got {type(record).__name__}")
     for key in ("title", "text"):

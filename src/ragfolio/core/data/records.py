@@ -26,11 +26,12 @@ spacing (older HotpotQA rows put two spaces between sentences, newer ones one).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from ragfolio.core.cache import fingerprint
 
@@ -52,6 +53,16 @@ class DataFormatError(ValueError):
         self.field = field
         self.reason = reason
         super().__init__(f"{path}:{line}: field '{field}': {reason}")
+
+    @classmethod
+    def invalid_json(cls, path: str | Path, line: int, error: json.JSONDecodeError, field: str = "<row>") -> Self:
+        """The error for a line that is not JSON, with the column where parsing stopped.
+
+        ``json``'s own messages end in "at" and leave the position to its exception's attributes
+        (``"Invalid control character at"``); this puts the column into the message.
+        """
+        reason = error.msg.removesuffix(" at")
+        return cls(path, line, field, f"invalid JSON at column {error.colno}: {reason}")
 
 
 @dataclass(frozen=True)
