@@ -34,9 +34,11 @@ from ragfolio.runs import SAMPLE, run_name, run_root
 logger = logging.getLogger(__name__)
 
 EXPERIMENT = "ragfolio"
+# Report datasets and the prefix of their metrics; a report's timings (ragfolio.core.timings) are
+# logged under the same prefix, so the names are the report's own keys.
 REPORTS = {
     "portfolio_metrics": "", "router_metrics": "router", "answer_metrics": "answers",
-    "sample_complexity": "sample_complexity",
+    "sample_complexity": "sample_complexity", "router_timings": "router", "answer_timings": "answers",
 }
 BUNDLE = "bundle"
 
@@ -152,7 +154,7 @@ class MlflowTrackingHook:
             path = _filepath(catalog, name)
             if name in outputs and path is not None and path.exists():
                 mlflow.log_metrics(flatten_metrics(json.loads(path.read_text()), prefix))
-                mlflow.log_artifact(str(path), artifact_path="reports")
+                mlflow.log_artifact(str(path), artifact_path="reports/timings" if name.endswith("_timings") else "reports")
         for name in sorted(outputs):
             path = _filepath(catalog, name)
             if path is not None and path.suffix in (".png", ".csv") and path.exists():

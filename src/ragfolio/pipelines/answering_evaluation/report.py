@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ragfolio.core.answering.summary import selector_positions, summarize
+from ragfolio.core.timings import split_timings
 from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)
@@ -26,11 +27,15 @@ def _orders_summary(retrieval_orders: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summarize_answers(answers: pd.DataFrame, retrieval_orders: dict[str, Any]) -> dict[str, Any]:
-    """``datasets.<dataset | all>.<system>.{em, f1, answer_recall (+ intervals, minus_single_best, and for
-    routed systems minus.{single_best_wide, vendi_rag}),
-    latency_ms_*, retrieval_ms_*, tokens_mean, selector_*, ...}``, ``selector_positions``,
-    ``retrieval_orders`` and ``foreign_query_hits`` (0 when no system reused another's query caches)."""
+def summarize_answers(answers: pd.DataFrame, retrieval_orders: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The answer report and, apart, its timings (:func:`ragfolio.core.timings.split_timings`).
+
+    The report: ``datasets.<dataset | all>.<system>.{em, f1, answer_recall (+ intervals,
+    minus_single_best, and for routed systems minus.{single_best_wide, vendi_rag}), tokens_mean,
+    selector_*, ...}``, ``selector_positions`` and ``foreign_query_hits`` (0 when no system reused
+    another's query caches). The timings: ``datasets.<dataset | all>.<system>.{latency_ms_*,
+    retrieval_ms_*}`` and ``retrieval_orders``.
+    """
     records = answers.to_dict(orient="records")
     for r in records:  # pandas turns None into NaN
         for name in ("fallback", "selector_position", "rounds", "judged", "accepted"):
@@ -46,7 +51,18 @@ def summarize_answers(answers: pd.DataFrame, retrieval_orders: dict[str, Any]) -
         "foreign_query_hits": int(sum(int(r.get("foreign_query_hits") or 0) for r in records)),
     }
     _log_table(report)
-    return report
+    return split_timings(report)
+
+
+def headline_answers(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The few numbers ``dvc metrics show`` prints for answering: EM of every system over all datasets.
+
+    Returns:
+        ``{"n": questions, "em": {system: ...}}`` (F1, answer recall and intervals: ``answer_metrics.json``).
+    """
+    overall: dict[str, dict[str, Any]] = metrics["datasets"]["all"]
+    n = next((m["n"] for m in overall.values()), None)
+    return {"n": n, "em": {name: m["em"] for name, m in overall.items()}}
 
 
 def _fmt(interval: dict[str, Any] | None) -> str:
@@ -120,12 +136,12 @@ def plot_selector_positions(metrics: dict[str, Any]) -> Figure:
 
 
 def em_vs_tokens_table(metrics: dict[str, Any]) -> pd.DataFrame:
-    """Rows ``(system, tokens_mean, em, f1, latency_ms_mean)`` over every dataset (``all``).
+    """Rows ``(system, tokens_mean, em, f1)`` over every dataset (``all``).
 
     The data behind ``em_vs_tokens.png``, for ``dvc plots show`` (a scatter of ``em`` on ``tokens_mean``).
     """
     systems = metrics["datasets"]["all"]
     return pd.DataFrame([
-        {"system": system, **{key: m[key] for key in ("tokens_mean", "em", "f1", "latency_ms_mean")}}
+        {"system": system, **{key: m[key] for key in ("tokens_mean", "em", "f1")}}
         for system, m in systems.items()
-    ], columns=["system", "tokens_mean", "em", "f1", "latency_ms_mean"])
+    ], columns=["system", "tokens_mean", "em", "f1"])

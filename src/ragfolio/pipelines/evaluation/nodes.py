@@ -113,6 +113,20 @@ def evaluate_portfolios(
     return report
 
 
+def headline_portfolios(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The few numbers ``dvc metrics show`` prints for selection: test support recall at the portfolio's k.
+
+    Returns:
+        ``{"k", "greedy": {dataset: ...}, "top_by_average": {dataset: ...}, "single_best", "oracle"}``;
+        the last two for ``all`` only (every dataset's are in ``portfolio_metrics.json``).
+    """
+    k, datasets = metrics["k"], metrics["datasets"]
+    at_k = {name: {key: entry["test"][f"{name}_at_k"][k - 1] for key, entry in datasets.items()}
+            for name in ("greedy", "top_by_average")}
+    overall = datasets.get(ALL, {}).get("test", {})
+    return {"k": k, **at_k, "single_best": overall.get("single_best"), "oracle": overall.get("oracle_all")}
+
+
 def _interval_text(interval: dict[str, Any]) -> str:
     """``+0.018 [+0.004, +0.031]`` (``n/a`` for an end that is undefined)."""
     ends = [f"{v:+.3f}" if v is not None else "n/a" for v in (interval["low"], interval["high"])]

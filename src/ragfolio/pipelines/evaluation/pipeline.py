@@ -5,6 +5,7 @@ from kedro.pipeline import Pipeline, node
 from ragfolio.pipelines.evaluation.nodes import (
     best_of_k_table,
     evaluate_portfolios,
+    headline_portfolios,
     plot_best_of_k,
     plot_sample_complexity,
     plot_winners,
@@ -23,6 +24,8 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 outputs="portfolio_metrics",
                 name="evaluate_portfolios",
             ),
+            node(headline_portfolios, inputs={"metrics": "portfolio_metrics"}, outputs="portfolio_headline",
+                 name="headline_portfolios"),
             node(plot_best_of_k, inputs={"metrics": "portfolio_metrics"}, outputs="best_of_k_plot", name="plot_best_of_k"),
             node(best_of_k_table, inputs={"metrics": "portfolio_metrics"}, outputs="best_of_k_data", name="best_of_k_table"),
             node(plot_winners, inputs=UTILITY, outputs="winners_heatmap", name="plot_winners"),

@@ -230,6 +230,22 @@ def _log_summary(report: dict[str, Any]) -> None:
     logger.info("\n".join(lines))
 
 
+def headline_routers(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The few numbers ``dvc metrics show`` prints for routing: test best-of-1 on ``all`` of each router.
+
+    Returns:
+        ``{"best_of_1": {"single_best_member", <router>..., "oracle"}, "gap_closed_l1": {<router>: ...}}``
+        for the ``all`` portfolio (or the first, without one); every curve is in ``router_metrics.json``.
+    """
+    entry: dict[str, Any] = metrics["datasets"].get(ALL) or next(iter(metrics["datasets"].values()), {})
+    routers = [name for name in ("learned", *MODES) if name in entry]
+    return {
+        "best_of_1": {"single_best_member": entry.get("single_best_member"),
+                      **{name: entry[name]["best_of_l"][0] for name in (*routers, "oracle") if name in entry}},
+        "gap_closed_l1": {name: entry[name].get("gap_closed_l1") for name in routers},
+    }
+
+
 def _interval(x: dict[str, Any] | None) -> str:
     if not x or x.get("low") is None:
         return "-"
