@@ -18,6 +18,7 @@ CONFIG_LOADER_ARGS = {
 from ragfolio.hooks import CredentialsHook, RunGuardHook  # noqa: E402
 from ragfolio.tracking.hooks import MlflowTrackingHook  # noqa: E402
 
-# Every `kedro run` is logged to MLflow (sqlite:///mlflow.db unless MLFLOW_TRACKING_URI says otherwise);
-# the credentials' elasticsearch: section becomes the run's ELASTICSEARCH_* variables.
+# A data or parameter error is one line, and a run on other data needs a name (ragfolio.runs) before it
+# writes anything; every `kedro run` is logged to MLflow (sqlite:///mlflow.db unless MLFLOW_TRACKING_URI
+# says otherwise); the credentials' elasticsearch: section becomes the run's ELASTICSEARCH_* variables.
 HOOKS = (RunGuardHook(), CredentialsHook(), MlflowTrackingHook())
