@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,21 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
         assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"
     rerun = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
     assert rerun == router_metrics, "router_metrics.json changed on a rerun with the same seed"
+
+
+def test_the_notebook_runs_on_a_run(portfolio_run: tuple[Path, dict[str, str], str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """notebooks/explore_run.ipynb, every code cell in order in one namespace (as a kernel runs them), on the run."""
+    project, _, _ = portfolio_run
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("RAGFOLIO_RUN_NAME", "tiny")  # the catalog then reads runs/tiny/
+    notebook = json.loads((ROOT / "notebooks" / "explore_run.ipynb").read_text())
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    cells = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert cells and all(not cell["outputs"] for cell in cells)  # committed without outputs
+    for number, cell in enumerate(cells):
+        exec(compile("".join(cell["source"]), f"explore_run.ipynb, code cell {number}", "exec"), namespace)  # noqa: S102
+    assert namespace["RUN_NAME"] == "tiny" and len(namespace["names"]) == 5
+    assert {row["dataset"] for row in namespace["rows"]} == {"hotpotqa", "musique"}
+    assert all(0.0 <= row["routed recall"] <= row["oracle recall"] <= 1.0 for row in namespace["rows"])
+    reply = namespace["reply"]
+    assert reply.answer and reply.tokens > 0 and len(reply.candidates) >= 1
