@@ -94,7 +94,11 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
         assert all(g >= t - 1e-6 for g, t in zip(train["greedy_at_k"], train["top_by_average_at_k"], strict=True))
         assert 0 < entry["certificate"]["ratio"] <= 1
     assert metrics["datasets"]["all"]["n_test"] == sum(metrics["datasets"][d]["n_test"] for d in ("hotpotqa", "musique"))
-    assert set(figures) == {"best_of_k_plot", "winners_heatmap", "best_of_k_data", "sample_complexity_plot"}
+    assert set(figures) == {"best_of_k_plot", "winners_heatmap", "best_of_k_data", "sample_complexity_plot",
+                            "portfolio_headline"}
+    headline = figures["portfolio_headline"].load()  # what `dvc metrics show` prints
+    assert headline["k"] == 3 and headline["greedy"]["all"] == metrics["datasets"]["all"]["test"]["greedy_at_k"][2]
+    assert headline["oracle"] == metrics["datasets"]["all"]["test"]["oracle_all"]
     table = catalog.load("best_of_k_data")  # the all portfolio's test curves, for `dvc plots`
     assert list(table["greedy"]) == metrics["datasets"]["all"]["test"]["greedy_at_k"] and list(table["k"]) == [1, 2, 3, 4]
     assert metrics["datasets"]["all"]["test"]["at_portfolio_k"]["greedy"] == metrics["datasets"]["all"]["test"]["greedy_at_k"][2]
@@ -160,8 +164,9 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     first, second = (frame.sort_values(["id", "system"]).reset_index(drop=True) for frame in (answers, again))
     assert list(second["prediction"]) == list(first["prediction"])
     assert list(second["tokens"]) == list(first["tokens"])
-    again_latencies = catalog.load("answer_latencies")
-    assert list(again_latencies["latency_ms"]) == list(latencies["latency_ms"])  # stored, not measured again
+    before, after = (frame.sort_values(["id", "system"]).reset_index(drop=True)
+                     for frame in (latencies, catalog.load("answer_latencies")))
+    assert list(after["latency_ms"]) == list(before["latency_ms"])  # stored, not measured again
 
 
 def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny_dir) -> None:
