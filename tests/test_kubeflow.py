@@ -99,8 +99,10 @@ def test_only_scalar_parameters_can_be_exposed(tmp_path: Path) -> None:
 def test_every_catalog_path_lies_under_data_root() -> None:
     from kedro.config import OmegaConfigLoader
 
+    from ragfolio.settings import CONFIG_LOADER_ARGS
+
     def paths(runtime_params: dict | None) -> dict[str, str]:
-        loader = OmegaConfigLoader(str(ROOT / "conf"), base_env="base", default_run_env="local", runtime_params=runtime_params)
+        loader = OmegaConfigLoader(str(ROOT / "conf"), runtime_params=runtime_params, **CONFIG_LOADER_ARGS)
         return {name: entry.get("filepath") or entry["path"] for name, entry in loader["catalog"].items()
                 if not name.startswith("_") and ("filepath" in entry or "path" in entry)}
 
