@@ -242,17 +242,16 @@ class ServingEngine:
         return RetrieveResponse(
             query=item.query, l=l, num_docs=depth, members=self._members(routed, item.request_id),
             passages=self._merged(results), degraded=results.degraded, reasons=self._reasons(results),
-            latency_ms=self._latency(routed, total_ms),
+            latency_ms=self._latency(routed, total_ms), batch_size=routed.batch_size,
         )
 
     @staticmethod
     def _latency(routed: RoutedRetrieval, total_ms: float) -> dict[str, float]:
-        """``route``, ``shared``, ``members``, ``total``, the routing's ``stage.<name>`` and ``batch_size``."""
+        """``route``, ``shared``, ``members``, ``total`` and the routing's ``stage.<name>``."""
         results = routed.results
         return {"route": routed.route_ms, "shared": results.shared_ms,
                 "members": results.latency_ms - results.shared_ms, "total": total_ms,
-                **{f"stage.{name}": ms for name, ms in routed.stages_ms.items()},
-                "batch_size": float(routed.batch_size)}
+                **{f"stage.{name}": ms for name, ms in routed.stages_ms.items()}}
 
     def answer(
         self, query: str, l: int | None = None, request_id: str | None = None,  # noqa: E741
@@ -278,8 +277,8 @@ class ServingEngine:
             candidates=[Candidate(member=name, answer=text) for name, text in result.candidates],
             members=self._members(result.retrieval, request_id), passages=self._merged(results),
             degraded=results.degraded, reasons=self._reasons(results),
-            latency_ms={**result.latency_ms, **{f"stage.{name}": ms for name, ms in result.retrieval.stages_ms.items()},
-                        "batch_size": float(result.retrieval.batch_size)},
+            latency_ms={**result.latency_ms, **{f"stage.{name}": ms for name, ms in result.retrieval.stages_ms.items()}},
+            batch_size=result.retrieval.batch_size,
             tokens=Tokens(
                 prompt=result.prompt_tokens, completion=result.completion_tokens, total=result.tokens,
                 calls={stage: {"prompt": c.prompt_tokens, "completion": c.completion_tokens,
