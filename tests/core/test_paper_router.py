@@ -50,3 +50,21 @@ def test_the_paper_router_learns_a_minority_a_non_default_member_wins(tmp_path) 
     np.testing.assert_allclose(again.route(inputs.take(test), 2)[1], router.route(inputs.take(test), 2)[1], atol=1e-6)
     with pytest.raises(ValueError, match="dense query blocks"):
         make_router("paper", blocks=["mpnet"]).fit(inputs, U)
+
+
+def test_router_comparison_reports_the_paper_router_when_asked() -> None:
+    from ragfolio.core.routing.evaluation import RoutingSplit, compare_routers
+    from ragfolio.core.routing.learned import Router
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(120, 4)).astype(np.float32)
+    U = np.zeros((120, 3), dtype=np.float32)
+    U[:, 0] = 1.0
+    U[x[:, 0] > 1.0, 0], U[x[:, 0] > 1.0, 2] = 0.0, 1.0
+    train, test = RoutingSplit(RouteInputs({"e5": x[:80]}), U[:80]), RoutingSplit(RouteInputs({"e5": x[80:]}), U[80:])
+    learned = Router(hidden=8, embedding_dim=4, max_epochs=3, random_state=0).fit(train.inputs, train.utilities)
+    comparison = compare_routers(learned, train, test, seed=0, logistic_c=1.0,
+                                 extra={"paper": {"width": 16, "max_epochs": 3}})
+    report = comparison.report()
+    assert comparison.picks["paper"].shape == (40, 3) and len(report["paper"]["best_of_l"]) == 3
+    assert "l1" in report["paper"]["minus_single_best"]

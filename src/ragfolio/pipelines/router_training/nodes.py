@@ -66,6 +66,9 @@ class RouterTrainingParams(BaseModel):
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
     router: dict[str, Any] = Field(default_factory=dict)
     logistic_c: float = Field(1.0, gt=0)
+    # The paper's router recipe (ragfolio.core.routing.paper), fitted on each portfolio's train
+    # questions and reported beside the others; null: not trained. Not served.
+    paper_router: dict[str, Any] | None = None
     retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
     bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
@@ -152,7 +155,8 @@ def compare_on_test(
         test = query_split(router_inputs, utility_matrices, utility_index, key, members, "test")
         if len(test.utilities):
             train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
-            out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c)
+            extra = {"paper": p.paper_router} if p.paper_router is not None else None
+            out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c, extra=extra)
     return out
 
 
@@ -281,7 +285,7 @@ def _pct(x: float | None) -> str:
 
 def _routed(entry: dict[str, Any]) -> list[str]:
     """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in (*COMPARED, *MODES) if name in entry]
+    return [name for name in (*COMPARED, "paper", *MODES) if name in entry]
 
 
 def plot_router_curves(metrics: dict[str, Any]) -> Figure:
