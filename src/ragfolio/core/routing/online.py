@@ -116,7 +116,7 @@ class OnlineRetrievalRouting:
                 stages: dict[str, float]) -> RouteInputs:
         runner = self.executor.runner
         start = time.perf_counter()
-        bases = self.featurizer.fetch_bases(runner, queries)
+        bases = self.featurizer.fetch_bases(runner, queries, self.executor.shared_pool())  # bases side by side
         graph = runner.graph()
         stages["first_stage"] = 1000 * (time.perf_counter() - start)
         start = time.perf_counter()
