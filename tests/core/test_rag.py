@@ -12,6 +12,7 @@ from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.summary import summarize
 from ragfolio.core.answering.systems import SystemRunner, run_order, system_names
 from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.retrieval.executor import PortfolioExecutor
 from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.learned import Router
@@ -51,7 +52,9 @@ def rag_parts(tiny_dir, monkeypatch, small_grid):
     hasher = TextHasher(n_features=64)
     rag_probe = AdaptiveRAG.__new__(AdaptiveRAG)
     rag_probe.runner, rag_probe.hasher, rag_probe.encoders = runner, hasher, ["minilm"]
+    rag_probe.executor = PortfolioExecutor(runner, members)
     X = AdaptiveRAG.features(rag_probe, queries)
+    rag_probe.executor.close()
     U = np.tile(np.array([[1.0, 0.5, 0.0]], dtype=np.float32), (len(queries), 1))
     router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0)
     router.fit(RouteInputs(X), U, [m.name for m in members])

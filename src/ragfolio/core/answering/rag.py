@@ -158,8 +158,11 @@ class AdaptiveRAG:
         return len(self.members)
 
     def features(self, queries: Sequence[str]) -> Features:
-        """The router's input for ``queries`` (query embeddings are shared with the members)."""
-        embeddings = {name: self.runner.query_embeddings(name, list(queries)) for name in self.encoders}
+        """The router's input for ``queries`` (query embeddings are shared with the members; the
+        encoders run side by side in the executor's shared pool)."""
+        pool, texts = self.executor.shared_pool(), list(queries)
+        futures = {name: pool.submit(self.runner.query_embeddings, name, texts) for name in self.encoders}
+        embeddings = {name: future.result() for name, future in futures.items()}
         return query_features(list(queries), embeddings, self.hasher)
 
     def route(self, query: str, l: int) -> tuple[list[int], list[float], float]:
