@@ -107,13 +107,11 @@ class OnlineRetrievalRouting:
     def k(self) -> int:
         return len(self.executor.members)
 
-    def inputs(self, queries: Sequence[str], results: Sequence[MemberResults] | None) -> RouteInputs:
-        """The router's inputs for ``queries`` ``(n,)``: query blocks, ``first_stage`` ``(n, d_f)`` and,
-        given every member's ``results`` per query, ``results["members"]`` ``(n, k, d_m)``."""
-        return self._inputs(list(queries), results, {})
-
     def _inputs(self, queries: list[str], results: Sequence[MemberResults] | None,
                 stages: dict[str, float]) -> RouteInputs:
+        """The router's inputs for ``queries`` ``(n,)``: query blocks, ``first_stage`` ``(n, d_f)`` and,
+        given every member's ``results`` per query, ``results["members"]`` ``(n, k, d_m)``; records
+        the ``first_stage`` and ``features`` times in ``stages``."""
         runner = self.executor.runner
         start = time.perf_counter()
         bases = self.featurizer.fetch_bases(runner, queries, self.executor.shared_pool())  # bases side by side
