@@ -12,6 +12,7 @@ from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.summary import summarize
 from ragfolio.core.answering.systems import SystemRunner, run_order, system_names
 from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.retrieval.executor import PortfolioExecutor
 from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.learned import Router
@@ -51,7 +52,9 @@ def rag_parts(tiny_dir, monkeypatch, small_grid):
     hasher = TextHasher(n_features=64)
     rag_probe = AdaptiveRAG.__new__(AdaptiveRAG)
     rag_probe.runner, rag_probe.hasher, rag_probe.encoders = runner, hasher, ["minilm"]
+    rag_probe.executor = PortfolioExecutor(runner, members)
     X = AdaptiveRAG.features(rag_probe, queries)
+    rag_probe.executor.close()
     U = np.tile(np.array([[1.0, 0.5, 0.0]], dtype=np.float32), (len(queries), 1))
     router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0)
     router.fit(RouteInputs(X), U, [m.name for m in members])
@@ -202,8 +205,9 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router
     rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"],
                       retrieval_features={"encoders": ["minilm"], "agreement_depth": featurizer.agreement_depth})
     asked: list[list[int]] = []
-    run = rag.executor.run
-    monkeypatch.setattr(rag.executor, "run", lambda query, chosen, **kw: asked.append(list(chosen)) or run(query, chosen, **kw))
+    run_batch = rag.executor.run_batch
+    monkeypatch.setattr(rag.executor, "run_batch",
+                        lambda qs, chosen: asked.extend(list(c) for c in chosen) or run_batch(qs, chosen))
     for i, query in enumerate(queries[:4]):
         f, m = featurizer.compute(runner, [query], members)
         expected = router.route(RouteInputs({"first_stage": f}, {"members": m}), 2)[0][0].tolist()
@@ -214,4 +218,44 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router
             assert asked[-1] == [0, 1, 2] and len(asked) == i + 1  # all k once, nothing run twice
         else:
             assert asked[-1] == expected
+    rag.close()
+
+
+@pytest.mark.parametrize("router_class", [PreRetrievalRouter, PostRetrievalRouter, None])
+def test_a_batch_is_routed_together_as_each_query_is_alone(rag_parts, router_class, monkeypatch) -> None:
+    """Every router routes a batch with one first stage, one member run and one predict call per l,
+    and picks for each query what it picks for the query alone (and what the offline features give)."""
+    runner, members, router, hasher, queries = rag_parts
+    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    settings = None
+    if router_class is not None:
+        first, member_features = featurizer.compute(runner, queries, members)
+        U = np.zeros((len(queries), 3), dtype=np.float32)
+        U[np.arange(len(queries)), (np.arange(len(queries)) * 7) % 3] = 1.0
+        router = router_class(min_questions=1, min_z=0.0, n_folds=2).fit(
+            RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members])
+        settings = {"encoders": ["minilm"], "agreement_depth": featurizer.agreement_depth}
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], retrieval_features=settings)
+    batch = queries[:6]
+    alone = [rag.retrieve(q, 2) for q in batch]
+    runs: list[int] = []
+    predicts: list[int] = []
+    run_batch, route = rag.executor.run_batch, router.route
+    monkeypatch.setattr(rag.executor, "run_batch", lambda qs, chosen: runs.append(len(qs)) or run_batch(qs, chosen))
+    monkeypatch.setattr(router, "route", lambda inputs, l: predicts.append(len(inputs)) or route(inputs, l))
+    together = rag.retrieve_batch(batch, [2] * len(batch))
+    assert runs == [len(batch)] and predicts == [len(batch)]  # one member run, one predict call, whole batch
+    assert [r.members for r in together] == [r.members for r in alone]
+    assert [[run.doc_ids for run in r.results.runs] for r in together] == [[run.doc_ids for run in r.results.runs]
+                                                                          for r in alone]
+    assert all(r.batch_size == len(batch) and "predict" in r.stages_ms and "features" in r.stages_ms for r in together)
+    if router_class is not None:  # offline features of the batch (as router training computes them) route the same
+        first, member_features = featurizer.compute(runner, batch, members)
+        offline = route(RouteInputs({"first_stage": first}, {"members": member_features}), 2)[0]
+        assert [r.members for r in together] == offline.tolist()
+        assert "first_stage" in together[0].stages_ms
+        assert ("members" in together[0].stages_ms) == router_class.reads_results
+    mixed = rag.retrieve_batch(batch[:3], [1, 2, 3])
+    assert [len(r.members) for r in mixed] == [1, 2, 3]
+    assert [r.members[0] for r in mixed] == [r.members[0] for r in alone[:3]]
     rag.close()

@@ -43,7 +43,7 @@ def _data(n: int, seed: int) -> tuple[RouteInputs, np.ndarray]:
 def test_the_learned_router_and_every_ablation_are_registered() -> None:
     assert router_names() == [
         "learned", "random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle",
-        "pre_retrieval", "post_retrieval",
+        "pre_retrieval", "post_retrieval", "paper",
     ]
     assert registry.router_class("learned") is Router
 

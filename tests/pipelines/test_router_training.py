@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
+from kedro_datasets.pickle import PickleDataset
 
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.retrieval import MODES
+from ragfolio.core.scoring.utility_index import datasets_of, split_questions
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow
@@ -22,9 +26,8 @@ GRID = {
 }
 
 
-@pytest.fixture
-def catalog(tmp_path, tiny_dir) -> DataCatalog:
-    params = {
+def _params(tiny_dir, router: str) -> dict:
+    return {
         "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "seed": 0},
         "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall",
                               "graph_max_degree": 20, "encoders": {}, "grid": GRID},
@@ -34,21 +37,36 @@ def catalog(tmp_path, tiny_dir) -> DataCatalog:
             "text_features": {"n_features": 64}, "encoders": [],
             "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
             "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
-            "bundle": {"router": "post_retrieval"},
+            "bundle": {"router": router},
             "seed": 0,
         },
     }
-    datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
+
+
+def _catalog(tmp_path, tiny_dir, router: str) -> DataCatalog:
+    datasets = {f"params:{name}": MemoryDataset(value) for name, value in _params(tiny_dir, router).items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     for name in ("router_metrics", "router_timings"):
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
+    for name in ("router_comparison", "routers", "pre_retrieval_routers", "post_retrieval_routers", "questions",
+                 "utility_index"):  # kept past their last use, for the checks below
+        datasets[name] = PickleDataset(filepath=str(tmp_path / f"{name}.pkl"))
     return DataCatalog(datasets)
 
 
-def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> None:
+@pytest.fixture
+def catalog(tmp_path, tiny_dir) -> DataCatalog:
+    return _catalog(tmp_path, tiny_dir, "post_retrieval")
+
+
+def _run(catalog: DataCatalog) -> None:
     pipelines = register_pipelines()
     names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training")
     SequentialRunner().run(sum((pipelines[name] for name in names[1:]), pipelines[names[0]]), catalog)
+
+
+def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> None:
+    _run(catalog)
     metrics = catalog.load("router_metrics")
     k = metrics["k"]
     features = metrics["retrieval_features"]
@@ -78,3 +96,38 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
     routed = rag.retrieve("which river is the longest", 2)
     assert len(routed.members) == 2 and all(run.ok for run in routed.results.runs)
     rag.close()
+
+
+def test_auto_serves_the_validation_winner_and_serves_what_the_report_measured(tmp_path, tiny_dir) -> None:
+    """``bundle.router: auto`` serves the router with the largest validation gain over the default member
+    (train only), the bundle and the report name it, and every trained router's served picks (batched and
+    one query at a time, through the bundle's runner) equal the report's picks on the same test questions."""
+    catalog = _catalog(tmp_path, tiny_dir, "auto")
+    _run(catalog)
+    metrics, bundle = catalog.load("router_metrics"), catalog.load("bundle")
+    selection = metrics["datasets"]["all"]["selection"]
+    gains = {}
+    for name in ("learned", "pre_retrieval", "post_retrieval"):  # recomputed here from the validation values
+        entry = selection[name]
+        gains[name] = 0.0 if entry["fallback"] else entry["val_best_of_1"] - entry["val_default"]
+    winner = max(gains, key=lambda name: (gains[name] - 1e-9 * list(gains).index(name)))
+    served = metrics["served"]
+    assert served["router"] == winner and served["requested"] == "auto" and served["portfolio"] == "all"
+    assert {n: v["val_gain"] for n, v in served["validation"].items()} == pytest.approx(gains)
+    assert bundle.router.name == winner and bundle.selection["served_router"]["router"] == winner
+    assert served["test_best_of_l"] == metrics["datasets"]["all"][winner]["best_of_l"]
+    budget = served["same_budget"]
+    assert set(budget["union_minus_single"]) == {"l1", "l2"} and len(budget["routed_union_recall"]) == metrics["k"]
+
+    comparison = catalog.load("router_comparison")["all"]
+    questions, index = catalog.load("questions"), catalog.load("utility_index")
+    texts = [q.question for d in datasets_of(index, "all") for q in split_questions(questions, index, d, "test")]
+    k = metrics["k"]
+    trained = {"learned": catalog.load("routers")["all"], "pre_retrieval": catalog.load("pre_retrieval_routers")["all"],
+               "post_retrieval": catalog.load("post_retrieval_routers")["all"]}
+    for name, router in trained.items():
+        rag = AdaptiveRAG.from_bundle(dataclasses.replace(bundle, router=router))
+        batched = [r.members for r in rag.retrieve_batch(texts, [k] * len(texts))]
+        alone = [rag.retrieve(text, k).members for text in texts]
+        assert batched == alone == comparison.picks[name].tolist(), name
+        rag.close()

@@ -105,7 +105,7 @@ def counting(monkeypatch) -> list[tuple[int, int]]:
 def comparable(body: dict) -> dict:
     """A /retrieve body without its timings and router scores (compared by :func:`router_scores`)."""
     members = [{k: v for k, v in m.items() if k not in ("latency_ms", "router_score")} for m in body["members"]]
-    return {**{k: v for k, v in body.items() if k != "latency_ms"}, "members": members}
+    return {**{k: v for k, v in body.items() if k not in ("latency_ms", "batch_size")}, "members": members}
 
 
 def router_scores(bodies: list[dict]) -> list[float]:

@@ -97,6 +97,7 @@ def test_a_question_typed_in_chromium_shows_members_passages_answers_and_latency
         page.navigate(f"{server}/")
         page.wait_for("document.getElementById('portfolio').textContent.startsWith('Bundle')")
         page.type_into("#query", QUESTION)
+        assert page.evaluate("document.getElementById('router-choice').textContent").startswith("Router: learned")
 
         shown = click_and_wait(page, "retrieve")
         assert [m["name"] for m in shown["members"]] == names
@@ -105,7 +106,7 @@ def test_a_question_typed_in_chromium_shows_members_passages_answers_and_latency
             assert card["texts"] == [p["text"] for p in member["passages"]] and all(card["texts"])
             assert f"router score {member['router_score']:.3f}" in card["facts"]
             assert card["candidate"] is None and not card["chosen"]
-        assert set(shown["latency"]) == {"route", "shared", "members", "total"}
+        assert set(shown["latency"]) == {"route", "shared", "members", "total", "stage.features", "stage.predict"}
         assert all(re.fullmatch(r"\d+\.\d", ms) for ms in shown["latency"].values()), shown["latency"]
         assert shown["selected"] is None and shown["status"].startswith("/retrieve: 2 members in ")
 
@@ -113,7 +114,8 @@ def test_a_question_typed_in_chromium_shows_members_passages_answers_and_latency
         assert shown["selected"] == expected_answer["answer"]
         assert [m["candidate"] for m in shown["members"]] == [c["answer"] for c in expected_answer["candidates"]]
         assert [m["chosen"] for m in shown["members"]] == [i == expected_answer["chosen"] for i in range(2)]
-        assert set(shown["latency"]) == {"route", "retrieve", "answer", "select", "total"}
+        assert set(shown["latency"]) == {"route", "retrieve", "answer", "select", "total", "stage.features",
+                                         "stage.predict"}
         assert all(m["titles"] for m in shown["members"])
         assert page.errors == [], page.errors  # no script error, no blocked or failed request
 

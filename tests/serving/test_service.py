@@ -62,7 +62,8 @@ def test_retrieve_returns_routed_members_passages_and_merged_list(client) -> Non
     returned = {p["id"] for m in body["members"] for p in m["passages"]}
     assert {p["id"] for p in merged} == returned and len(merged) == len(returned)
     assert merged[0]["id"] == body["members"][0]["passages"][0]["id"]  # rank-1 of the top member first
-    assert set(body["latency_ms"]) == {"route", "shared", "members", "total"}
+    assert set(body["latency_ms"]) == {"route", "shared", "members", "total", "stage.features", "stage.predict"}
+    assert body["batch_size"] >= 1
 
 
 def test_retrieve_with_l_and_num_docs(client) -> None:
@@ -94,7 +95,8 @@ def test_answer_returns_candidates_choice_passages_latency_and_tokens(client) ->
         assert candidate["answer"] == member["passages"][0]["title"]
     assert body["answer"] == body["candidates"][body["chosen"]]["answer"]
     assert body["chosen_member"] == body["candidates"][body["chosen"]]["member"]
-    assert set(body["latency_ms"]) == {"route", "retrieve", "answer", "select", "total"}
+    assert set(body["latency_ms"]) == {"route", "retrieve", "answer", "select", "total", "stage.features",
+                                       "stage.predict"}
     tokens = body["tokens"]
     assert tokens["total"] == tokens["prompt"] + tokens["completion"] > 0
     assert {f"answer:{m['name']}" for m in body["members"]} <= set(tokens["calls"])

@@ -5,14 +5,17 @@ answerer once, and turns requests into core calls and core results into the resp
 :mod:`ragfolio.serving.schemas`. Its methods block (retrieval and LLM calls); the BentoML service
 runs them in its thread pools. It imports no BentoML, so it can be used and tested on its own.
 
-Retrieval works on batches (:meth:`ServingEngine.retrieve_many`): the queries of a batch are
-encoded together (one call per encoder), routed in one forward pass,
-and each member chosen by any of them runs once over the batch
-(:meth:`ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`); the service gathers concurrent
-requests into such batches (:class:`ragfolio.core.batching.MicroBatcher`). A query's passages
-are the same whether it came alone or in a batch. A bundle whose router sees the retrieval
-(``router_training.bundle.router: pre_retrieval | post_retrieval``) routes each query of a batch
-on its own first-stage rankings (post-retrieval: after all k members ran), one query at a time.
+Retrieval works on batches (:meth:`ServingEngine.retrieve_many`, :meth:`ServingEngine.route_many`),
+for every router (:meth:`ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch`): the queries of a
+batch are encoded together (one call per encoder) or, for a router that sees the retrieval
+(``pre_retrieval``, ``post_retrieval``), ranked by the shared first stage together; post-retrieval
+every member runs once over the batch before routing; the features of the batch are computed in
+one call and routed with one predict call per distinct l; each member chosen by any query runs once
+over the batch (:meth:`ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`). The service
+gathers concurrent requests into such batches (:class:`ragfolio.core.batching.MicroBatcher`),
+``/answer``'s retrievals included. A query's passages and routing are the same whether it came
+alone or in a batch. Each response's ``latency_ms`` carries the routing's stages (``stage.<name>``,
+the batch's) and ``batch_size``.
 
 The LLM: an in-process kind (the embedded model) runs by default in a process of its own, an
 OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.answering.llm_process`,
@@ -49,7 +52,6 @@ from ragfolio.core.answering.llm_process import LLMProcess, ProcessBackend
 from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.retrieval.executor import MemberResults
-from ragfolio.core.routing.base import RouteInputs
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
 from ragfolio.serving.schemas import (
@@ -200,53 +202,37 @@ class ServingEngine:
         """Route ``query`` to l members, run them concurrently and merge their passages (a batch of one)."""
         return self.retrieve_many([RetrievalItem(query, l, num_docs, request_id)])[0]
 
+    def route_many(self, items: Sequence[RetrievalItem]) -> list[RoutedRetrieval]:
+        """Route and retrieve a batch of queries (see the module docstring); results in order.
+
+        The queries of each distinct ``num_docs`` are one batch of
+        :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch` on that view.
+        """
+        queries = [item.query.strip() for item in items]
+        ls = [item.l or self.default_l for item in items]
+        depths = [item.num_docs or self.num_docs for item in items]
+        out: dict[int, RoutedRetrieval] = {}
+        for depth in sorted(set(depths)):
+            rows = [i for i, d in enumerate(depths) if d == depth]
+            routed = self._view(depth).retrieve_batch([queries[i] for i in rows], [ls[i] for i in rows])
+            out.update(zip(rows, routed, strict=True))
+        return [out[i] for i in range(len(items))]
+
     def retrieve_many(self, items: Sequence[RetrievalItem]) -> list[RetrieveResponse]:
         """Retrieve for a batch of queries at once (see the module docstring); responses in order.
 
-        The batch's queries are featurised together and routed with one forward pass per
-        distinct ``l``; the members run over the queries of each distinct ``num_docs`` together.
         A member's failure is logged with each query's ``request_id`` and its detail; the
         responses say only :func:`public_error`. Latencies are the batch's.
         """
         if not items:
             return []
-        if self.rag.online is not None:
-            return [self._retrieve_online(item) for item in items]
         start = time.perf_counter()
-        queries = [item.query.strip() for item in items]
-        ls = [item.l or self.default_l for item in items]
-        depths = [item.num_docs or self.num_docs for item in items]
-        inputs = RouteInputs(self.rag.features(queries))  # one encoder call per encoder, for the batch
-        chosen: list[list[int]] = [[] for _ in items]
-        scores: list[list[float]] = [[] for _ in items]
-        for l in sorted(set(ls)):  # noqa: E741
-            picks, all_scores = self.rag.router.route(inputs, l)
-            for i in (i for i, li in enumerate(ls) if li == l):
-                chosen[i] = [int(j) for j in picks[i]]
-                scores[i] = [float(all_scores[i][j]) for j in picks[i]]
-        route_ms = 1000 * (time.perf_counter() - start)
-        results: dict[int, MemberResults] = {}
-        for depth in sorted(set(depths)):
-            rows = [i for i, d in enumerate(depths) if d == depth]
-            runs = self._view(depth).executor.run_batch([queries[i] for i in rows], [chosen[i] for i in rows])
-            results.update(zip(rows, runs, strict=True))
+        routed = self.route_many(items)
         total_ms = 1000 * (time.perf_counter() - start)
-        responses = []
-        for i, item in enumerate(items):
-            routed = RoutedRetrieval(chosen[i], scores[i], results[i], route_ms)
-            responses.append(self._retrieve_response(item, ls[i], depths[i], routed, total_ms))
-        return responses
-
-    def _retrieve_online(self, item: RetrievalItem) -> RetrieveResponse:
-        """One query routed by a router that sees the retrieval (``pre_retrieval``, ``post_retrieval``).
-
-        Its features come from the query's own first-stage rankings (and, post-retrieval, every
-        member's results), so these queries are routed one at a time, not as a batch.
-        """
-        start = time.perf_counter()
-        l, depth = item.l or self.default_l, item.num_docs or self.num_docs  # noqa: E741
-        routed = self._view(depth).retrieve(item.query.strip(), l)
-        return self._retrieve_response(item, l, depth, routed, 1000 * (time.perf_counter() - start))
+        return [
+            self._retrieve_response(item, item.l or self.default_l, item.num_docs or self.num_docs, r, total_ms)
+            for item, r in zip(items, routed, strict=True)
+        ]
 
     def _retrieve_response(
         self, item: RetrievalItem, l: int, depth: int, routed: RoutedRetrieval, total_ms: float  # noqa: E741
@@ -256,21 +242,33 @@ class ServingEngine:
         return RetrieveResponse(
             query=item.query, l=l, num_docs=depth, members=self._members(routed, item.request_id),
             passages=self._merged(results), degraded=results.degraded, reasons=self._reasons(results),
-            latency_ms={"route": routed.route_ms, "shared": results.shared_ms,
-                        "members": results.latency_ms - results.shared_ms, "total": total_ms},
+            latency_ms=self._latency(routed, total_ms), batch_size=routed.batch_size,
         )
 
-    def answer(self, query: str, l: int | None = None, request_id: str | None = None) -> AnswerResponse:  # noqa: E741
+    @staticmethod
+    def _latency(routed: RoutedRetrieval, total_ms: float) -> dict[str, float]:
+        """``route``, ``shared``, ``members``, ``total`` and the routing's ``stage.<name>``."""
+        results = routed.results
+        return {"route": routed.route_ms, "shared": results.shared_ms,
+                "members": results.latency_ms - results.shared_ms, "total": total_ms,
+                **{f"stage.{name}": ms for name, ms in routed.stages_ms.items()}}
+
+    def answer(
+        self, query: str, l: int | None = None, request_id: str | None = None,  # noqa: E741
+        retrieval: RoutedRetrieval | None = None,
+    ) -> AnswerResponse:
         """Retrieve with l routed members, answer from each one's passages, select one answer.
 
-        Member failures are handled as in :meth:`retrieve`.
+        ``retrieval``: the query's routed retrieval when it was made already, in a batch
+        (:meth:`route_many`; the service batches ``/answer``'s retrievals so). Member failures
+        are handled as in :meth:`retrieve`.
 
         Raises:
             ragfolio.core.answering.llm.LLMUnavailableError: The LLM cannot be reached.
             ragfolio.core.answering.llm.LLMRequestError: The LLM endpoint rejected a request.
         """
         l = l or self.default_l  # noqa: E741
-        result: RAGAnswer = self.rag.answer(query.strip(), l)
+        result: RAGAnswer = self.rag.answer(query.strip(), l, retrieval=retrieval)
         results = result.retrieval.results
         return AnswerResponse(
             query=query, l=l, answer=result.answer, chosen=result.chosen,
@@ -278,7 +276,9 @@ class ServingEngine:
             fallback=result.fallback,
             candidates=[Candidate(member=name, answer=text) for name, text in result.candidates],
             members=self._members(result.retrieval, request_id), passages=self._merged(results),
-            degraded=results.degraded, reasons=self._reasons(results), latency_ms=dict(result.latency_ms),
+            degraded=results.degraded, reasons=self._reasons(results),
+            latency_ms={**result.latency_ms, **{f"stage.{name}": ms for name, ms in result.retrieval.stages_ms.items()}},
+            batch_size=result.retrieval.batch_size,
             tokens=Tokens(
                 prompt=result.prompt_tokens, completion=result.completion_tokens, total=result.tokens,
                 calls={stage: {"prompt": c.prompt_tokens, "completion": c.completion_tokens,
@@ -295,7 +295,8 @@ class ServingEngine:
             default_l=self.default_l, num_docs=self.num_docs, n_passages=len(bundle.corpus),
             corpus_fingerprint=bundle.corpus.fingerprint,
             members=[MemberInfo(name=m.name, family=m.family, params=dict(m.params)) for m in bundle.members],
-            router=bundle.router.name, selection=bundle.selection, routing=bundle.routing,
+            router=bundle.router.name, router_choice=bundle.selection.get("served_router"),
+            selection=bundle.selection, routing=bundle.routing,
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,
                     "max_body_bytes": self.config.max_body_bytes, "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
                     "request_timeout_s": self.config.request_timeout_s,

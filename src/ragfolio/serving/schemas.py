@@ -178,7 +178,11 @@ class RetrieveResponse(BaseModel):
     passages: list[MergedPassage]
     degraded: bool
     reasons: list[str] = Field(description="'<member>: <error>' for each member left out (error as in MemberResult).")
-    latency_ms: dict[str, float] = Field(description="route, shared (query parts), members (wall), total.")
+    latency_ms: dict[str, float] = Field(
+        description="route, shared (query parts), members (wall), total; stage.<name>: the routing's stages "
+                    "(features, predict; first_stage and members for the routers that see the retrieval), the batch's."
+    )
+    batch_size: int = Field(1, description="Queries routed and retrieved together with this one (latencies are the batch's).")
 
 
 class BatchRetrieveResponse(BaseModel):
@@ -213,7 +217,10 @@ class AnswerResponse(BaseModel):
     passages: list[MergedPassage]
     degraded: bool
     reasons: list[str]
-    latency_ms: dict[str, float] = Field(description="route, retrieve, answer, select, total.")
+    latency_ms: dict[str, float] = Field(
+        description="route, retrieve, answer, select, total; stage.<name>: the routing's stages (the batch's)."
+    )
+    batch_size: int = Field(1, description="Queries whose retrieval was batched with this one's.")
     tokens: Tokens
 
 
@@ -239,6 +246,11 @@ class PortfolioInfo(BaseModel):
     )
     members: list[MemberInfo]
     router: str = Field(description="The served router's kind: learned, pre_retrieval, post_retrieval, ...")
+    router_choice: dict[str, Any] | None = Field(
+        None, description="Why this router is served (router_training.bundle.router: auto picks the largest "
+                          "validation gain over the default member, train questions only): the reason, the "
+                          "validation values compared and what the report measured of it on test; None for a "
+                          "bundle written before the choice was recorded.")
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
     routing: dict[str, Any]
     limits: dict[str, Any]

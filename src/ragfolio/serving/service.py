@@ -10,7 +10,9 @@ by :class:`ragfolio.serving.engine.ServingEngine` (core calls) in two thread poo
 retrieval and one for answering, so that slow ``/answer`` requests never hold up ``/retrieve``.
 The queries of concurrent ``/retrieve`` and ``/batch_retrieve`` requests are gathered into batches
 (:class:`ragfolio.core.batching.MicroBatcher`, settings ``batching``) that are encoded, routed and
-retrieved together; the routed members run concurrently. The embedded LLM runs in a process of
+retrieved together, whatever the router; the routed members run concurrently. The retrievals of
+concurrent ``/answer`` requests are batched the same way (a batcher of their own, in the retrieval
+threads), then each is answered in the answering threads. The embedded LLM runs in a process of
 its own that the engine supervises (``llm_process``); readiness and retrieval never wait on it.
 
 Errors: a body over ``max_body_bytes`` is a 413 (:mod:`ragfolio.serving.guard`, before BentoML
@@ -41,6 +43,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ragfolio.core.answering.llm import LLMRequestError, LLMUnavailableError
+from ragfolio.core.answering.rag import RoutedRetrieval
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
 from ragfolio.serving.config import ServingConfig, load_config
@@ -117,6 +120,12 @@ class RagfolioService:
         self.metrics = serving_metrics()
         self._batcher: MicroBatcher[RetrievalItem, RetrieveResponse] = MicroBatcher(
             lambda items: self.engine.retrieve_many(items),
+            max_batch_size=batching.max_batch_size, max_wait_s=batching.max_wait_ms / 1000,
+            max_concurrent=batching.concurrent_batches, executor=self._retrieve_pool,
+            on_batch=self.metrics.retrieval_batch_size.observe,
+        )
+        self._answer_batcher: MicroBatcher[RetrievalItem, RoutedRetrieval] = MicroBatcher(
+            lambda items: self.engine.route_many(items),
             max_batch_size=batching.max_batch_size, max_wait_s=batching.max_wait_ms / 1000,
             max_concurrent=batching.concurrent_batches, executor=self._retrieve_pool,
             on_batch=self.metrics.retrieval_batch_size.observe,
@@ -206,10 +215,15 @@ class RagfolioService:
         """
         request = self._validate(AnswerRequest, query=query, l=l)
         rid = current_request_id()
-        call = functools.partial(self.engine.answer, request.query, request.l, request_id=rid)
         kind = self.config.llm.get("kind")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.answer_timeout_s
         try:
-            response: AnswerResponse = await self._in_pool(self._answer_pool, self.config.answer_timeout_s, call)
+            retrieval = await asyncio.wait_for(  # batched with concurrent /answer requests' retrievals
+                self._answer_batcher.submit(RetrievalItem(request.query, request.l, None, rid)),
+                self.config.answer_timeout_s)
+            call = functools.partial(self.engine.answer, request.query, request.l, request_id=rid, retrieval=retrieval)
+            response: AnswerResponse = await self._in_pool(self._answer_pool, max(deadline - loop.time(), 1e-3), call)
         except TimeoutError:
             return self._timeout("/answer", f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}")
         except (LLMUnavailableError, ImportError) as exc:

@@ -1,7 +1,8 @@
 """The portfolio bundle as an MLflow ``pyfunc`` model: questions in, routed members and passages out.
 
 ``predict`` takes a DataFrame with a ``question`` column (or a list of strings) and an optional
-``l`` parameter, and returns one row per question: the routed members (best first), their router
+``l`` parameter, routes and retrieves the questions as one batch (whatever the router:
+:meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch`), and returns one row per question: the routed members (best first), their router
 scores, and each member's passages. Loading it back with ``mlflow.pyfunc.load_model("models:/ragfolio/<v>")``
 verifies the bundle's checksums, then gives the same predictions as the pipeline's bundle.
 """
@@ -37,8 +38,8 @@ class RagfolioModel(PythonModel):
         questions = list(model_input["question"]) if isinstance(model_input, pd.DataFrame) else list(model_input)
         l = int((params or {}).get("l") or self.bundle.default_l)
         rows = []
-        for question in questions:
-            routed = self.rag.retrieve(str(question), l)
+        routings = self.rag.retrieve_batch([str(q) for q in questions], [l] * len(questions)) if questions else []
+        for question, routed in zip(questions, routings, strict=True):  # the batch routed together
             runs = {run.name: run for run in routed.results.ok_runs}
             members = [self.bundle.members[j].name for j in routed.members]
             rows.append({

@@ -39,13 +39,20 @@ class RoutedRetrieval:
         members: Routed member indices into the portfolio, best first, ``(l,)``.
         router_scores: The router's score of each routed member, aligned with ``members``.
         results: What each member returned (failed or timed-out members carry their error).
-        route_ms: Time to build the query's features and score the members, in milliseconds.
+        route_ms: Time to build the query's features and score the members, in milliseconds (in a
+            batch, the batch's; post-retrieval, without the k members' run, which ``results`` times).
+        stages_ms: The routing's stages, in milliseconds for the whole batch the query came in:
+            ``features`` and ``predict`` for every router, ``first_stage`` for the routers that see the
+            retrieval, ``members`` (the k members' run) post-retrieval.
+        batch_size: Queries in the batch it was routed and retrieved with.
     """
 
     members: list[int]
     router_scores: list[float]
     results: MemberResults
     route_ms: float
+    stages_ms: dict[str, float] = field(default_factory=dict)
+    batch_size: int = 1
 
     @property
     def latency_ms(self) -> float:
@@ -88,7 +95,7 @@ class RAGAnswer:
 
 
 class AdaptiveRAG:
-    """A trained portfolio and router over one corpus, answering one query at a time.
+    """A trained portfolio and router over one corpus, routing and retrieving a batch of queries (or one).
 
     Args:
         runner: The pool runner over the corpus (a disabled disk cache for online use).
@@ -151,8 +158,11 @@ class AdaptiveRAG:
         return len(self.members)
 
     def features(self, queries: Sequence[str]) -> Features:
-        """The router's input for ``queries`` (query embeddings are shared with the members)."""
-        embeddings = {name: self.runner.query_embeddings(name, list(queries)) for name in self.encoders}
+        """The router's input for ``queries`` (query embeddings are shared with the members; the
+        encoders run side by side in the executor's shared pool)."""
+        pool, texts = self.executor.shared_pool(), list(queries)
+        futures = {name: pool.submit(self.runner.query_embeddings, name, texts) for name in self.encoders}
+        embeddings = {name: future.result() for name, future in futures.items()}
         return query_features(list(queries), embeddings, self.hasher)
 
     def route(self, query: str, l: int) -> tuple[list[int], list[float], float]:
@@ -166,35 +176,96 @@ class AdaptiveRAG:
             routed = self.online.route(query, l)
             return routed.members, routed.scores, routed.route_ms
         start = time.perf_counter()
-        features = self.features([query])
-        picks, scores = self.router.route(RouteInputs(features), l)  # one forward pass for both
-        picks, scores = picks[0], scores[0]
-        return [int(j) for j in picks], [float(scores[j]) for j in picks], 1000 * (time.perf_counter() - start)
+        picks, scores, _ = self._route_by_query(self.features([query]), [l])
+        return picks[0], scores[0], 1000 * (time.perf_counter() - start)
+
+    def _route_by_query(
+        self, features: Features, ls: Sequence[int]
+    ) -> tuple[list[list[int]], list[list[float]], float]:
+        """A query-only router's ``(picks, scores, predict ms)`` for each row of ``features`` (one
+        ``route`` call per distinct l)."""
+        start = time.perf_counter()
+        inputs = RouteInputs(features)
+        picks: list[list[int]] = [[] for _ in ls]
+        scores: list[list[float]] = [[] for _ in ls]
+        for l in sorted(set(ls)):  # noqa: E741 - one forward pass per distinct l (usually one)
+            chosen, all_scores = self.router.route(inputs, l)
+            for i in (i for i, li in enumerate(ls) if li == l):
+                picks[i] = [int(j) for j in chosen[i]]
+                scores[i] = [float(all_scores[i][j]) for j in picks[i]]
+        return picks, scores, 1000 * (time.perf_counter() - start)
 
     def retrieve(self, query: str, l: int, *, members: Sequence[int] | None = None) -> RoutedRetrieval:
         """Route ``query`` to l members (or use the given ``members``) and run them concurrently.
 
-        Post-retrieval, the routed members' results are those the router saw (nothing runs twice):
-        ``route_ms`` is then the features and routing, and the results' latency the k members' run.
+        A batch of one (:meth:`retrieve_batch`). Post-retrieval, the routed members' results are
+        those the router saw (nothing runs twice): ``route_ms`` is then the features and routing,
+        and the results' latency the k members' run.
         """
         if members is not None:
             chosen = list(members)
             return RoutedRetrieval(chosen, [float("nan")] * len(chosen), self.executor.run(query, chosen), 0.0)
-        if self.online is not None and self.online.reads_results:
-            routed = self.online.route(query, l)
-            assert routed.results is not None  # a post-retrieval router ran every member
-            seen = routed.results
-            results = MemberResults(seen.query, [seen.runs[j] for j in routed.members], seen.shared_ms, seen.latency_ms)
-            return RoutedRetrieval(routed.members, routed.scores, results, max(0.0, routed.route_ms - seen.latency_ms))
-        chosen, scores, route_ms = self.route(query, l)
-        return RoutedRetrieval(chosen, scores, self.executor.run(query, chosen), route_ms)
+        return self.retrieve_batch([query], [l])[0]
+
+    def retrieve_batch(self, queries: Sequence[str], ls: Sequence[int]) -> list[RoutedRetrieval]:
+        """Route each ``queries[i]`` to ``ls[i]`` members and run them, the whole batch together.
+
+        Every router is batched: the query features (one encoder call per encoder) or, for a router
+        that sees the retrieval, the first-stage rankings of the batch are computed once, the
+        features of all queries in one featurizer call, the router's ``route`` once per distinct l;
+        then each member chosen by any query runs once over the batch
+        (:meth:`~ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`). Post-retrieval, all k
+        members run over the batch before routing, and each query keeps its routed members' runs.
+        A query is routed and retrieved as it would be alone (each row is featurised and ranked on
+        its own).
+
+        Args:
+            queries: The questions, ``(n,)``, n >= 1.
+            ls: Members per query, ``(n,)``, each in 1..k.
+
+        Returns:
+            One :class:`RoutedRetrieval` per query, in order; ``stages_ms`` and ``route_ms`` are the batch's.
+        """
+        if not queries or len(queries) != len(ls):
+            raise ValueError(f"{len(queries)} queries and {len(ls)} values of l: need as many, at least one")
+        queries, ls = list(queries), [int(l) for l in ls]
+        n = len(queries)
+        if self.online is None:
+            start = time.perf_counter()
+            features = self.features(queries)  # one encoder call per encoder, for the batch
+            features_ms = 1000 * (time.perf_counter() - start)
+            picks, scores, predict_ms = self._route_by_query(features, ls)
+            stages = {"features": features_ms, "predict": predict_ms}
+            route_ms = features_ms + predict_ms
+            runs = self.executor.run_batch(queries, picks)
+            return [RoutedRetrieval(picks[i], scores[i], runs[i], route_ms, stages, n) for i in range(n)]
+        batch = self.online.route_batch(queries, ls)
+        stages = dict(batch.stages_ms)
+        routes = batch.routes
+        if not self.online.reads_results:  # pre-retrieval: only the routed members run (on the batch's bases)
+            runs = self.executor.run_batch(queries, [r.members for r in routes])
+            return [RoutedRetrieval(r.members, r.scores, runs[i], r.route_ms, stages, n) for i, r in enumerate(routes)]
+        out = []
+        for route in routes:
+            seen = route.results
+            if seen is None:  # a post-retrieval route always carries the k members' runs
+                raise RuntimeError("a post-retrieval routing returned no member results")
+            results = MemberResults(seen.query, [seen.runs[j] for j in route.members], seen.shared_ms, seen.latency_ms)
+            out.append(RoutedRetrieval(route.members, route.scores, results,
+                                       max(0.0, route.route_ms - seen.latency_ms), stages, n))
+        return out
 
     def passages(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]:
         """``(title, text)`` of corpus rows."""
         return [(self.runner.titles[i], self.runner.texts[i]) for i in doc_ids]
 
-    def answer(self, query: str, l: int, *, members: Sequence[int] | None = None) -> RAGAnswer:
+    def answer(
+        self, query: str, l: int, *, members: Sequence[int] | None = None, retrieval: RoutedRetrieval | None = None
+    ) -> RAGAnswer:
         """Retrieve with l routed members, answer from each member's passages, select one answer.
+
+        ``retrieval``: the query's routed retrieval when it was already made (e.g. in a batch,
+        :meth:`retrieve_batch`); then ``l`` and ``members`` are not used.
 
         Raises:
             RuntimeError: This instance has no answerer.
@@ -202,7 +273,8 @@ class AdaptiveRAG:
         """
         if self.answerer is None:
             raise RuntimeError("this AdaptiveRAG was built without an answerer (retrieval only)")
-        retrieval = self.retrieve(query, l, members=members)
+        if retrieval is None:
+            retrieval = self.retrieve(query, l, members=members)
         calls: dict[str, Completion] = {}
         candidates: list[tuple[str, str]] = []
         start = time.perf_counter()

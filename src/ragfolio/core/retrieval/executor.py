@@ -173,6 +173,10 @@ class PortfolioExecutor:
                 pool = self._pools[member] = ThreadPoolExecutor(size, thread_name_prefix=name)
             return pool
 
+    def shared_pool(self) -> ThreadPoolExecutor:
+        """The threads the shared parts are computed in (e.g. a router's first-stage rankings)."""
+        return self._get_pool()
+
     def _specs(self, chosen: Sequence[int]) -> list[CandidateSpec]:
         if not chosen:
             raise ValueError("chosen is empty: pass the indices of the members to run")

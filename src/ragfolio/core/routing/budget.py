@@ -23,6 +23,7 @@ from ragfolio.core.retrieval.pool_runner import PoolRunner
 from ragfolio.core.retrieval.runners import CorpusRunners
 from ragfolio.core.routing.base import Picks
 from ragfolio.core.scoring.utility import Score, score_targets
+from ragfolio.core.stats import paired_differences
 
 DocIds = npt.NDArray[np.int64]  # (n_queries, depth) corpus rows, -1 where a ranking is shorter
 
@@ -77,6 +78,38 @@ def question_judge(score: Score, target: Sequence[Any], passages: Sequence[str])
     if score == "support_recall":
         return lambda rows: support_recall(rows, target)
     return lambda rows: float(any(contains_answer(passages[r], target) for r in rows))
+
+
+def per_question_budget_recall(runs: BudgetRuns, picks: Picks) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """``(union, single)``, each ``(n, k)``: per question, the recall of the routed union of the first
+    l members and of the single best at ``l * num_docs`` passages, column ``l - 1``."""
+    k, n = len(runs.members), len(runs.judges)
+    union, alone = np.zeros((n, k)), np.zeros((n, k))
+    for q, judge in enumerate(runs.judges):
+        for l in range(1, k + 1):  # noqa: E741
+            union[q, l - 1] = judge({int(d) for j in picks[q, :l] for d in runs.members[j][q] if d >= 0})
+            alone[q, l - 1] = judge({int(d) for d in runs.single[l - 1][q] if d >= 0})
+    return union, alone
+
+
+def same_budget_comparison(runs: BudgetRuns, picks: Picks, ls: Sequence[int] = (1, 2)) -> dict[str, Any]:
+    """Mean recall of the routed union and the single best at ``l * num_docs``, and their paired interval.
+
+    Returns:
+        ``{"routed_union_recall": [k values], "single_best_recall": [k values], "union_minus_single":
+        {"l1": interval, "l2": ...}}`` (95% paired-bootstrap intervals of the per-question
+        differences, :func:`ragfolio.core.stats.paired_differences`; l above k left out).
+    """
+    union, alone = per_question_budget_recall(runs, picks)
+    k, n = len(runs.members), len(runs.judges)
+    out: dict[str, Any] = {"routed_union_recall": [float(v) for v in union.mean(axis=0)] if n else [0.0] * k,
+                           "single_best_recall": [float(v) for v in alone.mean(axis=0)] if n else [0.0] * k}
+    ls = [l for l in ls if l <= k]
+    if n and ls:
+        cols = [l - 1 for l in ls]
+        found = paired_differences(union[:, cols], alone[:, cols])
+        out["union_minus_single"] = {f"l{l}": interval.to_dict() for l, interval in zip(ls, found, strict=True)}
+    return out
 
 
 def same_budget_recall(runs: BudgetRuns, picks: Picks) -> dict[str, list[float]]:

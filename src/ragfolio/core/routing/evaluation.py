@@ -149,10 +149,15 @@ class RoutingComparison:
 
 
 def compare_routers(
-    learned: RouterProtocol, train: RoutingSplit, test: RoutingSplit, *, seed: int, logistic_c: float
+    learned: RouterProtocol, train: RoutingSplit, test: RoutingSplit, *, seed: int, logistic_c: float,
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> RoutingComparison:
-    """Route ``test`` with the ``learned`` router and every ablation fitted on ``train``."""
+    """Route ``test`` with the ``learned`` router and every ablation fitted on ``train``, and with
+    each ``extra`` router (registry name -> hyperparameters, e.g. ``{"paper": {...}}``) fitted there too."""
     routers = {"learned": learned, **fit_ablations(train, learned.members_, seed=seed, logistic_c=logistic_c)}
+    for name, params in (extra or {}).items():
+        routers[name] = make_router(name, **{"random_state": seed, **params}).fit(
+            train.inputs, train.utilities, learned.members_)
     return RoutingComparison(route_all(routers, test), test.utilities)
 
 

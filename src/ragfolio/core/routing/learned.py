@@ -158,7 +158,9 @@ class Router:
         random_state: Seed of the validation split, initialisation and batch order.
 
     Learned attributes (after ``fit``): ``members_`` (names), ``inputs_`` (block name -> dim),
-    ``net_``, ``best_epoch_``, ``val_best_of_1_``, ``default_`` and ``switch_margin_``, and the training memory ``memory_keys_``
+    ``net_``, ``best_epoch_``, ``val_best_of_1_`` (best epoch, top-scored member), ``default_`` and
+    ``switch_margin_``, ``val_routed_best_of_1_`` (held-out best-of-1 as routed, with the tuned margin)
+    and ``val_default_`` (the default member's there), and the training memory ``memory_keys_``
     ``(n_train, d)`` (normalised dense embeddings) and ``memory_utilities_`` ``(n_train, k)``.
     """
 
@@ -230,8 +232,14 @@ class Router:
             self.net_.load_state_dict(best_state)
         self.net_.eval()
         self.default_ = int(np.argmax(U[train].mean(axis=0)))
-        self.switch_margin_ = self._tune_margin(features, U, val if n_val else train)
+        rows = val if n_val else train
+        self.switch_margin_ = self._tune_margin(features, U, rows)
         self.val_best_of_1_ = float(best_score)
+        # What serving it would give on the held-out questions, beside the default member there
+        # (what ``router_training.bundle.router: auto`` compares across routers).
+        self.val_routed_best_of_1_ = float(U[rows, self._first(self.scores(take_rows(features, rows)),
+                                                              self.switch_margin_)].mean())
+        self.val_default_ = float(U[rows, self.default_].mean())
         self.memory_keys_ = torch.from_numpy(memory_keys)
         self.memory_utilities_ = torch.from_numpy(U)
         logger.info(
@@ -329,6 +337,8 @@ class Router:
             "default": self.default_,
             "switch_margin": self.switch_margin_,
             "val_best_of_1": self.val_best_of_1_,
+            "val_routed_best_of_1": self.val_routed_best_of_1_,
+            "val_default": self.val_default_,
             "torch_version": torch.__version__,
         }
         folder = write_config(path, self.name, config)
@@ -350,6 +360,9 @@ class Router:
         router.members_, router.inputs_ = list(config["members"]), {k: int(v) for k, v in config["inputs"].items()}
         router.best_epoch_, router.val_best_of_1_ = config["best_epoch"], config["val_best_of_1"]
         router.default_, router.switch_margin_ = int(config["default"]), float(config["switch_margin"])
+        # Saved before these were recorded: unknown (NaN), which ``auto`` router choice never prefers.
+        router.val_routed_best_of_1_ = float(config.get("val_routed_best_of_1", float("nan")))
+        router.val_default_ = float(config.get("val_default", float("nan")))
         router.net_ = _RouterNet(router.inputs_, len(router.members_), router.hidden, router.embedding_dim, router.dropout)
         tensors = load_file(str(folder / WEIGHTS_FILE))
         router.net_.load_state_dict({k.removeprefix("net."): v for k, v in tensors.items() if k.startswith("net.")})

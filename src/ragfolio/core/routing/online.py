@@ -1,4 +1,4 @@
-"""The routers that see the retrieval, routing one query at a time at answer time.
+"""The routers that see the retrieval, routing a batch of queries (or one) at answer time.
 
 Router training computes the retrieval features of whole query blocks from cached rankings
 (:mod:`ragfolio.core.routing.retrieval_features`); a question being answered has no cached
@@ -11,6 +11,13 @@ with, as a service would:
   build on, so the members reuse them (within the query's own caches).
 * ``post_retrieval``: the same, and every one of the k members runs (concurrently) so that each
   member's result list can be featurised; the router picks whose l lists go to the LLM.
+
+A batch (:meth:`OnlineRetrievalRouting.route_batch`) is routed together: one first-stage ranking
+per base for the whole batch (one encoder call per encoder), post-retrieval every member once over
+the batch (:meth:`~ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`), the features of
+all its queries in one featurizer call and one ``route`` (predict) call per distinct l. Each row is
+featurised on its own, so a query is routed as it is alone. The time of each stage is returned
+(:attr:`BatchRouting.stages_ms`).
 
 Both are cheap next to an LLM call: a few milliseconds of ranking and feature arithmetic per query,
 measured per query as ``route_ms`` (and, post-retrieval, the k members' retrieval as well).
@@ -25,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragfolio.core.retrieval.base import RetrievalResult
-from ragfolio.core.retrieval.executor import MemberResults, PortfolioExecutor
+from ragfolio.core.retrieval.executor import MemberResults, MemberRun, PortfolioExecutor
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.query_features import Features
 from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
@@ -47,6 +54,22 @@ class OnlineRoute:
     route_ms: float
     results: MemberResults | None
     scores: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BatchRouting:
+    """The routing of a batch of queries.
+
+    Attributes:
+        routes: One :class:`OnlineRoute` per query, in order (``route_ms`` is the batch's).
+        stages_ms: Milliseconds per stage, for the whole batch: ``members`` (post-retrieval: the
+            k members over the batch, shared parts included), ``first_stage`` (the first-stage
+            rankings, after the members' shared parts when they ran), ``features`` (query and
+            retrieval features), ``predict`` (the router's ``route`` calls).
+    """
+
+    routes: list[OnlineRoute]
+    stages_ms: dict[str, float]
 
 
 def routes_on_retrieval(router: RouterProtocol) -> bool:
@@ -84,36 +107,77 @@ class OnlineRetrievalRouting:
     def k(self) -> int:
         return len(self.executor.members)
 
-    def _inputs(self, query: str, results: MemberResults | None) -> RouteInputs:
+    def _inputs(self, queries: list[str], results: Sequence[MemberResults] | None,
+                stages: dict[str, float]) -> RouteInputs:
+        """The router's inputs for ``queries`` ``(n,)``: query blocks, ``first_stage`` ``(n, d_f)`` and,
+        given every member's ``results`` per query, ``results["members"]`` ``(n, k, d_m)``; records
+        the ``first_stage`` and ``features`` times in ``stages``."""
         runner = self.executor.runner
-        bases = self.featurizer.fetch_bases(runner, [query])
+        start = time.perf_counter()
+        bases = self.featurizer.fetch_bases(runner, queries, self.executor.shared_pool())  # bases side by side
         graph = runner.graph()
+        stages["first_stage"] = 1000 * (time.perf_counter() - start)
+        start = time.perf_counter()
         blocks: Features = {}
         extra = [b for b in getattr(self.router, "query_blocks", ["first_stage"]) if b != "first_stage"]
         if extra:
             if self.query_features is None:
                 raise ValueError(f"the router reads query blocks {extra}; pass query_features")
-            blocks.update(self.query_features([query]))
-        blocks["first_stage"] = self.featurizer.first_stage([query], bases, runner.titles, graph)
-        if results is None:
-            return RouteInputs(blocks)
-        lists = [_as_result(run.doc_ids, run.scores, self.featurizer.num_docs) for run in results.runs]
-        members = self.featurizer.members([query], lists, bases, runner.titles, graph)
-        return RouteInputs(blocks, {"members": members})
+            blocks.update(self.query_features(queries))
+        blocks["first_stage"] = self.featurizer.first_stage(queries, bases, runner.titles, graph)
+        out = RouteInputs(blocks)
+        if results is not None:
+            lists = [_as_results([r.runs[j] for r in results], self.featurizer.num_docs) for j in range(self.k)]
+            members = self.featurizer.members(queries, lists, bases, runner.titles, graph)
+            out = RouteInputs(blocks, {"members": members})
+        stages["features"] = 1000 * (time.perf_counter() - start)
+        return out
 
     def route(self, query: str, l: int) -> OnlineRoute:
         """Route ``query`` to ``min(l, k)`` members; post-retrieval runs all k members first."""
+        return self.route_batch([query], [l]).routes[0]
+
+    def route_batch(self, queries: Sequence[str], ls: Sequence[int]) -> BatchRouting:
+        """Route each ``queries[i]`` to ``min(ls[i], k)`` members, the batch together (module docstring).
+
+        Args:
+            queries: The questions, ``(n,)``, n >= 1.
+            ls: Members to route each to, ``(n,)``.
+
+        Returns:
+            The routes, in order, and the time of each stage.
+        """
+        if not queries or len(queries) != len(ls):
+            raise ValueError(f"{len(queries)} queries and {len(ls)} values of l: need as many, at least one")
+        queries = list(queries)
         start = time.perf_counter()
-        results = self.executor.run(query, list(range(self.k))) if self.reads_results else None
-        picks, scores = self.router.route(self._inputs(query, results), min(l, self.k))
-        members = [int(j) for j in picks[0]]
-        return OnlineRoute(members, 1000 * (time.perf_counter() - start), results, [float(scores[0][j]) for j in members])
+        stages: dict[str, float] = {}
+        results = None
+        if self.reads_results:
+            results = self.executor.run_batch(queries, [list(range(self.k))] * len(queries))
+            stages["members"] = 1000 * (time.perf_counter() - start)
+        inputs = self._inputs(queries, results, stages)
+        begin = time.perf_counter()
+        picks: list[list[int]] = [[] for _ in queries]
+        scores: list[list[float]] = [[] for _ in queries]
+        capped = [min(int(l), self.k) for l in ls]
+        for l in sorted(set(capped)):  # noqa: E741 - one predict call per distinct l (usually one)
+            chosen, all_scores = self.router.route(inputs, l)
+            for i in (i for i, li in enumerate(capped) if li == l):
+                picks[i] = [int(j) for j in chosen[i]]
+                scores[i] = [float(all_scores[i][j]) for j in picks[i]]
+        stages["predict"] = 1000 * (time.perf_counter() - begin)
+        route_ms = 1000 * (time.perf_counter() - start)
+        routes = [OnlineRoute(picks[i], route_ms, None if results is None else results[i], scores[i])
+                  for i in range(len(queries))]
+        return BatchRouting(routes, stages)
 
 
-def _as_result(doc_ids: Sequence[int], scores: Sequence[float], num_docs: int) -> RetrievalResult:
-    """A member's one-query list as a ``(1, num_docs)`` result (a failed member: an empty list)."""
-    ids = np.full((1, num_docs), -1, dtype=np.int64)
-    out = np.full((1, num_docs), -np.inf, dtype=np.float32)
-    n = min(len(doc_ids), num_docs)
-    ids[0, :n], out[0, :n] = list(doc_ids)[:n], list(scores)[:n]
+def _as_results(runs: Sequence[MemberRun], num_docs: int) -> RetrievalResult:
+    """One member's runs of n queries as an ``(n, num_docs)`` result (a failed run: an empty list)."""
+    ids = np.full((len(runs), num_docs), -1, dtype=np.int64)
+    out = np.full((len(runs), num_docs), -np.inf, dtype=np.float32)
+    for row, run in enumerate(runs):
+        n = min(len(run.doc_ids), num_docs)
+        ids[row, :n], out[row, :n] = list(run.doc_ids)[:n], list(run.scores)[:n]
     return RetrievalResult(ids, out)

@@ -17,6 +17,7 @@ from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, Ra
 from ragfolio.core.routing.learned import Router
 from ragfolio.core.routing.logistic import LogisticRouter
 from ragfolio.core.routing.neighbours import NearestNeighbourRouter
+from ragfolio.core.routing.paper import PaperRouter
 from ragfolio.core.routing.retrieval import PostRetrievalRouter, PreRetrievalRouter
 
 R = TypeVar("R", bound=type[RouterProtocol])
@@ -26,7 +27,7 @@ _ROUTERS: dict[str, type[RouterProtocol]] = {
     for cls in (
         Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, NearestNeighbourRouter,
         OracleRouter,
-        PreRetrievalRouter, PostRetrievalRouter,
+        PreRetrievalRouter, PostRetrievalRouter, PaperRouter,
     )
 }
 

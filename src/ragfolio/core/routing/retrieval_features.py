@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Protocol
@@ -239,9 +240,16 @@ class RetrievalFeaturizer:
         return ["top1", "mean", "overlap_members", "unique", *(f"overlap.{b}" for b in self.bases),
                 *LIST_NAMES, "distinct_titles"]
 
-    def fetch_bases(self, runner: FirstStageParts, questions: Sequence[str]) -> dict[str, RetrievalResult]:
-        """The first-stage rankings of ``questions`` (from the runner's cache when it holds them)."""
-        return {name: runner.base(name, questions) for name in self.bases}
+    def fetch_bases(
+        self, runner: FirstStageParts, questions: Sequence[str], executor: Executor | None = None
+    ) -> dict[str, RetrievalResult]:
+        """The first-stage rankings of ``questions`` (from the runner's cache when it holds them),
+        each base in ``executor``'s threads when given (they are independent: BM25 and one dense
+        ranking per encoder, whose query encoders then run side by side), else one after another."""
+        if executor is None:
+            return {name: runner.base(name, questions) for name in self.bases}
+        futures = {name: executor.submit(runner.base, name, questions) for name in self.bases}
+        return {name: future.result() for name, future in futures.items()}
 
     def first_stage(
         self, questions: Sequence[str], bases: Mapping[str, RetrievalResult], titles: Sequence[str],

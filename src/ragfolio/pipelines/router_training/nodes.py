@@ -22,7 +22,7 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
-from ragfolio.core.routing.budget import BudgetRuns, same_budget_recall
+from ragfolio.core.routing.budget import BudgetRuns, same_budget_comparison, same_budget_recall
 from ragfolio.core.routing.evaluation import COMPARED, RoutingComparison, RoutingSplit, compare_routers, gap_closed
 from ragfolio.core.routing.headroom import headroom
 from ragfolio.core.routing.query_features import Features, TextHasher, query_features, stack_rows, take_rows
@@ -41,7 +41,9 @@ class BundleParams(BaseModel):
 
     portfolio: str = ALL
     default_l: int = Field(2, ge=1)
-    router: Literal["learned", "pre_retrieval", "post_retrieval"] = "learned"
+    # auto: the router with the largest validation gain over the default member (train questions only;
+    # ragfolio.core.routing.choice); or one router by name
+    router: Literal["auto", "learned", "pre_retrieval", "post_retrieval"] = "auto"
 
 
 class RetrievalRoutingParams(BaseModel):
@@ -64,6 +66,9 @@ class RouterTrainingParams(BaseModel):
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
     router: dict[str, Any] = Field(default_factory=dict)
     logistic_c: float = Field(1.0, gt=0)
+    # The paper's router recipe (ragfolio.core.routing.paper), fitted on each portfolio's train
+    # questions and reported beside the others; null: not trained. Not served.
+    paper_router: dict[str, Any] | None = None
     retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
     bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
@@ -150,7 +155,8 @@ def compare_on_test(
         test = query_split(router_inputs, utility_matrices, utility_index, key, members, "test")
         if len(test.utilities):
             train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
-            out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c)
+            extra = {"paper": p.paper_router} if p.paper_router is not None else None
+            out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c, extra=extra)
     return out
 
 
@@ -158,8 +164,16 @@ def evaluate_routers(
     router_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], corpora: dict[str, Any],
     candidates: list[dict[str, Any]], utility_index: dict[str, Any], portfolios: dict[str, Any],
     pool_settings: dict[str, Any], router_selection: dict[str, Any], cache: ArrayCache,
+    params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
+
+    ``served`` names the router the bundle serves (``router_training.bundle``: its portfolio, the
+    router :func:`~ragfolio.core.routing.choice.choose_router` picked and why, the validation values
+    compared) with its test best-of-l, its interval minus the single best member, and the
+    same-budget check of its routing (routed union at l against the single best member given
+    ``l * num_docs`` passages, with the paired interval); each portfolio's ``chosen_router`` and
+    ``chosen_same_budget`` are the same for the router it would serve.
 
     Each router's entry also gets its own ``gap_closed_l1``; each portfolio's ``headroom`` says how
     often a member beats the default one (the best train mean) and how much of that each router's
@@ -168,8 +182,10 @@ def evaluate_routers(
     (``router_selection``). ``retrieval_features`` names the retrieval features and their cost.
     The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
     """
+    p = RouterTrainingParams(**(params or {}))
     sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
     runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
+    choices = router_selection.get("choices", {})
     report: dict[str, Any] = {
         "k": portfolios["k"], "num_docs": settings.num_docs, "corpus": sets.describe(), "datasets": {},
         "retrieval_features": router_selection["features"],
@@ -178,14 +194,36 @@ def evaluate_routers(
         sel = portfolios["selections"][key]
         members, single = [specs[i] for i in member_indices(portfolios, key)], specs[sel["top_by_average"][0]]
         tests = {d: split_questions(questions, utility_index, d, "test") for d in datasets_of(utility_index, key)}
-        runs = [BudgetRuns.retrieve(runners, sets.name_for(d), qs, members, single) for d, qs in tests.items()]
+        runs = BudgetRuns.concatenate(
+            [BudgetRuns.retrieve(runners, sets.name_for(d), qs, members, single) for d, qs in tests.items()])
         entry = {
             "n_test": len(comparison.utilities), "members": sel["portfolio"], **comparison.report(),
-            "same_budget": same_budget_recall(BudgetRuns.concatenate(runs), comparison.picks["learned"]),
+            "same_budget": same_budget_recall(runs, comparison.picks["learned"]),
         }
+        if (chosen := choices.get(key, {}).get("router")) in comparison.picks:
+            entry["chosen_router"] = choices[key]
+            entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[chosen])
         report["datasets"][key] = _with_headroom(entry, comparison, router_selection["portfolios"].get(key, {}))
+    report["served"] = _served(report, p, choices)
     _log_summary(report)
     return report
+
+
+def _served(report: dict[str, Any], p: RouterTrainingParams, choices: dict[str, Any]) -> dict[str, Any] | None:
+    """What the bundle serves (its portfolio's chosen router) and what the report measured of it on test."""
+    key = p.bundle.portfolio
+    choice = choices.get(key)
+    if choice is None:
+        return None
+    entry = report["datasets"].get(key, {})
+    name = choice["router"]
+    measured = entry.get(name, {})
+    return {
+        "portfolio": key, **choice, "default_l": p.bundle.default_l, "num_docs": report["num_docs"],
+        "corpus": report["corpus"], "n_test": entry.get("n_test", 0),
+        "test_best_of_l": measured.get("best_of_l"), "test_minus_single_best": measured.get("minus_single_best"),
+        "test_gap_closed_l1": measured.get("gap_closed_l1"), "same_budget": entry.get("chosen_same_budget"),
+    }
 
 
 def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selection: dict[str, Any]) -> dict[str, Any]:
@@ -224,6 +262,11 @@ def _log_summary(report: dict[str, Any]) -> None:
         budget = entry["same_budget"]
         lines.append("  routed union   " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
         lines.append("  single, l*n    " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))
+    if (served := report.get("served")) is not None:
+        lines.append(f"served ({served['portfolio']}): {served['router']}: {served['reason']}")
+        budget = (served.get("same_budget") or {}).get("union_minus_single", {}).get("l2")
+        if budget:
+            lines.append(f"  its routed union at l = 2 minus the single best given 2 x num_docs: {_interval(budget)}")
     cost = report["retrieval_features"]["cost"]
     lines.append(f"retrieval features: {cost['first_stage_ms_per_query']:.2f} ms/query first stage, "
                  f"{cost['members_ms_per_query']:.2f} ms/query/portfolio members")
@@ -258,7 +301,7 @@ def _pct(x: float | None) -> str:
 
 def _routed(entry: dict[str, Any]) -> list[str]:
     """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in (*COMPARED, *MODES) if name in entry]
+    return [name for name in (*COMPARED, "paper", *MODES) if name in entry]
 
 
 def plot_router_curves(metrics: dict[str, Any]) -> Figure:
@@ -295,8 +338,11 @@ def build_bundle(
     ``per_dataset`` corpora the ``all`` portfolio serves their stacking
     (:func:`~ragfolio.core.retrieval.runners.served_corpus`). ``selection.corpus`` records what the selection
     metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
-    ``bundle.router``'s: the learned one (query features only), or a router that sees the retrieval
-    (``pre_retrieval``, ``post_retrieval``; the bundle's ``routing`` carries their featurizer).
+    the one ``router_metrics["served"]`` names (``bundle.router``: ``auto`` chose it by validation on
+    train questions, or it was named): the learned one (query features only), or a router that sees
+    the retrieval (``pre_retrieval``, ``post_retrieval``; the bundle's ``routing`` carries their
+    featurizer). ``selection.served_router`` records the choice, its reason and the validation
+    values compared, and what the report measured of it on test.
     """
     p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
     key = p.bundle.portfolio
@@ -313,19 +359,25 @@ def build_bundle(
         "greedy_train_values": sel["greedy_train_values"][: portfolios["k"]],
         "certificate": sel["certificate"],
         "n_train": sel["n_train"],
-        "test_best_of_l": {name: routed[name]["best_of_l"] for name in COMPARED if name in routed},
+        "test_best_of_l": {name: routed[name]["best_of_l"] for name in (*COMPARED, *MODES) if name in routed},
         "corpus": sets.describe(),
     }
+    served_entry = router_metrics.get("served") or {}
+    name = served_entry.get("router") if served_entry.get("portfolio") == key else None
+    if name is None:  # a report without a choice (older): the configured router, or the learned one for auto
+        name = "learned" if p.bundle.router == "auto" else p.bundle.router
+    else:
+        selection["served_router"] = {k: v for k, v in served_entry.items() if k != "corpus"}
     scoring = {name: value for name, value in settings.to_dict().items() if name != "score"}
     served = {"learned": routers, "pre_retrieval": pre_retrieval_routers or {},
-              "post_retrieval": post_retrieval_routers or {}}[p.bundle.router]
+              "post_retrieval": post_retrieval_routers or {}}[name]
     if key not in served:
-        raise ValueError(f"no {p.bundle.router} router was trained for portfolio {key!r}")
+        raise ValueError(f"no {name} router was trained for portfolio {key!r}")
     bundle = PortfolioBundle(
         name=key, corpus=corpus, members=members, router=served[key], scoring=scoring,
         routing=dict(router_features),
         embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), selection=selection,
     )
     logger.info("bundle %r: %d members, %s router, %d passages (corpus %s), encoders %s", key, bundle.k,
-                p.bundle.router, len(bundle.corpus), corpus.fingerprint, encoders)
+                name, len(bundle.corpus), corpus.fingerprint, encoders)
     return bundle

@@ -71,6 +71,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 inputs={
                     "routers": "routers", "pre_retrieval_routers": "pre_retrieval_routers",
                     "post_retrieval_routers": "post_retrieval_routers", "retrieval_inputs": "retrieval_inputs",
+                    "params": "params:router_training",
                 },
                 outputs="router_selection",
                 name="routing_selection",
@@ -97,7 +98,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "router_comparison": "router_comparison", "questions": "questions", "corpora": "corpora",
                     "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
                     "pool_settings": "pool_settings", "router_selection": "router_selection",
-                    "cache": "retrieval_cache",
+                    "cache": "retrieval_cache", "params": "params:router_training",
                 },
                 outputs="router_report",
                 name="evaluate_routers",

@@ -23,6 +23,7 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
+from ragfolio.core.routing.choice import choose_router
 from ragfolio.core.routing.evaluation import RoutingComparison, RoutingSplit, route_all
 from ragfolio.core.routing.learned import SWITCH_MARGINS, Router
 from ragfolio.core.routing.query_features import Features
@@ -156,21 +157,31 @@ def compare_retrieval_routers(
 
 def routing_selection(
     routers: dict[str, RouterProtocol], pre_retrieval_routers: dict[str, RouterProtocol],
-    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: dict[str, Any],
+    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: dict[str, Any], params: dict[str, Any],
 ) -> dict[str, Any]:
-    """What validation on train questions chose per portfolio and router, and the features' names and cost.
+    """What validation on train questions chose per portfolio and router, which router each
+    portfolio would serve (``choices``), and the features' names and cost.
 
     The learned router falls back when its tuned switch margin is the largest (it never leaves
-    the default member); the retrieval routers say so themselves (``fallback``).
+    the default member); the retrieval routers say so themselves (``fallback``). Each router's
+    ``val_best_of_1`` is its validation best-of-1 as it routes and ``val_default`` the default
+    member's on the same questions; ``choices[key]`` is :func:`~ragfolio.core.routing.choice.choose_router`
+    of them under ``router_training.bundle.router`` (``auto``: the largest validation gain).
     """
+    requested = RouterTrainingParams(**params).bundle.router
     portfolios: dict[str, dict[str, Any]] = {}
+    choices: dict[str, dict[str, Any]] = {}
     for key, learned in routers.items():
         entry: dict[str, Any] = {}
         if isinstance(learned, Router):
             entry["learned"] = {"fallback": learned.switch_margin_ >= max(SWITCH_MARGINS),
-                                "val_best_of_1": learned.val_best_of_1_, "switch_margin": learned.switch_margin_}
+                                "val_best_of_1": learned.val_routed_best_of_1_,
+                                "val_best_of_1_top_scored": learned.val_best_of_1_,
+                                "val_default": learned.val_default_, "switch_margin": learned.switch_margin_}
         for mode, trained in (("pre_retrieval", pre_retrieval_routers), ("post_retrieval", post_retrieval_routers)):
             entry[mode] = trained[key].selection()  # type: ignore[attr-defined]
         portfolios[key] = entry
+        choices[key] = choose_router(entry, requested).to_dict()
+        logger.info("%s: serves %s (%s)", key, choices[key]["router"], choices[key]["reason"])
     features = {"names": retrieval_inputs["names"], "cost": retrieval_inputs["cost"]}
-    return {"features": features, "portfolios": portfolios}
+    return {"features": features, "portfolios": portfolios, "choices": choices}
