@@ -12,6 +12,7 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from matplotlib.figure import Figure
 
+from ragfolio.core.selection.baselines import random_k
 from ragfolio.core.selection.sample_complexity import draw_rows, key_seed
 from ragfolio.pipeline_registry import register_pipelines
 from ragfolio.pipelines.evaluation.nodes import EvaluationParams, study_sample_complexity
@@ -52,6 +53,16 @@ def test_greedy_selects_on_the_drawn_rows_only() -> None:
         select_portfolios(matrices, synthetic(n_a=30)[1], sample, SELECTION)
     with pytest.raises(ValueError, match="n_queries"):
         sample_queries(index, {**SELECTION, "n_queries": 0})
+
+
+def test_the_random_orders_are_the_tested_random_k_on_one_seeded_generator() -> None:
+    matrices, index = synthetic()
+    selections = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)["selections"]
+    rng = np.random.default_rng(SELECTION["seed"])  # one generator across the keys, in the report's order
+    for key, selection in selections.items():
+        n_train = selection["n_train"]
+        expected = [random_k(np.zeros((n_train, M)), SELECTION["k_max"], rng) for _ in range(SELECTION["random_draws"])]
+        assert selection["random"] == expected, key
 
 
 def test_selection_then_evaluation_writes_intervals_and_the_study(tmp_path) -> None:
