@@ -42,7 +42,10 @@ run: install
 	$(BIN)/kedro run --pipelines=portfolio
 
 # Lint (ruff) and types (mypy), then the whole suite; settings of all three are in pyproject.toml.
+# scripts/ensure-chromium first installs Debian's chromium for the playground test when it is
+# missing and this user is root (RAGFOLIO_INSTALL_CHROMIUM=0: never); otherwise that test skips, saying why.
 test: install
+	scripts/ensure-chromium
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest

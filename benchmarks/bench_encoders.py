@@ -95,7 +95,7 @@ def main() -> None:
         per = (time.perf_counter() - start) / len(texts)
         q_emb = encoder.encode_queries([q.question for q in questions])
         top = np.argsort(-(q_emb @ p_emb.T), axis=1, kind="stable")[:, : args.k]
-        recall = np.array([support_recall(t.tolist(), g) for t, g in zip(top, gold, strict=True)])
+        recall = np.array([support_recall(t.tolist(), g, args.k) for t, g in zip(top, gold, strict=True)])
         datasets = np.array([q.dataset for q in questions])
         config = ", ".join(f"{k}={v}" for k, v in spec.items() if k not in ("model", "batch_size"))
         if configured:

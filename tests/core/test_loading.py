@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from records import row
 
-from ragfolio.core.data.loading import load_folder, load_jsonl, split_train_test
+from ragfolio.core.data.loading import load_folder, load_jsonl, split_train_dev, split_train_test
 from ragfolio.core.data.records import Context, DataFormatError, Question
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,3 +216,16 @@ def test_bundled_sample_loads() -> None:
     sizes = {d: sum(q.dataset == d for q in qs) for d in ("hotpotqa", "2wikimultihopqa", "musique")}
     assert sizes == {"hotpotqa": 100, "2wikimultihopqa": 100, "musique": 100}
     assert all(q.gold_passage_ids() for q in qs)
+
+
+def test_split_train_dev_is_seeded_per_dataset_and_zero_means_none() -> None:
+    qs = questions(20, 10)
+    train, dev = split_train_dev(qs, 0.2, seed=3)
+    assert (train, dev) == split_train_dev(qs, 0.2, seed=3)
+    assert {q.id for q in dev} == {q.id for q in split_train_dev(list(reversed(qs)), 0.2, seed=3)[1]}
+    assert sorted(q.id for q in train + dev) == sorted(q.id for q in qs)
+    assert sum(q.dataset == "alpha" for q in dev) == 4 and sum(q.dataset == "beta" for q in dev) == 2
+    assert {q.id for q in dev} != {q.id for q in split_train_test(qs, 0.2, seed=3)[1]}  # a stream of its own
+    assert split_train_dev(qs, 0.0, seed=3) == (qs, [])
+    with pytest.raises(ValueError, match="dev_fraction=1.0"):
+        split_train_dev(qs, 1.0, seed=3)

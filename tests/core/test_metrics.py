@@ -1,6 +1,9 @@
+import numpy as np
 import pytest
 
 from ragfolio.core.metrics import answer_recall, exact_match, f1_score, normalize_answer, support_recall
+from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.scoring.utility import support_recall_matrix
 
 
 def test_normalize_answer_squad_rules() -> None:
@@ -15,17 +18,31 @@ def test_normalize_answer_squad_rules() -> None:
         (["a", "x", "y", "z"], ["a", "b"], 0.5),
         (["x", "y", "z", "w"], ["a", "b"], 0.0),
         (["a", "b", "x", "y"], ["a", "b", "c", "d"], 0.5),  # 2 / min(4, 4)
-        (["a"], ["a", "b", "c"], 1.0),  # 1 / min(1, 3)
+        (["a"], ["a", "b", "c"], 1 / 3),  # a short list: 1 / min(4 asked for, 3), not 1 / min(1, 3)
         ([], ["a"], 0.0),
     ],
 )
 def test_support_recall_hand_worked(pred: list[str], gold: list[str], expected: float) -> None:
-    assert support_recall(pred, gold) == pytest.approx(expected)
+    assert support_recall(pred, gold, num_docs=4) == pytest.approx(expected)
 
 
-def test_support_recall_undefined_without_gold() -> None:
+def test_support_recall_undefined_without_gold_or_budget() -> None:
     with pytest.raises(ValueError, match="without gold"):
-        support_recall(["a"], [])
+        support_recall(["a"], [], 4)
+    with pytest.raises(ValueError, match="num_docs=0"):
+        support_recall(["a"], ["a"], 0)
+    with pytest.raises(ValueError, match="3 passages predicted for num_docs=2"):
+        support_recall(["a", "b", "c"], ["a"], 2)
+
+
+def test_support_recall_is_what_the_utility_matrix_holds() -> None:
+    rng = np.random.default_rng(0)
+    docs = np.stack([rng.permutation(30)[:4] for _ in range(3 * 5)]).reshape(5, 3, 4)  # (queries, candidates, 4)
+    gold = [rng.choice(30, size=int(rng.integers(1, 7)), replace=False).tolist() for _ in range(5)]
+    results = [RetrievalResult(docs[:, j], np.zeros((5, 4), dtype=np.float32)) for j in range(3)]
+    matrix = support_recall_matrix(results, gold)
+    expected = [[support_recall(docs[q, j].tolist(), gold[q], 4) for j in range(3)] for q in range(5)]
+    np.testing.assert_allclose(matrix, expected, rtol=1e-6)
 
 
 def test_answer_recall_whole_words_after_normalisation() -> None:

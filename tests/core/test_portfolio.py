@@ -213,6 +213,15 @@ def test_baselines_by_hand() -> None:
     assert len(set(picks)) == 2 and all(0 <= p < 3 for p in picks)
 
 
+def test_random_k_is_a_permutation_prefix_and_advances_a_generator() -> None:
+    """Portfolio selection's random orders are random_k on one seeded generator, one call per draw."""
+    U = np.zeros((4, 9))
+    rng, reference = np.random.default_rng(3), np.random.default_rng(3)
+    draws = [random_k(U, 5, rng) for _ in range(4)]
+    assert draws == [reference.permutation(9)[:5].tolist() for _ in range(4)]
+    assert len({tuple(d) for d in draws}) == 4  # each call draws afresh
+
+
 @pytest.mark.parametrize(
     ("U", "k", "match"),
     [

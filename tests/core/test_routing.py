@@ -134,7 +134,7 @@ def test_same_budget_recall_by_hand() -> None:
     )
     picks = np.array([[1, 0], [0, 1]])
     result = same_budget_recall(runs, picks)
-    # support recall = |pred & gold| / min(|pred|, |gold|)
+    # support recall = |pred & gold| / min(l * num_docs, |gold|), the budget both sides had
     assert result["routed_union_recall"] == pytest.approx([(1 + 1) / 2, (1 + 1) / 2])
     assert result["single_best_recall"] == pytest.approx([(1 + 0) / 2, (0.5 + 1) / 2])
     both = BudgetRuns.concatenate([runs, runs])

@@ -19,9 +19,10 @@ from ragfolio.core.selection.sample_complexity import (
 
 
 def test_required_sample_size_by_hand() -> None:
-    # ln(10**3 / 0.01) / (2 * 0.1**2) = ln(1e5) / 0.02 = 575.6...
-    assert required_sample_size(m=10, k=3, epsilon=0.1, delta=0.01) == 576
-    assert required_sample_size(360, 5, 0.05, 0.05) == 6486
+    # two-sided: ln(2 * 10**3 / 0.01) / (2 * 0.1**2) = ln(2e5) / 0.02 = 610.3...
+    assert required_sample_size(m=10, k=3, epsilon=0.1, delta=0.01) == 611
+    # (5 ln 360 + ln(2 / 0.05)) / (2 * 0.05**2) = (29.430 + 3.689) / 0.005 = 6623.9...
+    assert required_sample_size(360, 5, 0.05, 0.05) == 6624
     with pytest.raises(ValueError, match="delta=1.5"):
         required_sample_size(10, 3, 0.1, 1.5)
     with pytest.raises(ValueError, match="epsilon=0"):
@@ -31,7 +32,7 @@ def test_required_sample_size_by_hand() -> None:
 
 
 def test_epsilon_inverts_the_bound_and_falls_with_n() -> None:
-    assert epsilon_at(576, 10, 3, 0.01) == pytest.approx(0.1, rel=1e-3)
+    assert epsilon_at(611, 10, 3, 0.01) == pytest.approx(0.1, rel=1e-3)
     sizes = [25, 50, 100, 400, 1600]
     eps = [epsilon_at(n, 215, 5) for n in sizes]
     assert all(a > b for a, b in zip(eps, eps[1:], strict=False))

@@ -20,6 +20,22 @@ def test_split_without_test_dir_is_seeded_per_dataset(tiny_dir) -> None:
         assert splits == {"train", "test"}
 
 
+def test_dev_is_carved_from_train_seeded_and_leaves_test_where_it_was(tiny_dir) -> None:
+    base = {"raw_dir": str(tiny_dir), "test_fraction": 0.3, "seed": 1}
+    plain, with_dev = load_questions(base), load_questions({**base, "dev_fraction": 0.25})
+    assert with_dev == load_questions({**base, "dev_fraction": 0.25})
+
+    def ids(records: list[dict], split: str) -> set[str]:
+        return {r["id"] for r in records if r["split"] == split}
+
+    assert ids(with_dev, "test") == ids(plain, "test")  # test does not move
+    assert ids(with_dev, "train") | ids(with_dev, "dev") == ids(plain, "train")
+    for dataset in ("hotpotqa", "musique"):  # every dataset gives dev at least one of its train questions
+        assert {r["split"] for r in with_dev if r["dataset"] == dataset} == {"train", "dev", "test"}
+    with pytest.raises(ValueError, match="dev_fraction"):
+        load_questions({**base, "dev_fraction": 1.0})
+
+
 def test_dataset_without_contexts_is_logged_and_left_out(tiny_dir, tmp_path, caplog) -> None:
     raw = tmp_path / "raw"
     shutil.copytree(tiny_dir, raw)

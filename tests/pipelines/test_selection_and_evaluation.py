@@ -12,9 +12,10 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from matplotlib.figure import Figure
 
+from ragfolio.core.selection.baselines import random_k
 from ragfolio.core.selection.sample_complexity import draw_rows, key_seed
 from ragfolio.pipeline_registry import register_pipelines
-from ragfolio.pipelines.evaluation.nodes import EvaluationParams, study_sample_complexity
+from ragfolio.pipelines.evaluation.nodes import EvaluationParams, evaluate_portfolios, study_sample_complexity
 from ragfolio.pipelines.portfolio_selection.nodes import sample_queries, select_portfolios
 
 M = 6
@@ -52,6 +53,34 @@ def test_greedy_selects_on_the_drawn_rows_only() -> None:
         select_portfolios(matrices, synthetic(n_a=30)[1], sample, SELECTION)
     with pytest.raises(ValueError, match="n_queries"):
         sample_queries(index, {**SELECTION, "n_queries": 0})
+
+
+def test_the_random_orders_are_the_tested_random_k_on_one_seeded_generator() -> None:
+    matrices, index = synthetic()
+    selections = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)["selections"]
+    rng = np.random.default_rng(SELECTION["seed"])  # one generator across the keys, in the report's order
+    for key, selection in selections.items():
+        n_train = selection["n_train"]
+        expected = [random_k(np.zeros((n_train, M)), SELECTION["k_max"], rng) for _ in range(SELECTION["random_draws"])]
+        assert selection["random"] == expected, key
+
+
+def test_dev_rows_are_not_selected_on_and_are_reported_beside_test() -> None:
+    matrices, index = synthetic()
+    for rows in index["datasets"].values():
+        rows["split"] = ["test" if i % 5 == 0 else "dev" if i % 5 == 1 else "train" for i in range(len(rows["ids"]))]
+    portfolios = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)
+    assert portfolios["selections"]["a"]["n_train"] == 36  # 60 rows: 12 test, 12 dev
+    candidates = [{"name": n, "family": "dense"} for n in index["candidates"]]
+    report = evaluate_portfolios(matrices, index, portfolios, candidates, {"report_k": [1, 2], "intervals": {"n_resamples": 200}})
+    for key, n_dev in (("a", 12), ("b", 8), ("all", 20)):
+        entry = report["datasets"][key]
+        assert entry["n_dev"] == n_dev and entry["n_train"] + n_dev + entry["n_test"] == {"a": 60, "b": 40, "all": 100}[key]
+        assert "greedy_minus_top_by_average_at_k" in entry["dev"]  # held out: with intervals, like test
+        assert "greedy_minus_top_by_average_at_k" not in entry["train"]
+    without = evaluate_portfolios(*synthetic(), select_portfolios(*synthetic(), sample_queries(synthetic()[1], SELECTION),
+                                                                  SELECTION), candidates, {"report_k": [1, 2]})
+    assert "dev" not in without["datasets"]["a"] and "n_dev" not in without["datasets"]["a"]
 
 
 def test_selection_then_evaluation_writes_intervals_and_the_study(tmp_path) -> None:

@@ -8,7 +8,9 @@ what the API answers for the same request. It skips, saying why, where no Chromi
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Iterator
 
 import httpx
@@ -46,9 +48,20 @@ def test_the_page_loads_nothing_from_elsewhere_and_writes_no_html() -> None:
 def browser() -> str:
     binary = find_chromium()
     if binary is None:
-        pytest.skip(f"no Chromium: install Debian's chromium package (apt-get install chromium) or put one of "
-                    f"{', '.join(BROWSERS)} on PATH to run the playground in a headless browser")
+        pytest.skip(f"no Chromium ({why_no_chromium()}): install Debian's chromium package (apt-get install "
+                    f"chromium) or put one of {', '.join(BROWSERS)} on PATH to run the playground in a headless browser")
     return binary
+
+
+def why_no_chromium() -> str:
+    """Why ``make test`` (scripts/ensure-chromium) did not install one, as far as this process can tell."""
+    if os.environ.get("RAGFOLIO_INSTALL_CHROMIUM") == "0":
+        return "RAGFOLIO_INSTALL_CHROMIUM=0 turned the install off"
+    if os.geteuid() != 0:
+        return "make test installs it only as root"
+    if shutil.which("apt-get") is None:
+        return "make test installs it with apt-get, which this machine lacks"
+    return "not installed: run make test (scripts/ensure-chromium), or its install failed, see its output"
 
 
 @pytest.fixture(scope="module")

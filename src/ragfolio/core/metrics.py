@@ -20,18 +20,33 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
-def support_recall(predicted: Iterable[Hashable], gold: Iterable[Hashable]) -> float:
-    """``|pred ∩ gold| / min(|pred|, |gold|)`` over passage ids or corpus rows (the paper's support recall).
+def support_recall(predicted: Iterable[Hashable], gold: Iterable[Hashable], num_docs: int) -> float:
+    """``|pred ∩ gold| / min(num_docs, |gold|)`` over passage ids or corpus rows (the paper's support recall).
 
-    Returns 0.0 when nothing was predicted. Raises ``ValueError`` when ``gold`` is empty: the
-    score is undefined, and the caller must leave such a query out rather than count it as 0.
+    The denominator is the number of passages asked for, not the number returned, so a short list
+    cannot score higher than a full one with the same hits; this is the score of the utility matrix
+    (:func:`ragfolio.core.scoring.utility.support_recall_matrix` computes it for every candidate).
+
+    Args:
+        predicted: The retrieved passages (duplicates count once), at most ``num_docs`` of them.
+        gold: The query's gold passages, non-empty.
+        num_docs: The passages asked for (the retrieval budget), ``>= 1``.
+
+    Returns:
+        A score in ``[0, 1]``; 0.0 when nothing was predicted.
+
+    Raises:
+        ValueError: ``gold`` is empty (the score is undefined: the caller must leave such a query out
+            rather than count it as 0), ``num_docs < 1``, or more than ``num_docs`` passages predicted.
     """
     pred, gold_set = set(predicted), set(gold)
     if not gold_set:
         raise ValueError("support recall is undefined for a query without gold passages")
-    if not pred:
-        return 0.0
-    return len(pred & gold_set) / min(len(pred), len(gold_set))
+    if num_docs < 1:
+        raise ValueError(f"num_docs={num_docs} must be >= 1")
+    if len(pred) > num_docs:
+        raise ValueError(f"{len(pred)} passages predicted for num_docs={num_docs}")
+    return len(pred & gold_set) / min(num_docs, len(gold_set))
 
 
 def contains_answer(passage: str, answers: Iterable[str]) -> bool:

@@ -5,7 +5,8 @@ validate each row with :meth:`~ragfolio.core.data.records.Question.from_record` 
 in :mod:`ragfolio.core.data.records`), reject repeated ids and raise
 :class:`~ragfolio.core.data.records.DataFormatError` naming the file, the line and the field.
 :func:`load_passage_folder` reads passage-only files (``{"title", "text"}`` per line) that extend
-the retrieval corpus. :func:`split_train_test` holds out a seeded fraction of each dataset.
+the retrieval corpus. :func:`split_train_test` holds out a seeded fraction of each dataset for test,
+:func:`split_train_dev` one of its train questions for dev.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -169,20 +170,59 @@ def split_train_test(
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction={test_fraction} must be in (0, 1)")
+    train, test = _hold_out(questions, test_fraction, lambda dataset: _dataset_seed(seed, dataset))
+    logger.info("split %d questions into %d train / %d test", len(questions), len(train), len(test))
+    return train, test
+
+
+def split_train_dev(
+    train: Sequence[Question], dev_fraction: float, seed: int
+) -> tuple[list[Question], list[Question]]:
+    """Carve a seeded dev split out of the train questions, separately for each dataset.
+
+    Dev questions decide what is chosen during development (defaults, router selection, target
+    checks), so that test questions are read only by the reports. Each dataset with ``n`` train
+    questions gives ``round(n * dev_fraction)`` of them, clipped to ``[1, n - 1]``; ``0`` gives no
+    dev split. The draw has its own stream (the seed, ``"dev"`` and the dataset name), so it depends
+    only on those and the set of ids, and the test split does not move when ``dev_fraction`` does.
+
+    Args:
+        train: The train questions of one or more datasets (the first output of :func:`split_train_test`).
+        dev_fraction: Fraction of each dataset's train questions moved to dev, ``0 <= dev_fraction < 1``.
+        seed: Random seed.
+
+    Returns:
+        ``(train, dev)``, each in input order.
+
+    Raises:
+        ValueError: ``dev_fraction`` is out of range, or it is positive and a dataset has fewer
+            than 2 train questions.
+    """
+    if not 0.0 <= dev_fraction < 1.0:
+        raise ValueError(f"dev_fraction={dev_fraction} must be in [0, 1)")
+    if dev_fraction == 0.0:
+        return list(train), []
+    kept, dev = _hold_out(train, dev_fraction, lambda dataset: _dataset_seed(seed, f"dev:{dataset}"))
+    logger.info("carved %d dev questions out of %d train", len(dev), len(train))
+    return kept, dev
+
+
+def _hold_out(
+    questions: Sequence[Question], fraction: float, stream: Callable[[str], list[int]]
+) -> tuple[list[Question], list[Question]]:
+    """``(kept, held out)``: ``round(n * fraction)`` of each dataset's n questions, clipped to
+    ``[1, n - 1]``, drawn by a permutation of its sorted ids from ``stream(dataset)``."""
     by_dataset: dict[str, list[str]] = {}
     for q in questions:
         by_dataset.setdefault(q.dataset, []).append(q.id)
-    test_keys: set[tuple[str, str]] = set()
+    held: set[tuple[str, str]] = set()
     for dataset, ids in sorted(by_dataset.items()):
         n = len(ids)
         if n < 2:
             raise ValueError(f"dataset {dataset!r} has {n} question(s); need >= 2 to split")
-        n_test = min(max(round(n * test_fraction), 1), n - 1)
-        rng = np.random.default_rng(_dataset_seed(seed, dataset))
-        order = rng.permutation(n)
+        n_held = min(max(round(n * fraction), 1), n - 1)
+        order = np.random.default_rng(stream(dataset)).permutation(n)
         ordered = sorted(ids)
-        test_keys.update((dataset, ordered[i]) for i in order[:n_test])
-    train = [q for q in questions if (q.dataset, q.id) not in test_keys]
-    test = [q for q in questions if (q.dataset, q.id) in test_keys]
-    logger.info("split %d questions into %d train / %d test", len(questions), len(train), len(test))
-    return train, test
+        held.update((dataset, ordered[i]) for i in order[:n_held])
+    kept = [q for q in questions if (q.dataset, q.id) not in held]
+    return kept, [q for q in questions if (q.dataset, q.id) in held]

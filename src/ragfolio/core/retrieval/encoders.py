@@ -17,7 +17,6 @@ Every encoder returns L2-normalised float32 rows, so cosine similarity is a dot 
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
+from ragfolio.core.code_identity import package_version, source_digest
 from ragfolio.core.retrieval.e5_torch import E5TorchEncoder
 from ragfolio.core.retrieval.split_models import SPLIT_MODELS, assemble
 from ragfolio.core.retrieval.vectors import first_words, l2_normalise
@@ -163,20 +163,18 @@ _ENGINE_PACKAGES = {
 }
 
 
-def package_version(name: str) -> str:
-    """The installed version of distribution ``name``, or ``"absent"``."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
-
-
 def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """What an encoder's vectors depend on: its settings and the versions of the packages that
-    compute them (the engine and, for an embedded model, the package carrying the weights).
+    """What an encoder's vectors depend on: its settings, the versions of the packages that
+    compute them (the engine and, for an embedded model, the package carrying the weights) and the
+    source of the code that runs them (this module, the module of the encoder's class, and what
+    they import in ragfolio: :func:`~ragfolio.core.code_identity.source_digest`).
 
     Cache keys of embeddings, and of everything ranked from them, include this, so upgrading a
-    package or a model misses the cache instead of reusing stale vectors.
+    package or a model, or editing ``e5_torch.py`` or ``vectors.py``, misses the cache instead of
+    reusing stale vectors.
+
+    Returns:
+        ``{"spec": ..., "packages": {distribution: version}, "code": digest}``.
     """
     kind = spec.get("kind")
     packages = list(_ENGINE_PACKAGES.get(str(kind), ()))
@@ -185,7 +183,11 @@ def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
         packages.append(str(model))
     if model in SPLIT_MODELS:
         packages += SPLIT_MODELS[str(model)]
-    return {"spec": dict(spec), "packages": {name: package_version(name) for name in packages}}
+    code = [__name__]
+    if kind in ENCODER_KINDS:
+        code.append(ENCODER_KINDS[str(kind)].__module__)
+    return {"spec": dict(spec), "packages": {name: package_version(name) for name in packages},
+            "code": source_digest(code)}
 
 
 def make_encoder(spec: dict[str, Any]) -> Encoder:

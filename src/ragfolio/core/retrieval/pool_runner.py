@@ -31,6 +31,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
+from ragfolio.core.code_identity import source_digest
 from ragfolio.core.retrieval.base import RetrievalResult
 from ragfolio.core.retrieval.bm25 import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrieval.completion import check_full, complete_rows
@@ -52,9 +53,7 @@ logger = logging.getLogger(__name__)
 
 Embedding = npt.NDArray[np.float32]
 
-# Bumped when the completion of short rows (applied to every family, see completion.py) changes;
-# with the family's ``result_version``, part of every candidate's cache key.
-COMPLETION_VERSION = 1
+COMPLETION_VERSION = 1  # bumped when completion.py changes: documentation; keys hold the code's digest
 T = TypeVar("T")
 # Depth of the shared first-stage rankings that rerankers reorder (candidate_scoring.prefilter_depth).
 DEFAULT_PREFILTER_DEPTH = 50
@@ -113,6 +112,8 @@ class PoolRunner:
         self.encoder_specs = {name: dict(spec) for name, spec in encoders.items()}
         # Settings and package versions of each encoder: part of every cache key that vectors feed.
         self.encoder_ids = {name: encoder_identity(spec) for name, spec in self.encoder_specs.items()}
+        self.code_key = source_digest([__name__])  # this module and its ragfolio imports: in every ranking's key
+        self.completion_encoder = next(iter(self.encoder_specs), None)  # completes short rows (see _complete)
         self.cache = cache
         self.num_docs = num_docs
         self.prefilter_depth = prefilter_depth
@@ -241,7 +242,7 @@ class PoolRunner:
         """A shared first-stage ranking ``prefilter_depth`` deep, cached in memory and on disk."""
         qkey = fingerprint(queries)
         key = {"base": name, "queries": qkey, "depth": self.prefilter_depth, "bm25": self.bm25_params,
-               "encoders": self.encoder_ids}
+               "encoders": self.encoder_ids, "code": self.code_key}
 
         def compute() -> RetrievalResult:
             family, _, encoder = name.partition(":")
@@ -307,9 +308,7 @@ class PoolRunner:
                 so this finishes even when every worker is busy); None computes them in turn.
         """
         registered = families()  # a candidate of an unknown family fails in run, alone
-        needed = SharedParts.union(
-            self._needs(registered[c.family], c) for c in candidates if c.family in registered
-        )
+        needed = SharedParts.union(self._needs(registered[c.family], c) for c in candidates if c.family in registered)
         encoders = dict.fromkeys(needed.query_encoders)  # a dict as an ordered set
         for base in needed.bases:  # a dense or hybrid base needs its encoder's query embeddings too
             family, _, encoder = base.partition(":")
@@ -350,19 +349,25 @@ class PoolRunner:
 
     # --- candidates ---------------------------------------------------------------------------
     def run(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult:
-        """The ``(n_queries, num_docs)`` ranking of one candidate, from the disk cache when possible.
-
-        Every row holds exactly ``num_docs`` distinct passages: rows a family leaves short are
-        completed by :meth:`_complete`, and :func:`check_full` checks the result, cached or not.
-        """
-        key = {"candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
-               "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
-               "version": [self._family(candidate).result_version, COMPLETION_VERSION]}
-        result = self._cached_result(
-            "candidates", key, lambda: self._complete(candidate, queries, self._compute(candidate, queries))
-        )
+        """The ``(n_queries, num_docs)`` ranking of one candidate, from the disk cache when possible
+        (:meth:`candidate_key`). Every row holds exactly ``num_docs`` distinct passages: rows a family
+        leaves short are completed by :meth:`_complete`; :func:`check_full` checks any result."""
+        complete = partial(self._complete, candidate, queries)
+        result = self._cached_result("candidates", self.candidate_key(candidate, queries),
+                                     lambda: complete(self._compute(candidate, queries)))
         check_full(result, len(queries), self.num_docs, candidate.name)
         return result
+
+    def candidate_key(self, candidate: CandidateSpec, queries: Sequence[str]) -> dict[str, Any]:
+        """The disk-cache key of ``candidate``'s ranking of ``queries``: every setting it reads (the
+        graph's degree cap and the completion encoder, whose config order the sorted encoder
+        identities lose, included) and the digest of this module's closure and the family's module."""
+        family = self._family(candidate)
+        return {"candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
+                "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
+                "graph_max_degree": self.graph_max_degree, "completion_encoder": self.completion_encoder,
+                "version": [family.result_version, COMPLETION_VERSION],
+                "code": source_digest([__name__, type(family).__module__])}
 
     def _complete(self, candidate: CandidateSpec, queries: Sequence[str], result: RetrievalResult) -> RetrievalResult:
         """``result`` with short rows completed from the candidate's first stage, then the first
@@ -371,8 +376,8 @@ class PoolRunner:
         stage = self._family(candidate).first_stage
         if stage:
             fallbacks.append(partial(self.base, candidate.params[stage], queries))
-        if self.encoder_specs:
-            fallbacks.append(partial(self.base, f"dense:{next(iter(self.encoder_specs))}", queries))
+        if self.completion_encoder is not None:
+            fallbacks.append(partial(self.base, f"dense:{self.completion_encoder}", queries))
         return complete_rows(result, fallbacks, len(self.texts))
 
     def run_all(

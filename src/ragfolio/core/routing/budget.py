@@ -26,6 +26,7 @@ from ragfolio.core.scoring.utility import Score, score_targets
 from ragfolio.core.stats import paired_differences
 
 DocIds = npt.NDArray[np.int64]  # (n_queries, depth) corpus rows, -1 where a ranking is shorter
+Judge = Callable[[set[int], int], float]  # (retrieved corpus rows, passages asked for) -> score
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,13 @@ class BudgetRuns:
     Attributes:
         members: Per portfolio member j, its ``(n, num_docs)`` passages.
         single: Per l = 1..k, the single best member's ``(n, l * num_docs)`` passages.
-        judges: Per question, its score of a set of corpus rows (under the run's ``score``).
+        judges: Per question, its score of a set of corpus rows retrieved with a budget of so many
+            passages (under the run's ``score``).
     """
 
     members: list[DocIds]
     single: list[DocIds]
-    judges: list[Callable[[set[int]], float]]
+    judges: list[Judge]
 
     @classmethod
     def retrieve(
@@ -73,22 +75,24 @@ class BudgetRuns:
         )
 
 
-def question_judge(score: Score, target: Sequence[Any], passages: Sequence[str]) -> Callable[[set[int]], float]:
-    """One question's score of a set of corpus rows: support recall against its gold rows, or answer recall."""
+def question_judge(score: Score, target: Sequence[Any], passages: Sequence[str]) -> Judge:
+    """One question's score of a set of corpus rows retrieved with a budget of ``num_docs`` passages:
+    support recall against its gold rows (``|rows ∩ gold| / min(num_docs, |gold|)``), or answer recall."""
     if score == "support_recall":
-        return lambda rows: support_recall(rows, target)
-    return lambda rows: float(any(contains_answer(passages[r], target) for r in rows))
+        return lambda rows, num_docs: support_recall(rows, target, num_docs)
+    return lambda rows, num_docs: float(any(contains_answer(passages[r], target) for r in rows))
 
 
 def per_question_budget_recall(runs: BudgetRuns, picks: Picks) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """``(union, single)``, each ``(n, k)``: per question, the recall of the routed union of the first
     l members and of the single best at ``l * num_docs`` passages, column ``l - 1``."""
     k, n = len(runs.members), len(runs.judges)
+    num_docs = runs.members[0].shape[1] if k else 0
     union, alone = np.zeros((n, k)), np.zeros((n, k))
     for q, judge in enumerate(runs.judges):
-        for l in range(1, k + 1):  # noqa: E741
-            union[q, l - 1] = judge({int(d) for j in picks[q, :l] for d in runs.members[j][q] if d >= 0})
-            alone[q, l - 1] = judge({int(d) for d in runs.single[l - 1][q] if d >= 0})
+        for l in range(1, k + 1):  # noqa: E741 - both sides have the budget of l * num_docs passages
+            union[q, l - 1] = judge({int(d) for j in picks[q, :l] for d in runs.members[j][q] if d >= 0}, l * num_docs)
+            alone[q, l - 1] = judge({int(d) for d in runs.single[l - 1][q] if d >= 0}, l * num_docs)
     return union, alone
 
 
@@ -122,12 +126,8 @@ def same_budget_recall(runs: BudgetRuns, picks: Picks) -> dict[str, list[float]]
     Returns:
         ``{"routed_union_recall": [...], "single_best_recall": [...]}``, k values each (0.0 for no questions).
     """
-    k, n = len(runs.members), len(runs.judges)
-    def mean_recall(retrieved: list[set[int]]) -> float:
-        return float(np.mean([judge(r) for r, judge in zip(retrieved, runs.judges, strict=True)])) if n else 0.0
-
-    union, alone = [], []
-    for l in range(1, k + 1):
-        union.append(mean_recall([{int(d) for j in picks[q, :l] for d in runs.members[j][q] if d >= 0} for q in range(n)]))
-        alone.append(mean_recall([{int(d) for d in runs.single[l - 1][q] if d >= 0} for q in range(n)]))
-    return {"routed_union_recall": union, "single_best_recall": alone}
+    union, alone = per_question_budget_recall(runs, picks)
+    if not len(runs.judges):
+        return {"routed_union_recall": [0.0] * len(runs.members), "single_best_recall": [0.0] * len(runs.members)}
+    return {"routed_union_recall": [float(v) for v in union.mean(axis=0)],
+            "single_best_recall": [float(v) for v in alone.mean(axis=0)]}

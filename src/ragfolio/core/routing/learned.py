@@ -62,6 +62,7 @@ from ragfolio.core.routing.base import (
     read_config,
     write_config,
 )
+from ragfolio.core.routing.determinism import deterministic_fit
 from ragfolio.core.routing.query_features import Features, take_rows
 
 logger = logging.getLogger(__name__)
@@ -199,47 +200,47 @@ class Router:
         memory_keys = _neighbour_keys(features)
         features = _dense_if_small(features)
 
-        torch.manual_seed(self.random_state)
-        rng = np.random.default_rng(self.random_state)
-        order = rng.permutation(n)
-        n_val = int(round(self.val_fraction * n)) if n >= 10 else 0
-        val, train = order[:n_val], order[n_val:]
-        self.net_ = _RouterNet(self.inputs_, k, self.hidden, self.embedding_dim, self.dropout)
-        optimizer = torch.optim.AdamW(self.net_.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        U_t, targets_t, keep_t = torch.from_numpy(U), torch.from_numpy(targets), torch.from_numpy(keep)
+        with deterministic_fit(self.random_state):  # the same bits in any process (threads, seed, kernels)
+            rng = np.random.default_rng(self.random_state)
+            order = rng.permutation(n)
+            n_val = int(round(self.val_fraction * n)) if n >= 10 else 0
+            val, train = order[:n_val], order[n_val:]
+            self.net_ = _RouterNet(self.inputs_, k, self.hidden, self.embedding_dim, self.dropout)
+            optimizer = torch.optim.AdamW(self.net_.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+            U_t, targets_t, keep_t = torch.from_numpy(U), torch.from_numpy(targets), torch.from_numpy(keep)
 
-        best_score, best_state, stale = -np.inf, None, 0
-        self.best_epoch_ = 0
-        epochs = tqdm(range(self.max_epochs), desc="router", unit="epoch", leave=False)
-        for epoch in epochs:
-            self.net_.train()
-            for start in range(0, len(train), self.batch_size):
-                rows = train[start : start + self.batch_size]
-                loss = self._loss(self.net_(_tensors(features, rows)), U_t[rows], targets_t[rows], keep_t[rows])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            rng.shuffle(train)
-            score = self._best_of_1(features, U, val if n_val else train)
-            if score > best_score + 1e-9:
-                best_score, stale, self.best_epoch_ = score, 0, epoch
-                best_state = {name: t.detach().clone() for name, t in self.net_.state_dict().items()}
-            else:
-                stale += 1
-                if stale >= self.patience:
-                    break
-        if best_state is not None:
-            self.net_.load_state_dict(best_state)
-        self.net_.eval()
-        self.default_ = int(np.argmax(U[train].mean(axis=0)))
-        rows = val if n_val else train
-        self.switch_margin_ = self._tune_margin(features, U, rows)
-        self.val_best_of_1_ = float(best_score)
-        # What serving it would give on the held-out questions, beside the default member there
-        # (what ``router_training.bundle.router: auto`` compares across routers).
-        self.val_routed_best_of_1_ = float(U[rows, self._first(self.scores(take_rows(features, rows)),
-                                                              self.switch_margin_)].mean())
-        self.val_default_ = float(U[rows, self.default_].mean())
+            best_score, best_state, stale = -np.inf, None, 0
+            self.best_epoch_ = 0
+            epochs = tqdm(range(self.max_epochs), desc="router", unit="epoch", leave=False)
+            for epoch in epochs:
+                self.net_.train()
+                for start in range(0, len(train), self.batch_size):
+                    rows = train[start : start + self.batch_size]
+                    loss = self._loss(self.net_(_tensors(features, rows)), U_t[rows], targets_t[rows], keep_t[rows])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                rng.shuffle(train)
+                score = self._best_of_1(features, U, val if n_val else train)
+                if score > best_score + 1e-9:
+                    best_score, stale, self.best_epoch_ = score, 0, epoch
+                    best_state = {name: t.detach().clone() for name, t in self.net_.state_dict().items()}
+                else:
+                    stale += 1
+                    if stale >= self.patience:
+                        break
+            if best_state is not None:
+                self.net_.load_state_dict(best_state)
+            self.net_.eval()
+            self.default_ = int(np.argmax(U[train].mean(axis=0)))
+            rows = val if n_val else train
+            self.switch_margin_ = self._tune_margin(features, U, rows)
+            self.val_best_of_1_ = float(best_score)
+            # What serving it would give on the held-out questions, beside the default member there
+            # (what ``router_training.bundle.router: auto`` compares across routers).
+            self.val_routed_best_of_1_ = float(U[rows, self._first(self.scores(take_rows(features, rows)),
+                                                                  self.switch_margin_)].mean())
+            self.val_default_ = float(U[rows, self.default_].mean())
         self.memory_keys_ = torch.from_numpy(memory_keys)
         self.memory_utilities_ = torch.from_numpy(U)
         logger.info(

@@ -33,6 +33,7 @@ from ragfolio.core.routing.base import (
     read_config,
     write_config,
 )
+from ragfolio.core.routing.determinism import deterministic_fit
 from ragfolio.core.routing.learned import tied_best
 from ragfolio.core.routing.query_features import Features, design_matrix
 
@@ -68,7 +69,8 @@ class LogisticRouter:
         self.coef_, self.intercept_ = np.zeros((0, 0)), np.zeros(0)
         if len(self.classes_) > 1:
             model = LogisticRegression(C=self.C, max_iter=self.max_iter)
-            model.fit(design_matrix(inputs.query)[rows], labels, sample_weight=1.0 / best.sum(axis=1)[rows])
+            with deterministic_fit():  # fixed BLAS threads: the same coefficients in any process
+                model.fit(design_matrix(inputs.query)[rows], labels, sample_weight=1.0 / best.sum(axis=1)[rows])
             self.coef_, self.intercept_ = model.coef_, model.intercept_
         return self
 

@@ -51,6 +51,7 @@ from ragfolio.core.routing.base import (
     read_config,
     write_config,
 )
+from ragfolio.core.routing.determinism import deterministic_fit
 from ragfolio.core.routing.learned import tied_best
 
 logger = logging.getLogger(__name__)
@@ -172,14 +173,21 @@ class PaperRouter:
                                  else inputs.query[name], dtype=np.float32) for name in names}
 
     def fit(self, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]], members: Sequence[str] | None = None) -> Self:
-        """Train on n questions' dense query blocks and their ``(n, k)`` member utilities ``U``."""
+        """Train on n questions' dense query blocks and their ``(n, k)`` member utilities ``U``.
+
+        Fixed threads, deterministic kernels and a seeded generator of its own for the fit
+        (:func:`~ragfolio.core.routing.determinism.deterministic_fit`): the same bits in any process.
+        """
+        with deterministic_fit(self.random_state):
+            return self._fit(inputs, U, members)
+
+    def _fit(self, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]], members: Sequence[str] | None) -> Self:
         U = np.asarray(check_training_data(inputs, U), dtype=np.float32)
         n, k = U.shape
         self.members_ = member_names(members, k)
         X = self._blocks(inputs)
         self.inputs_ = {name: int(x.shape[1]) for name, x in X.items()}
         rng = np.random.default_rng(self.random_state)
-        torch.manual_seed(self.random_state)
         order = rng.permutation(n)
         n_dev = int(round(self.dev_fraction * n)) if n >= 10 else 0
         dev, train = np.sort(order[:n_dev]), np.sort(order[n_dev:])

@@ -56,6 +56,7 @@ from ragfolio.core.routing.base import (
     read_config,
     write_config,
 )
+from ragfolio.core.routing.determinism import deterministic_fit
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,12 @@ class _RetrievalRouter:
 
     # --- fit and route ------------------------------------------------------------------------
     def fit(self, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]], members: Sequence[str] | None = None) -> Self:
-        """Select ``alpha``, ``margin`` (or fall back) by cross-validation on the train questions, then refit on all."""
+        """Select ``alpha``, ``margin`` (or fall back) by cross-validation on the train questions, then refit on all
+        (with fixed threads: :func:`~ragfolio.core.routing.determinism.deterministic_fit`)."""
+        with deterministic_fit():
+            return self._fit(inputs, U, members)
+
+    def _fit(self, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]], members: Sequence[str] | None) -> Self:
         U = np.asarray(check_training_data(inputs, U), dtype=np.float64)
         n, k = U.shape
         if self.completion not in ("greedy", "top"):

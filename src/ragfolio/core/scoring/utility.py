@@ -57,7 +57,8 @@ def _stack(results: Sequence[RetrievalResult]) -> npt.NDArray[np.int64]:
 def support_recall_matrix(
     results: Sequence[RetrievalResult], gold_rows: Sequence[Sequence[int]]
 ) -> npt.NDArray[np.float32]:
-    """Support recall of every candidate on every query.
+    """Support recall of every candidate on every query: :func:`ragfolio.core.metrics.support_recall`
+    with ``num_docs`` the rankings' width, vectorised over the candidates.
 
     Args:
         results: One ranking per candidate, each ``(n_queries, num_docs)`` corpus rows.

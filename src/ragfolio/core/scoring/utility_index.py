@@ -6,8 +6,9 @@ index (``utility_index.json``)::
     {"candidates": [name, ...], "score": ..., "num_docs": ..., "corpus": {...},
      "datasets": {dataset: {"ids": [...], "split": [...], "type": [...]}}}
 
-with ``ids``, ``split`` and ``type`` in row order. Later stages select rows by split here and join
-rows to questions on their ids. ``all`` (:data:`ALL`) names every dataset's rows stacked, in the
+with ``ids``, ``split`` and ``type`` in row order; a row's split is ``train`` (what stages fit on),
+``dev`` (carved from train by ``data_prep.dev_fraction``: development choices) or ``test`` (read
+by the reports only). Later stages select rows by split here and join rows to questions on their ids. ``all`` (:data:`ALL`) names every dataset's rows stacked, in the
 index's dataset order.
 """
 
@@ -22,6 +23,12 @@ import numpy.typing as npt
 from ragfolio.core.data.records import Question
 
 ALL = "all"
+SPLITS = ("train", "dev", "test")
+
+
+def has_split(utility_index: Mapping[str, Any], split: str) -> bool:
+    """Whether some dataset of the index has rows of ``split``."""
+    return any(split in rows["split"] for rows in utility_index["datasets"].values())
 
 
 def split_rows(utility_index: Mapping[str, Any], dataset: str, split: str) -> npt.NDArray[np.int64]:

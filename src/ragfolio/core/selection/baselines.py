@@ -119,10 +119,14 @@ def single_best(U: npt.ArrayLike) -> int:
 def random_k(
     U: npt.ArrayLike, k: int, random_state: int | np.random.Generator | None = None
 ) -> list[int]:
-    """k distinct columns drawn uniformly at random (a fixed ``random_state`` repeats them)."""
+    """k distinct columns drawn uniformly at random, in draw order: the first k of a random permutation.
+
+    A fixed ``random_state`` repeats them; a ``Generator`` is advanced, so successive calls on one
+    generator give independent draws (portfolio selection's ``random_draws``).
+    """
     m = as_utility(U).shape[1]
     check_k(k, m)
-    return np.random.default_rng(random_state).choice(m, size=k, replace=False).tolist()
+    return [int(i) for i in np.random.default_rng(random_state).permutation(m)[:k]]
 
 
 def _check_indices(indices: Sequence[int], m: int) -> npt.NDArray[np.intp]:

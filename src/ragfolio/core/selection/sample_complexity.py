@@ -34,13 +34,15 @@ ALL_ROWS = "all"  # a sample size meaning every train question
 def required_sample_size(m: int, k: int, epsilon: float, delta: float) -> int:
     """Queries needed so that the sample's ``F`` is within ``epsilon`` for every portfolio.
 
-    With scores in ``[0, 1]``, Hoeffding gives ``P(F_hat(S) - F(S) > eps) <= exp(-2 N eps^2)`` for
-    one portfolio; a union bound over the ``m^k`` portfolios of size k makes it hold for all of
-    them with probability ``>= 1 - delta`` once
+    With scores in ``[0, 1]``, the two-sided Hoeffding inequality gives
+    ``P(|F_hat(S) - F(S)| > eps) <= 2 exp(-2 N eps^2)`` for one portfolio; a union bound over the
+    ``m^k`` portfolios of size k makes ``|F_hat(S) - F(S)| <= eps`` hold for all of them at once
+    with probability ``>= 1 - delta`` once
 
-        N >= ln(m^k / delta) / (2 epsilon^2) = (k ln m + ln(1 / delta)) / (2 epsilon^2),
+        N >= ln(2 m^k / delta) / (2 epsilon^2) = (k ln m + ln(2 / delta)) / (2 epsilon^2),
 
-    which is what greedy's ``F(S_greedy) >= (1 - 1/e) OPT - O(epsilon)`` on the population needs.
+    which is what greedy's ``F(S_greedy) >= (1 - 1/e) OPT - O(epsilon)`` on the population needs
+    (both sides are used: the sample must not overrate the chosen portfolio nor underrate the best).
 
     Args:
         m: number of candidate retrievers, ``>= 1``.
@@ -54,11 +56,11 @@ def required_sample_size(m: int, k: int, epsilon: float, delta: float) -> int:
     _check_bound_args(m, k, delta)
     if not epsilon > 0:
         raise ValueError(f"epsilon={epsilon} must be > 0")
-    return math.ceil((k * math.log(m) + math.log(1 / delta)) / (2 * epsilon**2))
+    return math.ceil(_log_terms(m, k, delta) / (2 * epsilon**2))
 
 
 def epsilon_at(n: int, m: int, k: int, delta: float = 0.05) -> float:
-    """The bound's accuracy at ``n`` queries: ``sqrt((k ln m + ln(1 / delta)) / (2 n))``.
+    """The bound's accuracy at ``n`` queries: ``sqrt((k ln m + ln(2 / delta)) / (2 n))``.
 
     The inverse of :func:`required_sample_size`: with probability ``>= 1 - delta`` every portfolio's
     sample value is within this of its population value (``required_sample_size(m, k,
@@ -67,7 +69,12 @@ def epsilon_at(n: int, m: int, k: int, delta: float = 0.05) -> float:
     _check_bound_args(m, k, delta)
     if n < 1:
         raise ValueError(f"n={n} must be >= 1")
-    return math.sqrt((k * math.log(m) + math.log(1 / delta)) / (2 * n))
+    return math.sqrt(_log_terms(m, k, delta) / (2 * n))
+
+
+def _log_terms(m: int, k: int, delta: float) -> float:
+    """``ln(2 m^k / delta) = k ln m + ln(2 / delta)``: the two-sided Hoeffding and union bound's log term."""
+    return k * math.log(m) + math.log(2 / delta)
 
 
 def _check_bound_args(m: int, k: int, delta: float) -> None:

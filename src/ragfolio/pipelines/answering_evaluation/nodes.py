@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -14,12 +15,13 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.backends import EMBEDDED_LLM, make_backend
+from ragfolio.core.answering.backends import EMBEDDED_LLM, backend_identity, make_backend
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering.systems import SystemRunner, run_order
 from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
 from ragfolio.core.retrieval.pool import CandidateSpec
@@ -84,6 +86,23 @@ def _router_digest(router: RouterProtocol) -> str:
     return digest.hexdigest()[:16]
 
 
+def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str:
+    """The settings hash under which the answer store keeps a dataset's records.
+
+    Args:
+        settings: What the run's answers depend on as data: the dataset, its corpus, the pool
+            settings, router features, members, systems, router digests and the parameters.
+        llm: The backend's identity (:func:`~ragfolio.core.answering.backends.backend_identity`:
+            the model file's hash, the converter's and engine's package versions).
+
+    Returns:
+        :func:`settings_hash` of those, :data:`STORE_VERSION` and the digest of the source of this
+        module and everything it imports in ragfolio (prompts, answerer, selector, RAG, Vendi-RAG,
+        the systems, the retrievers), so an edit to any of them answers afresh.
+    """
+    return settings_hash({"version": STORE_VERSION, **settings, "llm": dict(llm), "code": source_digest([__name__])})
+
+
 def _retrieval_routings(
     rag: AdaptiveRAG, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: dict[str, Any],
     num_docs: int,
@@ -124,6 +143,7 @@ def answer_test_questions(
     hasher, encoders = TextHasher.from_dict(router_features["text_features"]), router_features["encoders"]
     specs = [CandidateSpec.from_record(c) for c in candidates]
     answerer = Answerer(make_backend(p.llm), **{"seed": p.seed, **p.answerer})
+    llm = backend_identity(p.llm)
     sets = Corpora.from_json(corpora)
     if unknown := set(p.datasets or []) - set(sets.datasets):
         raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a corpus "
@@ -144,13 +164,13 @@ def answer_test_questions(
             rag, specs[sel["top_by_average"][0]], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
             wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches,
         )
-        key = settings_hash({
-            "version": STORE_VERSION, "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
+        key = answer_store_key({
+            "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
             "router_features": router_features, "members": [m.name for m in members],
             "single_best": systems.single_best.name, "systems": systems.systems,
             "routers": {"learned": _router_digest(router), **{m: _router_digest(o.router) for m, o in online.items()}},
             "params": p.model_dump(exclude={"max_questions_per_dataset", "datasets", "order_check_questions", "resume"}),
-        })
+        }, llm)
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
         systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
         answer = partial(_answer, systems, dataset, p.system_order, p.seed)

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragfolio.core.data.corpora import UNION, Corpora, Mode
-from ragfolio.core.data.loading import load_folder, load_passage_folder, split_train_test
+from ragfolio.core.data.loading import load_folder, load_passage_folder, split_train_dev, split_train_test
 from ragfolio.core.data.records import Question, build_corpus
 
 logger = logging.getLogger(__name__)
@@ -28,6 +28,7 @@ class DataPrepParams(BaseModel):
     raw_dir: str
     test_dir: str | None = None
     test_fraction: float = Field(0.3, gt=0.0, lt=1.0)
+    dev_fraction: float = Field(0.0, ge=0.0, lt=1.0)  # conf/base sets 0.2; 0: no dev split
     seed: int = 42
     corpus: Mode = UNION
     corpus_dir: str | None = None
@@ -44,7 +45,10 @@ def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
     """Read ``raw_dir`` (and ``test_dir``), assign each question a split, return JSON records.
 
     Without ``test_dir`` each dataset is split with a seeded ``test_fraction``; with it, every row
-    of ``raw_dir`` is train and every row of ``test_dir`` is test.
+    of ``raw_dir`` is train and every row of ``test_dir`` is test. Then a seeded ``dev_fraction``
+    of each dataset's train questions becomes ``dev`` (carved from train; the test split is the
+    same whatever ``dev_fraction`` is). Stages that fit read ``train`` rows only; ``dev`` rows are
+    for the choices made during development and are reported beside ``test``.
     """
     p = DataPrepParams(**params)
     questions = load_folder(p.raw_dir)
@@ -55,12 +59,13 @@ def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
             raise ValueError(f"{len(clash)} question id(s) are in both raw_dir and test_dir, e.g. {sorted(clash)[:3]}")
     else:
         train, test = split_train_test(questions, p.test_fraction, p.seed)
-    records = [{**q.to_record(), "split": "train"} for q in train] + [
-        {**q.to_record(), "split": "test"} for q in test
-    ]
+    train, dev = split_train_dev(train, p.dev_fraction, p.seed)
+    records = [{**q.to_record(), "split": split} for split, qs in (("train", train), ("dev", dev), ("test", test))
+               for q in qs]
     counts = Counter((r["dataset"], r["split"]) for r in records)
     for dataset in sorted({d for d, _ in counts}):
-        logger.info("%s: %d train, %d test questions", dataset, counts[dataset, "train"], counts[dataset, "test"])
+        logger.info("%s: %d train, %d dev, %d test questions", dataset, counts[dataset, "train"],
+                    counts[dataset, "dev"], counts[dataset, "test"])
     return records
 
 

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.scoring.utility_index import ALL, split_rows, stacked
+from ragfolio.core.scoring.utility_index import ALL, SPLITS, has_split, split_rows, stacked
 from ragfolio.core.selection.best_of_k import split_report, win_shares
 from ragfolio.core.selection.sample_complexity import key_seed, sample_complexity
 from ragfolio.plotting import subplots
@@ -66,13 +66,15 @@ def evaluate_portfolios(
     candidates: list[dict[str, Any]],
     params: dict[str, Any],
 ) -> dict[str, Any]:
-    """Best-of-k curves of greedy, top-by-average and random-k on train and test, per question type.
+    """Best-of-k curves of greedy, top-by-average and random-k on train, dev (when the split has dev
+    rows) and test, per question type on test.
 
     ``corpus`` names the corpus the utilities were scored over (the utility index's: the mode and
     the fingerprint of the union corpus, or per-dataset fingerprints labelled as such). The test
-    split also holds paired-bootstrap intervals of greedy - top-by-average and greedy - single best
-    at every k and at the portfolio's k (``intervals`` says how they were computed); train values
-    are in-sample (greedy was chosen on them), so they get none.
+    and dev splits also hold paired-bootstrap intervals of greedy - top-by-average and greedy - single
+    best at every k and at the portfolio's k (``intervals`` says how they were computed); train
+    values are in-sample (greedy was chosen on them), so they get none. Dev numbers are the ones to
+    choose settings by; test numbers are for the report.
     """
     p = EvaluationParams(**params)
     iv = p.intervals
@@ -87,7 +89,7 @@ def evaluate_portfolios(
         "datasets": {},
     }
     test_types = _types(utility_index, "test")
-    for split in ("train", "test"):
+    for split in [s for s in SPLITS if s != "dev" or has_split(utility_index, "dev")]:
         for key, U in stacked(utility_matrices, utility_index, split).items():
             sel = portfolios["selections"][key]
             entry = report["datasets"].setdefault(key, {
@@ -96,7 +98,7 @@ def evaluate_portfolios(
             })
             entry[f"n_{split}"] = int(len(U))
             orders = (sel["greedy"], sel["top_by_average"], sel["random"])
-            confidence = iv.confidence if split == "test" else None  # in-sample differences need no interval
+            confidence = iv.confidence if split != "train" else None  # in-sample differences need no interval
             entry[split] = split_report(U, *orders, confidence=confidence, n_resamples=iv.n_resamples, seed=iv.seed)
             if len(U):  # scalars at the portfolio's k: `dvc metrics show/diff` reads scalars only, not lists
                 k = portfolios["k"]

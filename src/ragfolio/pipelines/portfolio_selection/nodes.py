@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.scoring.utility_index import stacked
-from ragfolio.core.selection.baselines import top_k_by_average
+from ragfolio.core.selection.baselines import random_k, top_k_by_average
 from ragfolio.core.selection.certificate import certificate
 from ragfolio.core.selection.greedy import select_greedy
 from ragfolio.core.selection.sample_complexity import required_sample_size
@@ -80,7 +80,7 @@ def select_portfolios(
             "greedy_train_values": [float(v) for v in greedy.values],
             "portfolio": [names[i] for i in greedy.indices[:k]],
             "top_by_average": [int(i) for i in top_k_by_average(U, k_max)],
-            "random": [rng.permutation(m)[:k_max].tolist() for _ in range(p.random_draws)],
+            "random": [random_k(U, k_max, rng) for _ in range(p.random_draws)],
             "certificate": {"upper_bound": float(cert.upper_bound), "ratio": float(cert.ratio)},
             "required_sample_size": int(required_sample_size(m, k, epsilon=0.05, delta=0.05)),
         }

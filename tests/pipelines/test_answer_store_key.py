@@ -1,0 +1,43 @@
+"""The answer store cannot serve stale answers: its key holds the code that answers and the LLM's identity."""
+
+from __future__ import annotations
+
+from ragfolio.core.answering import backends
+from ragfolio.pipelines.answering_evaluation.nodes import answer_store_key
+
+SETTINGS = {"dataset": "hotpotqa", "corpus": "abc", "members": ["bm25_a", "dense_b"], "params": {"seed": 0}}
+LLM = {"kind": "openai", "settings": {"model": "m"}}
+
+
+def test_the_same_settings_and_code_give_the_same_key(edit_source) -> None:
+    assert answer_store_key(SETTINGS, LLM) == answer_store_key(dict(SETTINGS), dict(LLM))
+    assert answer_store_key({**SETTINGS, "members": ["bm25_a"]}, LLM) != answer_store_key(SETTINGS, LLM)
+
+
+def test_editing_a_prompt_template_misses_the_answer_store(edit_source) -> None:
+    before = answer_store_key(SETTINGS, LLM)
+    edit_source("ragfolio.core.answering.prompts")
+    assert answer_store_key(SETTINGS, LLM) != before
+
+
+def test_editing_a_module_the_answerer_imports_misses_the_answer_store(edit_source) -> None:
+    keys = {answer_store_key(SETTINGS, LLM)}
+    for module in ("ragfolio.core.answering.vendi_rag", "ragfolio.core.answering.systems", "ragfolio.core.metrics",
+                   "ragfolio.core.answering.embedded_llm"):
+        edit_source(module)
+        keys.add(answer_store_key(SETTINGS, LLM))
+    assert len(keys) == 5
+
+
+def test_the_llm_identity_names_the_model_file_and_the_converter(tmp_path, monkeypatch) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"weights v1")
+    config = {"kind": "transformers", "transformers": {"model_path": str(model), "n_ctx": 2048}}
+    first = backends.backend_identity(config)
+    assert first["model"]["name"] == "model.gguf" and set(first["packages"]) >= {"transformers", "gguf", "torch"}
+    model.write_bytes(b"weights v2")
+    backends.model_sha256.cache_clear()  # a new process would hash the file again
+    assert backends.backend_identity(config)["model"] != first["model"]
+    monkeypatch.setattr(backends, "package_versions", lambda names: dict.fromkeys(names, "9.9"))
+    assert backends.backend_identity(config)["packages"]["transformers"] == "9.9"
+    assert answer_store_key(SETTINGS, backends.backend_identity(config)) != answer_store_key(SETTINGS, first)
