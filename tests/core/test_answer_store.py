@@ -88,3 +88,21 @@ def test_no_path_keeps_nothing_on_disk(tmp_path: Path) -> None:
     store = AnswerStore(None)
     store.add([{"id": "q0", "system": "x"}], "s")
     assert store.get("q0", ["x"], "s") is not None and list(tmp_path.iterdir()) == []
+
+
+def test_a_resumed_run_gives_the_rows_of_a_fresh_one_in_the_same_order(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from ragfolio.core.answering.store import AnswerStore, answer_all
+
+    systems = ["a", "b", "c"]
+    questions = [SimpleNamespace(id="q1"), SimpleNamespace(id="q2")]
+
+    def answer(q):  # the systems run in a per-question shuffled order
+        return [{"id": q.id, "system": s, "prediction": f"{q.id}-{s}"} for s in (["c", "a", "b"] if q.id == "q1" else ["b", "c", "a"])]
+
+    store = AnswerStore(tmp_path / "store.jsonl")
+    fresh, reused = answer_all(questions, systems, store, "k", answer)
+    again, reused_again = answer_all(questions, systems, AnswerStore(tmp_path / "store.jsonl"), "k", answer)
+    assert (reused, reused_again) == (0, 2)
+    assert fresh == again and [r["system"] for r in fresh] == systems * 2

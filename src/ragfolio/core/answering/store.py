@@ -112,8 +112,11 @@ def answer_all(
     (unless ``resume`` is False), else from ``answer(question)`` and stored at once.
 
     Returns:
-        ``(records, n_reused)``: the records in question order, and how many questions were read back.
+        ``(records, n_reused)``: the records in question order, each question's in ``systems`` order
+        (whatever order the systems ran in), so a resumed run writes the same rows as a fresh one;
+        and how many questions were read back.
     """
+    position = {system: i for i, system in enumerate(systems)}
     rows: list[dict[str, Any]] = []
     reused = 0
     for question in tqdm(questions, desc=desc, unit="q"):
@@ -121,7 +124,7 @@ def answer_all(
         if stored is None:
             stored = answer(question)
             store.add(stored, settings)
-            stored = [{**r, "settings": settings} for r in stored]
+            stored = sorted(({**r, "settings": settings} for r in stored), key=lambda r: position[r["system"]])
         else:
             reused += 1
         rows += stored
