@@ -57,3 +57,18 @@ def test_the_learned_router_records_its_validation_as_routed_and_the_default_the
     router.save(tmp_path / "r")
     again = Router.load(tmp_path / "r")
     assert again.val_routed_best_of_1_ == router.val_routed_best_of_1_ and again.val_default_ == router.val_default_
+
+
+def test_with_a_dev_split_auto_compares_the_dev_gains_on_the_same_questions() -> None:
+    # validation says post_retrieval, dev (one set of questions for every router) says pre_retrieval
+    validation = {"learned": {**_entry(0.90, 0.89), "dev_best_of_1": 0.70, "dev_default": 0.70},
+                  "pre_retrieval": {**_entry(0.82, 0.80, fallback=True), "dev_best_of_1": 0.74, "dev_default": 0.70},
+                  "post_retrieval": {**_entry(0.85, 0.80), "dev_best_of_1": 0.72, "dev_default": 0.70}}
+    choice = choose_router(validation)
+    assert choice.router == "pre_retrieval" and choice.on == "dev" and "dev gain" in choice.reason
+    assert choice.validation["pre_retrieval"]["dev_gain"] == pytest.approx(0.04)
+    assert choice.validation["pre_retrieval"]["val_gain"] == 0.0  # fell back on validation: still reported
+    assert choice.to_dict()["on"] == "dev"
+    del validation["learned"]["dev_best_of_1"]  # one router without dev values: every router is judged on validation
+    again = choose_router(validation)
+    assert again.on == "validation" and again.router == "post_retrieval"

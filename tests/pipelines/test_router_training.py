@@ -26,9 +26,10 @@ GRID = {
 }
 
 
-def _params(tiny_dir, router: str) -> dict:
+def _params(tiny_dir, router: str, dev_fraction: float) -> dict:
     return {
-        "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "seed": 0},
+        "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "dev_fraction": dev_fraction,
+                      "seed": 0},
         "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall",
                               "graph_max_degree": 20, "encoders": {}, "grid": GRID},
         "candidate_grids": {},  # presets by name; the grid above is written out
@@ -43,12 +44,13 @@ def _params(tiny_dir, router: str) -> dict:
     }
 
 
-def _catalog(tmp_path, tiny_dir, router: str) -> DataCatalog:
-    datasets = {f"params:{name}": MemoryDataset(value) for name, value in _params(tiny_dir, router).items()}
+def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0) -> DataCatalog:
+    params = _params(tiny_dir, router, dev_fraction)
+    datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     for name in ("router_metrics", "router_timings"):
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
-    for name in ("router_comparison", "routers", "pre_retrieval_routers", "post_retrieval_routers", "questions",
+    for name in ("router_comparison", "dev_router_comparison", "routers", "pre_retrieval_routers", "post_retrieval_routers", "questions",
                  "utility_index"):  # kept past their last use, for the checks below
         datasets[name] = PickleDataset(filepath=str(tmp_path / f"{name}.pkl"))
     return DataCatalog(datasets)
@@ -98,22 +100,34 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
     rag.close()
 
 
-def test_auto_serves_the_validation_winner_and_serves_what_the_report_measured(tmp_path, tiny_dir) -> None:
-    """``bundle.router: auto`` serves the router with the largest validation gain over the default member
-    (train only), the bundle and the report name it, and every trained router's served picks (batched and
-    one query at a time, through the bundle's runner) equal the report's picks on the same test questions."""
-    catalog = _catalog(tmp_path, tiny_dir, "auto")
+@pytest.mark.parametrize("dev_fraction", [0.0, 0.3], ids=["validation", "dev"])
+def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, tiny_dir, dev_fraction) -> None:
+    """``bundle.router: auto`` serves the router with the largest gain over the default member on the
+    dev questions (on validation inside train without a dev split), the bundle and the report name it,
+    and every trained router's served picks (batched and one query at a time, through the bundle's
+    runner) equal the report's picks on the same test questions."""
+    catalog = _catalog(tmp_path, tiny_dir, "auto", dev_fraction)
     _run(catalog)
     metrics, bundle = catalog.load("router_metrics"), catalog.load("bundle")
-    selection = metrics["datasets"]["all"]["selection"]
     gains = {}
-    for name in ("learned", "pre_retrieval", "post_retrieval"):  # recomputed here from the validation values
-        entry = selection[name]
-        gains[name] = 0.0 if entry["fallback"] else entry["val_best_of_1"] - entry["val_default"]
+    if dev_fraction:  # recomputed here from the dev routings: best-of-1 minus the default member's
+        dev = catalog.load("dev_router_comparison")["all"]
+        assert len(dev.utilities) == metrics["datasets"]["all"]["dev"]["n_dev"] > 0
+        U, default = dev.utilities, int(dev.picks["top_average"][0, 0])
+        for name in ("learned", "pre_retrieval", "post_retrieval"):
+            picks = dev.picks[name][:, 0]
+            gains[name] = float(U[np.arange(len(U)), picks].mean() - U[:, default].mean())
+    else:  # recomputed here from the validation values
+        selection = metrics["datasets"]["all"]["selection"]
+        for name in ("learned", "pre_retrieval", "post_retrieval"):
+            entry = selection[name]
+            gains[name] = 0.0 if entry["fallback"] else entry["val_best_of_1"] - entry["val_default"]
     winner = max(gains, key=lambda name: (gains[name] - 1e-9 * list(gains).index(name)))
     served = metrics["served"]
     assert served["router"] == winner and served["requested"] == "auto" and served["portfolio"] == "all"
-    assert {n: v["val_gain"] for n, v in served["validation"].items()} == pytest.approx(gains)
+    assert served["on"] == ("dev" if dev_fraction else "validation")
+    on = "dev" if dev_fraction else "val"
+    assert {n: v[f"{on}_gain"] for n, v in served["validation"].items()} == pytest.approx(gains, abs=1e-6)
     assert bundle.router.name == winner and bundle.selection["served_router"]["router"] == winner
     assert served["test_best_of_l"] == metrics["datasets"]["all"][winner]["best_of_l"]
     budget = served["same_budget"]

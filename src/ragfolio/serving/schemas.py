@@ -248,9 +248,10 @@ class PortfolioInfo(BaseModel):
     router: str = Field(description="The served router's kind: learned, pre_retrieval, post_retrieval, ...")
     router_choice: dict[str, Any] | None = Field(
         None, description="Why this router is served (router_training.bundle.router: auto picks the largest "
-                          "validation gain over the default member, train questions only): the reason, the "
-                          "validation values compared and what the report measured of it on test; None for a "
-                          "bundle written before the choice was recorded.")
+                          "gain over the default member on the dev questions, or on validation inside train "
+                          "without a dev split; never test): the reason, the values compared (on: dev or "
+                          "validation) and what the report measured of it on dev and test; None for a bundle "
+                          "written before the choice was recorded.")
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
     routing: dict[str, Any]
     limits: dict[str, Any]

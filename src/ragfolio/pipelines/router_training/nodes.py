@@ -41,8 +41,8 @@ class BundleParams(BaseModel):
 
     portfolio: str = ALL
     default_l: int = Field(2, ge=1)
-    # auto: the router with the largest validation gain over the default member (train questions only;
-    # ragfolio.core.routing.choice); or one router by name
+    # auto: the router with the largest gain over the default member on the dev questions (validation
+    # inside train without a dev split; ragfolio.core.routing.choice); or one router by name
     router: Literal["auto", "learned", "pre_retrieval", "post_retrieval"] = "auto"
 
 
@@ -161,7 +161,8 @@ def compare_on_test(
 
 
 def evaluate_routers(
-    router_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], corpora: dict[str, Any],
+    router_comparison: dict[str, RoutingComparison], dev_comparison: dict[str, RoutingComparison],
+    questions: list[dict[str, Any]], corpora: dict[str, Any],
     candidates: list[dict[str, Any]], utility_index: dict[str, Any], portfolios: dict[str, Any],
     pool_settings: dict[str, Any], router_selection: dict[str, Any], cache: ArrayCache,
     params: dict[str, Any] | None = None,
@@ -179,7 +180,10 @@ def evaluate_routers(
     often a member beats the default one (the best train mean) and how much of that each router's
     first pick took (:func:`~ragfolio.core.routing.headroom.headroom`), and ``selection`` what
     validation on train questions chose, with the routers that fell back to the default member
-    (``router_selection``). ``retrieval_features`` names the retrieval features and their cost.
+    (``router_selection``). Where the portfolio has dev questions, ``dev`` holds the servable
+    routers' and the baselines' best-of-l there, their gap closed and intervals minus the single
+    best member (what ``auto`` chose by); every other number is on test.
+    ``retrieval_features`` names the retrieval features and their cost.
     The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
     """
     p = RouterTrainingParams(**(params or {}))
@@ -203,10 +207,27 @@ def evaluate_routers(
         if (chosen := choices.get(key, {}).get("router")) in comparison.picks:
             entry["chosen_router"] = choices[key]
             entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[chosen])
+        if key in dev_comparison:
+            entry["dev"] = dev_report(dev_comparison[key])
         report["datasets"][key] = _with_headroom(entry, comparison, router_selection["portfolios"].get(key, {}))
     report["served"] = _served(report, p, choices)
     _log_summary(report)
     return report
+
+
+def dev_report(comparison: RoutingComparison) -> dict[str, Any]:
+    """A dev comparison's ``n_dev`` and, per router, ``best_of_l``, ``gap_closed_l1`` and
+    ``minus_single_best`` (paired intervals at l = 1, 2)."""
+    curves, to_single = comparison.curves, comparison.differences("top_average", fixed=True)
+    single, oracle = curves["top_average"][0], curves["oracle"][0]
+    out: dict[str, Any] = {"n_dev": len(comparison.utilities), "single_best_member": single}
+    for name, curve in curves.items():
+        out[name] = {"best_of_l": curve}
+        if name != "oracle":
+            out[name]["gap_closed_l1"] = gap_closed(curve[0], single, oracle)
+        if name in to_single:
+            out[name]["minus_single_best"] = to_single[name]
+    return out
 
 
 def _served(report: dict[str, Any], p: RouterTrainingParams, choices: dict[str, Any]) -> dict[str, Any] | None:
@@ -221,6 +242,8 @@ def _served(report: dict[str, Any], p: RouterTrainingParams, choices: dict[str, 
     return {
         "portfolio": key, **choice, "default_l": p.bundle.default_l, "num_docs": report["num_docs"],
         "corpus": report["corpus"], "n_test": entry.get("n_test", 0),
+        "dev_best_of_l": entry.get("dev", {}).get(name, {}).get("best_of_l"),
+        "dev_gap_closed_l1": entry.get("dev", {}).get(name, {}).get("gap_closed_l1"),
         "test_best_of_l": measured.get("best_of_l"), "test_minus_single_best": measured.get("minus_single_best"),
         "test_gap_closed_l1": measured.get("gap_closed_l1"), "same_budget": entry.get("chosen_same_budget"),
     }

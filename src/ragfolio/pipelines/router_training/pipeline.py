@@ -15,6 +15,7 @@ from ragfolio.pipelines.router_training.nodes import (
 )
 from ragfolio.pipelines.router_training.retrieval_nodes import (
     build_retrieval_features,
+    compare_on_dev,
     compare_retrieval_routers,
     routing_selection,
     train_retrieval_routers,
@@ -67,11 +68,20 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 name="train_retrieval_routers",
             ),
             node(
+                compare_on_dev,
+                inputs={
+                    **ROWS, "retrieval_inputs": "retrieval_inputs", "routers": "routers",
+                    "pre_retrieval_routers": "pre_retrieval_routers", "post_retrieval_routers": "post_retrieval_routers",
+                },
+                outputs="dev_router_comparison",
+                name="compare_on_dev",
+            ),
+            node(
                 routing_selection,
                 inputs={
                     "routers": "routers", "pre_retrieval_routers": "pre_retrieval_routers",
                     "post_retrieval_routers": "post_retrieval_routers", "retrieval_inputs": "retrieval_inputs",
-                    "params": "params:router_training",
+                    "dev_comparison": "dev_router_comparison", "params": "params:router_training",
                 },
                 outputs="router_selection",
                 name="routing_selection",
@@ -95,7 +105,8 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(
                 evaluate_routers,
                 inputs={
-                    "router_comparison": "router_comparison", "questions": "questions", "corpora": "corpora",
+                    "router_comparison": "router_comparison", "dev_comparison": "dev_router_comparison",
+                    "questions": "questions", "corpora": "corpora",
                     "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
                     "pool_settings": "pool_settings", "router_selection": "router_selection",
                     "cache": "retrieval_cache", "params": "params:router_training",

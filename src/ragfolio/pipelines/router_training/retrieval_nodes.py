@@ -155,9 +155,50 @@ def compare_retrieval_routers(
     return out
 
 
+DEV_BASELINES = ("top_average", "greedy_prefix", "oracle")  # what a dev comparison routes beside the served routers
+
+
+def compare_on_dev(
+    router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
+    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, RouterProtocol],
+    pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
+) -> dict[str, RoutingComparison]:
+    """Per portfolio with dev questions (``data_prep.dev_fraction``): the routers that can be served
+    and the fixed baselines (:data:`DEV_BASELINES`, fitted on train), routing its dev questions.
+
+    This is what ``bundle.router: auto`` chooses by and what the report's ``dev`` block shows; the
+    test questions are not read.
+    """
+    out = {}
+    for key, sel in portfolios["selections"].items():
+        dev = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "dev")
+        if not len(dev.utilities):
+            continue
+        members = member_indices(portfolios, key)
+        train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
+        baselines = {name: make_router(name).fit(train.inputs, train.utilities, sel["portfolio"])
+                     for name in DEV_BASELINES}
+        dev_queries = query_split(router_inputs, utility_matrices, utility_index, key, members, "dev")
+        picks = {**route_all({"learned": routers[key]}, dev_queries),  # the learned router reads query features only
+                 **route_all({"pre_retrieval": pre_retrieval_routers[key],
+                              "post_retrieval": post_retrieval_routers[key], **baselines}, dev)}
+        out[key] = RoutingComparison(picks, dev.utilities)
+    return out
+
+
+def dev_values(comparison: RoutingComparison) -> dict[str, dict[str, float]]:
+    """Per served router of a dev comparison: ``dev_best_of_1`` and ``dev_default`` (the default
+    member's, the best train mean, on the same dev questions)."""
+    curves = comparison.curves
+    default = curves["top_average"][0]
+    return {name: {"dev_best_of_1": curves[name][0], "dev_default": default}
+            for name in ("learned", *MODES) if name in curves}
+
+
 def routing_selection(
     routers: dict[str, RouterProtocol], pre_retrieval_routers: dict[str, RouterProtocol],
-    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: dict[str, Any], params: dict[str, Any],
+    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: dict[str, Any],
+    dev_comparison: dict[str, RoutingComparison], params: dict[str, Any],
 ) -> dict[str, Any]:
     """What validation on train questions chose per portfolio and router, which router each
     portfolio would serve (``choices``), and the features' names and cost.
@@ -165,8 +206,10 @@ def routing_selection(
     The learned router falls back when its tuned switch margin is the largest (it never leaves
     the default member); the retrieval routers say so themselves (``fallback``). Each router's
     ``val_best_of_1`` is its validation best-of-1 as it routes and ``val_default`` the default
-    member's on the same questions; ``choices[key]`` is :func:`~ragfolio.core.routing.choice.choose_router`
-    of them under ``router_training.bundle.router`` (``auto``: the largest validation gain).
+    member's on the same questions; where the portfolio has dev questions, ``dev_best_of_1`` and
+    ``dev_default`` are the same on them (:func:`compare_on_dev`). ``choices[key]`` is
+    :func:`~ragfolio.core.routing.choice.choose_router` of them under ``router_training.bundle.router``
+    (``auto``: the largest gain over the default member on dev, or on validation without a dev split).
     """
     requested = RouterTrainingParams(**params).bundle.router
     portfolios: dict[str, dict[str, Any]] = {}
@@ -180,6 +223,9 @@ def routing_selection(
                                 "val_default": learned.val_default_, "switch_margin": learned.switch_margin_}
         for mode, trained in (("pre_retrieval", pre_retrieval_routers), ("post_retrieval", post_retrieval_routers)):
             entry[mode] = trained[key].selection()  # type: ignore[attr-defined]
+        if key in dev_comparison:
+            for name, values in dev_values(dev_comparison[key]).items():
+                entry[name] = {**entry.get(name, {}), **values}
         portfolios[key] = entry
         choices[key] = choose_router(entry, requested).to_dict()
         logger.info("%s: serves %s (%s)", key, choices[key]["router"], choices[key]["reason"])
