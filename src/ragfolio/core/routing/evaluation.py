@@ -117,6 +117,21 @@ class RoutingComparison:
             },
         }
 
+    def dev_report(self) -> dict[str, Any]:
+        """``n_dev`` and, per router, ``best_of_l``, ``gap_closed_l1`` and ``minus_single_best`` (paired
+        intervals at l = 1, 2): the report of a routing of dev questions (the servable routers and
+        the fixed baselines)."""
+        curves, to_single = self.curves, self.differences("top_average", fixed=True)
+        single, oracle = curves["top_average"][0], curves["oracle"][0]
+        out: dict[str, Any] = {"n_dev": len(self.utilities), "single_best_member": single}
+        for name, curve in curves.items():
+            out[name] = {"best_of_l": curve}
+            if name != "oracle":
+                out[name]["gap_closed_l1"] = gap_closed(curve[0], single, oracle)
+            if name in to_single:
+                out[name]["minus_single_best"] = to_single[name]
+        return out
+
     def differences(
         self, baseline: str, ls: Sequence[int] = (1, 2), *, fixed: bool = False
     ) -> dict[str, dict[str, dict[str, Any]]]:

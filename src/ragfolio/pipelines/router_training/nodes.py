@@ -208,26 +208,11 @@ def evaluate_routers(
             entry["chosen_router"] = choices[key]
             entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[chosen])
         if key in dev_comparison:
-            entry["dev"] = dev_report(dev_comparison[key])
+            entry["dev"] = dev_comparison[key].dev_report()
         report["datasets"][key] = _with_headroom(entry, comparison, router_selection["portfolios"].get(key, {}))
     report["served"] = _served(report, p, choices)
     _log_summary(report)
     return report
-
-
-def dev_report(comparison: RoutingComparison) -> dict[str, Any]:
-    """A dev comparison's ``n_dev`` and, per router, ``best_of_l``, ``gap_closed_l1`` and
-    ``minus_single_best`` (paired intervals at l = 1, 2)."""
-    curves, to_single = comparison.curves, comparison.differences("top_average", fixed=True)
-    single, oracle = curves["top_average"][0], curves["oracle"][0]
-    out: dict[str, Any] = {"n_dev": len(comparison.utilities), "single_best_member": single}
-    for name, curve in curves.items():
-        out[name] = {"best_of_l": curve}
-        if name != "oracle":
-            out[name]["gap_closed_l1"] = gap_closed(curve[0], single, oracle)
-        if name in to_single:
-            out[name]["minus_single_best"] = to_single[name]
-    return out
 
 
 def _served(report: dict[str, Any], p: RouterTrainingParams, choices: dict[str, Any]) -> dict[str, Any] | None:
