@@ -91,10 +91,8 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
                                 f"{on}_gain": gain if math.isfinite(gain) else None})
             table[name] = {**row, "fallback": bool(entry.get("fallback", False))}
     on = "dev" if table and all("dev_gain" in e for e in table.values()) else "val"
-    where = ("dev gain over the default member (dev questions, carved from train and not fitted on)" if on == "dev"
-             else "validation gain over the default member (train questions only)")
+    label, where = _RULES[on]
     scores = ", ".join(f"{name} {_fmt(e[f'{on}_gain'])}" for name, e in table.items())
-    label = "dev" if on == "dev" else "validation"
     if requested != "auto":
         if requested not in table:
             raise ValueError(f"router_training.bundle.router={requested!r} was not trained; trained: {sorted(table)}")
@@ -106,6 +104,12 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
     best = max(known.values())
     chosen = next(name for name in SERVABLE if name in known and known[name] >= best - tolerance)
     return RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}", table, label)
+
+
+_RULES = {  # prefix of the values compared -> (RouterChoice.on, what the reason calls the gain)
+    "dev": ("dev", "dev gain over the default member (dev questions, carved from train and not fitted on)"),
+    "val": ("validation", "validation gain over the default member (train questions only)"),
+}
 
 
 def _fmt(x: float | None) -> str:

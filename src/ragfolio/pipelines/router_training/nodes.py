@@ -223,12 +223,11 @@ def _served(report: dict[str, Any], p: RouterTrainingParams, choices: dict[str, 
         return None
     entry = report["datasets"].get(key, {})
     name = choice["router"]
-    measured = entry.get(name, {})
+    measured, on_dev = entry.get(name, {}), entry.get("dev", {}).get(name, {})
     return {
         "portfolio": key, **choice, "default_l": p.bundle.default_l, "num_docs": report["num_docs"],
         "corpus": report["corpus"], "n_test": entry.get("n_test", 0),
-        "dev_best_of_l": entry.get("dev", {}).get(name, {}).get("best_of_l"),
-        "dev_gap_closed_l1": entry.get("dev", {}).get(name, {}).get("gap_closed_l1"),
+        "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1"),
         "test_best_of_l": measured.get("best_of_l"), "test_minus_single_best": measured.get("minus_single_best"),
         "test_gap_closed_l1": measured.get("gap_closed_l1"), "same_budget": entry.get("chosen_same_budget"),
     }
