@@ -14,7 +14,9 @@ TORCH_PIP_ARGS ?=
 # Offline and quiet: no usage reports (Kedro, MLflow, BentoML, DVC's is off in .dvc/config), no model
 # hub. The same settings reach every program of the venv, run with or without make, through
 # scripts/ragfolio_offline.pth, which install copies into the venv's site-packages (a variable
-# already set in the environment wins).
+# already set in the environment wins). scripts/ragfolio_numerics.pth likewise pins the numeric
+# libraries to one instruction set (AVX2) so runs give the same bits on every x86-64 machine
+# (src/ragfolio/numerics.py; RAGFOLIO_NATIVE_ISA=1 turns it off).
 export KEDRO_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := true
 export MLFLOW_DISABLE_TELEMETRY := true
@@ -26,9 +28,9 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install run test lock clean-data
 
-$(BIN)/.installed: pyproject.toml $(LOCK) scripts/ragfolio_offline.pth
+$(BIN)/.installed: pyproject.toml $(LOCK) scripts/ragfolio_offline.pth scripts/ragfolio_numerics.pth
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	cp scripts/ragfolio_offline.pth "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
+	cp scripts/ragfolio_offline.pth scripts/ragfolio_numerics.pth "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 	$(BIN)/python -m pip install --quiet pip==$(PIP_VERSION)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
 	$(BIN)/python -m pip install --quiet -r $(LOCK)

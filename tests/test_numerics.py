@@ -1,0 +1,63 @@
+"""The numeric libraries run one instruction set (AVX2) on every x86-64 machine: ``ragfolio.numerics``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragfolio.numerics import OPT_OUT, PINNED_ISA, cpu_flags, pin_instruction_set
+
+ROOT = Path(__file__).resolve().parents[1]
+AVX2 = {"sse4_2", "avx", "avx2", "fma"}
+
+
+def test_pins_every_library_on_an_avx2_machine() -> None:
+    env: dict[str, str] = {}
+    assert pin_instruction_set(env, machine="x86_64", flags=AVX2 | {"avx512f"}) == PINNED_ISA
+    assert env == PINNED_ISA
+
+
+def test_a_variable_already_set_wins() -> None:
+    env = {"MKL_CBWR": "COMPATIBLE"}
+    chosen = pin_instruction_set(env, machine="x86_64", flags=AVX2)
+    assert env["MKL_CBWR"] == "COMPATIBLE" and "MKL_CBWR" not in chosen
+    assert env["FAISS_SIMD_LEVEL"] == "AVX2"
+
+
+@pytest.mark.parametrize(("machine", "flags", "extra"), [
+    ("aarch64", AVX2, {}),                      # other kernels altogether: nothing to pin
+    ("x86_64", {"sse4_2", "avx"}, {}),          # no AVX2: pinning it would ask for what is missing
+    ("x86_64", AVX2, {OPT_OUT: "1"}),           # the user's choice of native speed
+])
+def test_pins_nothing_where_it_does_not_apply(machine: str, flags: set[str], extra: dict[str, str]) -> None:
+    env = dict(extra)
+    assert pin_instruction_set(env, machine=machine, flags=flags) == {}
+    assert env == extra
+
+
+def test_cpu_flags_reads_the_first_processor(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(str(info)) == {"fpu", "sse", "avx2", "fma"}
+    assert cpu_flags(str(tmp_path / "missing")) == frozenset()
+
+
+@pytest.mark.skipif(not (ROOT / ".venv").exists() or Path(sys.prefix).resolve() != (ROOT / ".venv").resolve(),
+                    reason="runs in the project's venv, which make installs with scripts/ragfolio_numerics.pth")
+def test_every_program_of_the_venv_starts_pinned() -> None:
+    """A fresh interpreter of the venv, with no ragfolio import of its own, already has the pins,
+    and torch dispatches to AVX2 (on a machine without AVX2 nothing is pinned: the check says so)."""
+    names = sorted(PINNED_ISA)
+    code = (f"import os, torch; print(','.join(os.environ.get(k, 'unset') for k in {names!r})); "
+            "print(torch.backends.cpu.get_cpu_capability())")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    pinned, capability = out.stdout.split()
+    if not {"avx2", "fma"} <= cpu_flags():
+        assert set(pinned.split(",")) == {"unset"}
+        return
+    assert pinned.split(",") == [PINNED_ISA[k] for k in names]
+    assert capability == "AVX2"
