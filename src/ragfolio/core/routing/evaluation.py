@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from ragfolio.core.routing.base import Picks, RouteInputs, RouterProtocol
 from ragfolio.core.routing.baselines import OracleRouter
+from ragfolio.core.routing.query_features import Features
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.stats import paired_differences
 
@@ -42,6 +43,11 @@ class RoutingSplit:
     def __post_init__(self) -> None:
         if len(self.inputs) != len(self.utilities):
             raise ValueError(f"{len(self.inputs)} router inputs for {len(self.utilities)} utility rows")
+
+    def with_query_blocks(self, blocks: Features) -> RoutingSplit:
+        """The same questions with ``blocks`` (each ``(n, d)``) added to the query features, e.g. the
+        paper router's own encodings, which the other routers must not see."""
+        return RoutingSplit(RouteInputs({**self.inputs.query, **blocks}, self.inputs.results), self.utilities)
 
 
 def per_query_best_of_l(U: npt.NDArray[np.floating[Any]], picks: Picks) -> npt.NDArray[np.float64]:
@@ -85,6 +91,13 @@ class RoutingComparison:
 
     picks: dict[str, Picks]
     utilities: npt.NDArray[np.float32]
+
+    def with_routings(self, picks: Mapping[str, Picks]) -> RoutingComparison:
+        """The same comparison with more routers' ``(n_test, k)`` routings, reported after these."""
+        for name, p in picks.items():
+            if np.shape(p) != self.utilities.shape:
+                raise ValueError(f"routing {name!r} has shape {np.shape(p)}, expected {self.utilities.shape}")
+        return RoutingComparison({**self.picks, **picks}, self.utilities)
 
     @property
     def curves(self) -> dict[str, list[float]]:
