@@ -19,7 +19,6 @@ import numpy.typing as npt
 
 from ragfolio.core.routing.base import Picks, RouteInputs, RouterProtocol
 from ragfolio.core.routing.baselines import OracleRouter
-from ragfolio.core.routing.query_features import Features
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.stats import paired_differences
 
@@ -43,11 +42,6 @@ class RoutingSplit:
     def __post_init__(self) -> None:
         if len(self.inputs) != len(self.utilities):
             raise ValueError(f"{len(self.inputs)} router inputs for {len(self.utilities)} utility rows")
-
-    def with_query_blocks(self, blocks: Features) -> RoutingSplit:
-        """The same questions with ``blocks`` (each ``(n, d)``) added to the query features, e.g. the
-        paper router's own encodings, which the other routers must not see."""
-        return RoutingSplit(RouteInputs({**self.inputs.query, **blocks}, self.inputs.results), self.utilities)
 
 
 def per_query_best_of_l(U: npt.NDArray[np.floating[Any]], picks: Picks) -> npt.NDArray[np.float64]:
