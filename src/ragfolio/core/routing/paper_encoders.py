@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from tqdm.auto import tqdm
 
 from ragfolio.core.answering.embedded_llm import converted_gguf, embedded_model_path
 from ragfolio.core.cache import ArrayCache, fingerprint
@@ -61,11 +62,13 @@ class LLMMeanPool:
         model_path: A GGUF file or transformers folder; None: the embedded Gemma-3-270M.
         max_tokens: Tokens kept per text.
         batch_size: Texts per forward pass.
+        show_progress: A progress bar over the batches of more than 500 texts.
     """
 
     model_path: str | None = None
     max_tokens: int = 128
     batch_size: int = 32
+    show_progress: bool = True
 
     def __post_init__(self) -> None:
         if self.max_tokens < 2 or self.batch_size < 1:
@@ -98,7 +101,8 @@ class LLMMeanPool:
 
         self._load()
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
+        starts = range(0, len(texts), self.batch_size)
+        for start in tqdm(starts, desc="encode gemma", unit="batch", disable=not self.show_progress or len(texts) <= 500):
             batch = list(texts[start : start + self.batch_size])
             enc = self._tokenizer(batch, return_tensors="pt", padding=True, truncation=True,
                                   max_length=self.max_tokens, return_special_tokens_mask=True)
@@ -146,7 +150,8 @@ def block_identity(name: str) -> dict[str, Any]:
     if name == "mpnet":
         return encoder_identity(MPNET_SPEC)
     if name == "gemma":
-        return {"spec": {"kind": "llm_mean_pool", **asdict(LLMMeanPool())},
+        settings = {k: v for k, v in asdict(LLMMeanPool()).items() if k != "show_progress"}
+        return {"spec": {"kind": "llm_mean_pool", **settings},
                 "packages": package_versions([GEMMA_PACKAGE, "transformers", "tokenizers", "torch"]),
                 "code": source_digest([__name__])}
     raise ValueError(f"paper router encoder {name!r} is not one of {list(PAPER_ENCODERS)}")
