@@ -86,6 +86,13 @@ class RoutingComparison:
     picks: dict[str, Picks]
     utilities: npt.NDArray[np.float32]
 
+    def with_routings(self, picks: Mapping[str, Picks]) -> RoutingComparison:
+        """The same comparison with more routers' ``(n_test, k)`` routings, reported after these."""
+        for name, p in picks.items():
+            if np.shape(p) != self.utilities.shape:
+                raise ValueError(f"routing {name!r} has shape {np.shape(p)}, expected {self.utilities.shape}")
+        return RoutingComparison({**self.picks, **picks}, self.utilities)
+
     @property
     def curves(self) -> dict[str, list[float]]:
         """Router name -> best-of-l at l = 1..k."""

@@ -10,11 +10,10 @@ results (``retrieval_inputs``), read from the retrieval cache candidate scoring 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
@@ -28,50 +27,12 @@ from ragfolio.core.routing.headroom import headroom
 from ragfolio.core.routing.query_features import Features, TextHasher, query_features, stack_rows, take_rows
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.retrieval import MODES
+from ragfolio.core.routing.universal import UniversalRouting, judge_universal
 from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions, split_questions, split_rows
+from ragfolio.pipelines.router_training.params import RouterTrainingParams
 from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)
-
-
-class BundleParams(BaseModel):
-    """What the served bundle holds (``router_training.bundle``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    portfolio: str = ALL
-    default_l: int = Field(2, ge=1)
-    # auto: the router with the largest gain over the default member on the dev questions (validation
-    # inside train without a dev split; ragfolio.core.routing.choice); or one router by name
-    router: Literal["auto", "learned", "pre_retrieval", "post_retrieval"] = "auto"
-
-
-class RetrievalRoutingParams(BaseModel):
-    """The routers that see the retrieval (``router_training.retrieval_routing``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    agreement_depth: int = Field(10, ge=1)
-    query_block_size: int = Field(256, ge=1)
-    pre_retrieval: dict[str, Any] = Field(default_factory=dict)
-    post_retrieval: dict[str, Any] = Field(default_factory=dict)
-
-
-class RouterTrainingParams(BaseModel):
-    """``router_training`` parameters (conf/base/parameters_router_training.yml)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    text_features: dict[str, Any] = Field(default_factory=dict)
-    encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
-    router: dict[str, Any] = Field(default_factory=dict)
-    logistic_c: float = Field(1.0, gt=0)
-    # The paper's router recipe (ragfolio.core.routing.paper), fitted on each portfolio's train
-    # questions and reported beside the others; null: not trained. Not served.
-    paper_router: dict[str, Any] | None = None
-    retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
-    bundle: BundleParams = Field(default_factory=BundleParams)
-    seed: int = 42
 
 
 def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +108,8 @@ def compare_on_test(
     router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
     portfolios: dict[str, Any], routers: dict[str, RouterProtocol], params: dict[str, Any],
 ) -> dict[str, RoutingComparison]:
-    """Per portfolio with test questions: the learned router and every ablation on them (``router_comparison``)."""
+    """Per portfolio with test questions: the learned router and every ablation on them
+    (``query_router_comparison``; the paper router is added after, by ``compare_paper_routers``)."""
     p = RouterTrainingParams(**params)
     out = {}
     for key in portfolios["selections"]:
@@ -155,8 +117,7 @@ def compare_on_test(
         test = query_split(router_inputs, utility_matrices, utility_index, key, members, "test")
         if len(test.utilities):
             train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
-            extra = {"paper": p.paper_router} if p.paper_router is not None else None
-            out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c, extra=extra)
+            out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c)
     return out
 
 
@@ -165,7 +126,8 @@ def evaluate_routers(
     questions: list[dict[str, Any]], corpora: dict[str, Any],
     candidates: list[dict[str, Any]], utility_index: dict[str, Any], portfolios: dict[str, Any],
     pool_settings: dict[str, Any], router_selection: dict[str, Any], cache: ArrayCache,
-    params: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
+    paper_encoders: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
 
@@ -185,6 +147,10 @@ def evaluate_routers(
     best member (what ``auto`` chose by); every other number is on test.
     ``retrieval_features`` names the retrieval features and their cost.
     The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
+    With ``router_training.paper_router`` set, ``paper_router`` names its query blocks and what each
+    costs a query (``cost``, split off into the timings file), and with its ``universal`` each
+    dataset's entry has ``paper_universal``, the router trained over every dataset's train
+    questions (:func:`~ragfolio.core.routing.universal.judge_universal`).
     """
     p = RouterTrainingParams(**(params or {}))
     sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
@@ -209,7 +175,11 @@ def evaluate_routers(
             entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[chosen])
         if key in dev_comparison:
             entry["dev"] = dev_comparison[key].dev_report()
+        if universal_routing is not None and key != ALL and key in universal_routing.picks:
+            entry["paper_universal"] = judge_universal(universal_routing, key, comparison)
         report["datasets"][key] = _with_headroom(entry, comparison, router_selection["portfolios"].get(key, {}))
+    if paper_encoders:
+        report["paper_router"] = paper_encoders
     report["served"] = _served(report, p, choices)
     _log_summary(report)
     return report
@@ -308,7 +278,7 @@ def _pct(x: float | None) -> str:
 
 def _routed(entry: dict[str, Any]) -> list[str]:
     """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in (*COMPARED, "paper", *MODES) if name in entry]
+    return [name for name in (*COMPARED, "paper", "paper_universal", *MODES) if name in entry]
 
 
 def plot_router_curves(metrics: dict[str, Any]) -> Figure:

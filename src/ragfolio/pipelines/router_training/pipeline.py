@@ -13,6 +13,7 @@ from ragfolio.pipelines.router_training.nodes import (
     router_settings,
     train_routers,
 )
+from ragfolio.pipelines.router_training.paper_nodes import build_paper_blocks, compare_paper_routers
 from ragfolio.pipelines.router_training.retrieval_nodes import (
     build_retrieval_features,
     compare_on_dev,
@@ -46,6 +47,15 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 },
                 outputs="router_inputs",
                 name="build_query_features",
+            ),
+            node(  # the paper router's own query encodings (mpnet, gemma) and each block's cost; {} when off
+                build_paper_blocks,
+                inputs={
+                    "questions": "questions", "utility_index": "utility_index", "pool_settings": "pool_settings",
+                    "router_features": "router_features", "params": "params:router_training", "cache": "retrieval_cache",
+                },
+                outputs=["paper_query_blocks", "paper_encoders"],
+                name="build_paper_blocks",
             ),
             node(
                 build_retrieval_features,
@@ -93,9 +103,18 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 name="compare_on_test",
             ),
             node(
+                compare_paper_routers,
+                inputs={
+                    **ROWS, "router_inputs": "router_inputs", "paper_query_blocks": "paper_query_blocks",
+                    "query_router_comparison": "query_router_comparison", "params": "params:router_training",
+                },
+                outputs=["paper_router_comparison", "universal_routing"],
+                name="compare_paper_routers",
+            ),
+            node(
                 compare_retrieval_routers,
                 inputs={
-                    **ROWS, "query_router_comparison": "query_router_comparison",
+                    **ROWS, "query_router_comparison": "paper_router_comparison",
                     "retrieval_inputs": "retrieval_inputs", "pre_retrieval_routers": "pre_retrieval_routers",
                     "post_retrieval_routers": "post_retrieval_routers",
                 },
@@ -110,6 +129,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
                     "pool_settings": "pool_settings", "router_selection": "router_selection",
                     "cache": "retrieval_cache", "params": "params:router_training",
+                    "universal_routing": "universal_routing", "paper_encoders": "paper_encoders",
                 },
                 outputs="router_report",
                 name="evaluate_routers",

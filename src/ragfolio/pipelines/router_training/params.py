@@ -1,0 +1,94 @@
+"""Parameters of ``router_training`` (conf/base/parameters_router_training.yml), validated at the node boundary."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ragfolio.core.routing.paper import PaperRouter
+from ragfolio.core.routing.paper_encoders import PAPER_ENCODERS
+from ragfolio.core.scoring.utility_index import ALL
+
+
+class BundleParams(BaseModel):
+    """What the served bundle holds (``router_training.bundle``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    portfolio: str = ALL
+    default_l: int = Field(2, ge=1)
+    # auto: the router with the largest gain over the default member on the dev questions (validation
+    # inside train without a dev split; ragfolio.core.routing.choice); or one router by name
+    router: Literal["auto", "learned", "pre_retrieval", "post_retrieval"] = "auto"
+
+
+class RetrievalRoutingParams(BaseModel):
+    """The routers that see the retrieval (``router_training.retrieval_routing``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agreement_depth: int = Field(10, ge=1)
+    query_block_size: int = Field(256, ge=1)
+    pre_retrieval: dict[str, Any] = Field(default_factory=dict)
+    post_retrieval: dict[str, Any] = Field(default_factory=dict)
+
+
+PAPER_HYPERPARAMETERS = frozenset(f.name for f in fields(PaperRouter) if f.init) - {"blocks"}
+
+
+class PaperRouterParams(BaseModel):
+    """The paper's router (``router_training.paper_router``): its query encoders, the universal
+    router, and :class:`~ragfolio.core.routing.paper.PaperRouter` hyperparameters beside them
+    (``{max_epochs: 30, lr: 0.003}``, as before these settings existed). Other keys are refused by
+    name, as ``extra="forbid"`` would refuse them."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    # Query blocks, by name: router_training.encoders' (the pool's query embeddings), mpnet
+    # (all-mpnet-base-v2, optional packages) or gemma (the embedded Gemma-3-270M, mean-pooled).
+    # None: every router_training.encoders block (E5 and MiniLM by default), as before.
+    encoders: list[str] | None = None
+    universal: bool = False  # also one router over every dataset's train questions, judged per dataset
+    timing_queries: int = Field(64, ge=1)  # questions each encoder is timed on (ms/query, batched)
+
+    @model_validator(mode="after")
+    def _known_keys(self) -> PaperRouterParams:
+        if unknown := sorted(set(self.model_extra or {}) - PAPER_HYPERPARAMETERS):
+            raise ValueError(f"router_training.paper_router keys {unknown} are neither encoders, universal, "
+                             f"timing_queries nor PaperRouter hyperparameters {sorted(PAPER_HYPERPARAMETERS)}")
+        if self.encoders is not None and not self.encoders:
+            raise ValueError("router_training.paper_router.encoders=[] names no query block (null: the pool's)")
+        return self
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        """The :class:`~ragfolio.core.routing.paper.PaperRouter` keyword arguments given."""
+        return dict(self.model_extra or {})
+
+
+class RouterTrainingParams(BaseModel):
+    """``router_training`` parameters (conf/base/parameters_router_training.yml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text_features: dict[str, Any] = Field(default_factory=dict)
+    encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
+    router: dict[str, Any] = Field(default_factory=dict)
+    logistic_c: float = Field(1.0, gt=0)
+    # The paper's router recipe (ragfolio.core.routing.paper), fitted on each portfolio's train
+    # questions and reported beside the others; null: not trained. Not served.
+    paper_router: PaperRouterParams | None = None
+    retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
+    bundle: BundleParams = Field(default_factory=BundleParams)
+    seed: int = 42
+
+    @model_validator(mode="after")
+    def _paper_encoders_exist(self) -> RouterTrainingParams:
+        known = [*self.encoders, *(name for name in PAPER_ENCODERS if name not in self.encoders)]
+        asked = (self.paper_router.encoders or []) if self.paper_router is not None else []
+        if unknown := [name for name in asked if name not in known]:
+            raise ValueError(f"router_training.paper_router.encoders {unknown} are not query blocks: "
+                             f"known are {known} (router_training.encoders, then the paper router's own)")
+        return self
