@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 LOCK := requirements.lock
 PIP_VERSION := 26.3
 PIP_TOOLS_VERSION := 7.6.2
+TEST_WORKERS ?= 2
 # Extra pip options for torch, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 # where no CPU build of torch 2.13.0 is on pip's path (the lock pins 2.13.0+cpu).
 TORCH_PIP_ARGS ?=
@@ -44,13 +45,15 @@ run: install
 	$(BIN)/kedro run --pipelines=portfolio
 
 # Lint (ruff) and types (mypy), then the whole suite; settings of all three are in pyproject.toml.
+# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per process at a time: most
+# of its time is pipelines run in subprocesses that keep one core busy each.
 # scripts/ensure-chromium first installs Debian's chromium for the playground test when it is
 # missing and this user is root (RAGFOLIO_INSTALL_CHROMIUM=0: never); otherwise that test skips, saying why.
 test: install
 	scripts/ensure-chromium
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Re-resolve requirements.lock from pyproject.toml's ranges (pip-tools; needs the package index).
 lock: install

@@ -74,3 +74,19 @@ def small_grid() -> dict:
         "graph": [{"seeds": "bm25", "n_seeds": 2, "rank": ["ppr"]}],
         "two_hop": [{"first": "bm25", "append": "title", "second": ["bm25", "dense:e5"]}],
     }
+
+
+# The files that run whole pipelines in subprocesses, a few minutes each (measured with --durations),
+# in the order that splits them best over `make test`'s two pytest-xdist workers: each worker takes
+# two of them first (xdist's file scheduling hands out files in collection order, two per worker to
+# start), and the short files fill in around them instead of leaving one worker alone at the end.
+PIPELINE_FILES = ("test_kedro_run.py", "test_dvc.py", "pipelines/test_pipelines.py", "test_kubeflow.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The pipeline files first, in :data:`PIPELINE_FILES` order; everything else keeps its order."""
+    def rank(item: pytest.Item) -> int:
+        path = Path(str(item.path)).relative_to(ROOT / "tests").as_posix()
+        return PIPELINE_FILES.index(path) if path in PIPELINE_FILES else len(PIPELINE_FILES)
+
+    items.sort(key=rank)

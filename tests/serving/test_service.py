@@ -22,8 +22,9 @@ def assert_quiet(response) -> dict:
     """The error body: a JSON object with the response's request id and nothing of SECRET."""
     body = response.json()
     assert body["request_id"] == response.headers["x-request-id"], (body, response.headers)
+    text = response.text.replace(body["request_id"], "")  # a random hex id may spell "9200"
     for internal in ("hunter2", "10.1.2.3", "9200", "Traceback", "RuntimeError"):
-        assert internal not in response.text, response.text
+        assert internal not in text, response.text
     return body
 
 
