@@ -24,12 +24,18 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 PACKAGE = "ragfolio"
 # The folder holding the ``ragfolio`` package (``src/`` of a checkout); tests point it at a copy.
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
+# CPython 3.11 keeps the AST builder's recursion depth in interpreter-wide state, so two threads
+# inside ast.parse at once (the portfolio executor's members computing their first cache key) can
+# fail with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905, fixed
+# in 3.12 and later): one parse at a time.
+_PARSE_LOCK = threading.Lock()
 
 
 def module_file(name: str, src: Path) -> Path | None:
@@ -75,7 +81,9 @@ def _import_targets(path: Path, src: Path) -> Iterator[tuple[str, bool, int]]:
 
     ``from a import b`` yields ``a`` (must exist) and ``a.b`` (a submodule only if it exists).
     """
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    source = path.read_text(encoding="utf-8")
+    with _PARSE_LOCK:
+        tree = ast.parse(source, filename=str(path))
     this = module_name(path, src)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
     for node in ast.walk(tree):
