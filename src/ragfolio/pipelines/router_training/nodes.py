@@ -9,6 +9,7 @@ results (``retrieval_inputs``), read from the retrieval cache candidate scoring 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -281,6 +282,10 @@ def _routed(entry: dict[str, Any]) -> list[str]:
     return [name for name in (*COMPARED, "paper", "paper_universal", *MODES) if name in entry]
 
 
+# A marker and a dash per router (eleven before one repeats: every router of a report has a line).
+_LINE_STYLES = ("o-", "x:", "s--", "d--", "v-.", "k-", "^-", "P-", "h:", "<--", ">-.")
+
+
 def plot_router_curves(metrics: dict[str, Any]) -> Figure:
     """One panel per dataset: test best-of-l of every router, and the same-budget single best."""
     keys = list(metrics["datasets"])
@@ -288,8 +293,7 @@ def plot_router_curves(metrics: dict[str, Any]) -> Figure:
     for ax, key in zip(axes[0], keys, strict=False):
         entry = metrics["datasets"][key]
         ls = np.arange(1, metrics["k"] + 1)
-        styles = ("o-", "x:", "s--", "d--", "v-.", "k-", "^-", "P-")
-        for name, style in zip(_routed(entry), styles, strict=False):
+        for name, style in zip(_routed(entry), itertools.cycle(_LINE_STYLES)):
             ax.plot(ls, entry[name]["best_of_l"], style, label=name, lw=1.2, ms=4)
         ax.plot(ls, entry["same_budget"]["single_best_recall"], "*:", color="grey", label="single best, l x num_docs")
         ax.set_title(f"{key} (n={entry['n_test']} test)")
