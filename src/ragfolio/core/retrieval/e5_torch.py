@@ -164,13 +164,15 @@ def build_model(packed: PackedE5) -> Any:
     """A transformers ``BertModel`` (no pooler) holding the packed weights, in eval mode."""
     import torch
     from transformers import BertConfig, BertModel
+    from transformers.initialization import no_init_weights
 
     c = packed.config
     config = BertConfig(vocab_size=c["vocab"], hidden_size=c["hidden"], num_hidden_layers=c["layers"],
                         num_attention_heads=c["heads"], intermediate_size=c["intermediate"],
                         max_position_embeddings=c["max_positions"], type_vocab_size=c["type_vocab"],
                         layer_norm_eps=c["eps"], hidden_act="gelu", pad_token_id=packed.special["pad"])
-    model = BertModel(config, add_pooling_layer=False)
+    with no_init_weights():  # every weight is loaded below; a random init first costs seconds per load
+        model = BertModel(config, add_pooling_layer=False)
     t, h = packed.tensors, c["hidden"]
     state = {
         "embeddings.word_embeddings.weight": t["emb.word"].reshape(c["vocab"], h),
