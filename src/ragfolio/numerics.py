@@ -13,15 +13,24 @@ bundled sample differed between two development machines while each reproduced i
 :func:`pin_instruction_set` sets each library's own switch to AVX2, the widest level that every
 x86-64 machine of the last decade has, so every such machine runs the same kernels:
 
-========================  ========  =====================================================
-variable                  value     library
-========================  ========  =====================================================
-``MKL_CBWR``              AVX2      MKL (torch's float32 GEMM): conditional reproducibility
-``ATEN_CPU_CAPABILITY``   avx2      torch's own vectorised kernels (norms, softmax, GELU)
-``ONEDNN_MAX_CPU_ISA``    AVX2      oneDNN (torch's mkldnn paths)
-``FAISS_SIMD_LEVEL``      AVX2      FAISS's dynamically dispatched distance kernels
-``OPENBLAS_CORETYPE``     Haswell   OpenBLAS (numpy's and FAISS's BLAS)
-========================  ========  =====================================================
+============================  ========  =================================================
+variable                      value     library
+============================  ========  =================================================
+``MKL_CBWR``                  AVX2      MKL (torch's float32 GEMM): conditional reproducibility
+``ATEN_CPU_CAPABILITY``       avx2      torch's own vectorised kernels (norms, softmax, GELU)
+``ONEDNN_MAX_CPU_ISA``        AVX2      oneDNN (torch's mkldnn paths)
+``FAISS_SIMD_LEVEL``          AVX2      FAISS's dynamically dispatched distance kernels
+``OPENBLAS_CORETYPE``         Haswell   OpenBLAS (numpy's and FAISS's BLAS)
+``NPY_DISABLE_CPU_FEATURES``  (below)   numpy's own dispatched loops, sorts and partitions
+============================  ========  =================================================
+
+numpy's value, ``X86_V4 AVX512_ICL AVX512_SPR``, turns off its AVX-512 targets (the names of numpy
+2.4, the lock's version), leaving ``X86_V3`` (AVX2). It matters for ties, not only for last bits:
+on AVX-512 numpy sorts and partitions with other networks (x86-simd-sort), so ``np.argpartition``
+and ``np.argsort`` put equal scores in another order, and bm25s's top-k (``argpartition``, then
+``argsort``) keeps another of two passages that score the same. On the bundled sample that moved
+the random baseline's utility on an AVX-512 machine; with this pin its reports equal an AVX2
+machine's to the byte (docs/benchmarks.md, "Same bits on every machine").
 
 The libraries read these when they load, so they must be set before numpy or torch is imported:
 ``make`` puts ``scripts/ragfolio_numerics.pth`` into the venv, which calls this at the start of
@@ -47,6 +56,7 @@ PINNED_ISA: dict[str, str] = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "FAISS_SIMD_LEVEL": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 """Each library's switch and the AVX2 value it is pinned to."""
 
