@@ -109,7 +109,7 @@ def test_retrieval_only_instance_refuses_to_answer(rag_parts) -> None:
         AdaptiveRAG(runner, members[:2], router, hasher, ["minilm"])
 
 
-def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: str = "1"):
+def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: str = "1", only=None):
     """A SystemRunner over every system: wide runner and both retrieval routers included."""
     runner, members, router, hasher, queries = rag_parts
     answerer = Answerer(EchoBackend(selector_reply=selector_reply))
@@ -126,7 +126,7 @@ def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: s
     wide.num_docs = 2 * runner.num_docs
     vendi = VendiRAG(answerer, runner, num_docs=3, max_iterations=2)
     systems = SystemRunner(rag, members[0], vendi, wide_runner=wide, retrieval_routers=online, ls=(1, 2, 3),
-                           cold_caches=cold_caches)
+                           cold_caches=cold_caches, only=only)
     return systems, runner, queries
 
 
@@ -152,6 +152,18 @@ def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts, 
     assert list(summary) == list(systems.systems)
     assert summary["routed_l3"]["tokens_mean"] > summary["routed_l1"]["tokens_mean"]
     systems.rag.close()
+
+
+def test_only_the_systems_asked_for_run_in_report_order(rag_parts, tiny_dir) -> None:
+    systems, runner, queries = _systems(rag_parts, tiny_dir, only=["post_retrieval_l1", "single_best"])
+    assert systems.systems == ("single_best", "post_retrieval_l1")
+    answers = systems.run(queries[0])
+    assert [a.system for a in answers] == ["single_best", "post_retrieval_l1"]
+    assert len(answers[1].members) == 1 and len(answers[1].calls) == 1  # one member, no selector call
+    systems.rag.close()
+    for only in ([], ["single_best", "routed_l4"]):
+        with pytest.raises(ValueError, match="must be a non-empty subset of"):
+            _systems(rag_parts, tiny_dir, only=only)
 
 
 def test_each_system_runs_with_its_own_cold_query_caches(rag_parts, tiny_dir) -> None:

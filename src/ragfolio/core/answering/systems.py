@@ -154,6 +154,11 @@ class SystemRunner:
         ls: The l of the routed systems (capped at k).
         cold_caches: Drop the query caches before each system (False only shows, in tests, what
             the counters see when systems share them).
+        only: The systems to run, a subset of those the arguments above make (None: all of them),
+            kept in report order: a long comparison of two systems need not pay for the others.
+
+    Raises:
+        ValueError: an argument is out of range, or ``only`` names a system the others do not make.
     """
 
     def __init__(
@@ -166,6 +171,7 @@ class SystemRunner:
         retrieval_routers: dict[str, OnlineRetrievalRouting] | None = None,
         ls: Sequence[int] = ROUTED_L,
         cold_caches: bool = True,
+        only: Sequence[str] | None = None,
     ) -> None:
         if rag.answerer is None:
             raise ValueError("the AdaptiveRAG needs an answerer to be evaluated end to end")
@@ -180,7 +186,10 @@ class SystemRunner:
         self.answerer: Answerer = rag.answerer
         modes = [m for m in RETRIEVAL_MODES if m in self.retrieval_routers]
         wide = () if wide_runner is None else ("single_best_wide",)
-        self.systems = tuple(s for s in system_names(self.ls, modes) if s != "single_best_wide" or wide)
+        made = tuple(s for s in system_names(self.ls, modes) if s != "single_best_wide" or wide)
+        if only is not None and (not only or set(only) - set(made)):
+            raise ValueError(f"systems={list(only)} must be a non-empty subset of {list(made)}")
+        self.systems = made if only is None else tuple(s for s in made if s in only)
         self._answers: dict[tuple[int, ...], tuple[str, Completion]] = {}
         self._selections: dict[tuple[str, ...], Selection] = {}
 

@@ -44,6 +44,7 @@ class AnsweringEvaluationParams(BaseModel):
 
     max_questions_per_dataset: int = Field(10, ge=1)
     datasets: list[str] | None = None
+    systems: list[str] | None = None
     member_timeout_s: float = Field(30.0, gt=0)
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
     answerer: dict[str, Any] = Field(default_factory=dict)
@@ -162,14 +163,14 @@ def answer_test_questions(
         online = _retrieval_routings(rag, trained, dataset, router_features, settings.num_docs)
         systems = SystemRunner(
             rag, specs[sel["top_by_average"][0]], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
-            wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches,
+            wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches, only=p.systems,
         )
         key = answer_store_key({
             "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
             "router_features": router_features, "members": [m.name for m in members],
             "single_best": systems.single_best.name, "systems": systems.systems,
             "routers": {"learned": _router_digest(router), **{m: _router_digest(o.router) for m, o in online.items()}},
-            "params": p.model_dump(exclude={"max_questions_per_dataset", "datasets", "order_check_questions", "resume"}),
+            "params": p.model_dump(exclude={"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume"}),
         }, llm)
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
         systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
