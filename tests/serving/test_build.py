@@ -38,7 +38,8 @@ def test_build_packs_the_service_settings_and_bundle_only(tiny_bundle, tmp_path)
     listed = subprocess.run([BENTOML, "list"], env=env, capture_output=True, text=True, timeout=120)
     assert "ragfolio:" in listed.stdout, listed.stdout + listed.stderr
 
-    (bento,) = (tmp_path / "home" / "bentos" / "ragfolio").glob("[!l]*")  # the tag folder, not `latest`
+    # The tag folder, not the `latest` pointer beside it (a random tag may itself start with "l").
+    (bento,) = [p for p in (tmp_path / "home" / "bentos" / "ragfolio").iterdir() if p.name != "latest"]
     files = {p.relative_to(bento / "src").as_posix() for p in (bento / "src").rglob("*") if p.is_file()}
     assert {"ragfolio/__init__.py", "ragfolio/serving/service.py", "ragfolio/serving/static/playground.html",
             "ragfolio/core/bundle.py", "conf/base/serving.yml", "data/06_models/bundle/manifest.json"} <= files
