@@ -5,6 +5,7 @@ server (the optional ``llama`` extra; skipped, with the reason, where it is not 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -301,7 +302,8 @@ def test_gguf_is_converted_once_per_file_and_transformers_version(gemma, monkeyp
     first = converted_gguf(embedded_model_path())
     assert first == conversion_dir(embedded_model_path()) and (first / "config.json").is_file()
     assert converted_gguf(embedded_model_path()) == first  # found again, not reconverted
-    assert not any(p.name.startswith(".converting-") for p in first.parent.iterdir())
+    # No partial conversion of this process is left behind (the other test worker may be converting).
+    assert not any(p.name.startswith(f".converting-{os.getpid()}-") for p in first.parent.iterdir())
     monkeypatch.setattr(transformers, "__version__", "0.0.0-other")  # an upgrade misses the old folder
     other = conversion_dir(embedded_model_path())
     assert other != first and other.name.endswith("transformers0.0.0-other") and not other.exists()

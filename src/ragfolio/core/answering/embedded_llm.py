@@ -103,7 +103,8 @@ def converted_gguf(gguf_path: str | Path, cache_dir: Path | None = None) -> Path
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".converting-"))
+    # The pid names the process converting: another may be converting beside it (make test runs two).
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".converting-{os.getpid()}-"))
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
