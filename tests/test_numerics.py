@@ -46,8 +46,15 @@ def test_cpu_flags_reads_the_first_processor(tmp_path: Path) -> None:
     assert cpu_flags(str(tmp_path / "missing")) == frozenset()
 
 
-@pytest.mark.skipif(not (ROOT / ".venv").exists() or Path(sys.prefix).resolve() != (ROOT / ".venv").resolve(),
-                    reason="runs in the project's venv, which make installs with scripts/ragfolio_numerics.pth")
+# A fresh interpreter of the project's venv (which `make` gives scripts/ragfolio_numerics.pth), with
+# only what it needs to find its own packages in the environment.
+in_the_venv = pytest.mark.skipif(
+    not (ROOT / ".venv").exists() or Path(sys.prefix).resolve() != (ROOT / ".venv").resolve(),
+    reason="runs in the project's venv, which make installs with scripts/ragfolio_numerics.pth")
+BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+
+
+@in_the_venv
 def test_every_program_of_the_venv_starts_pinned() -> None:
     """A fresh interpreter of the venv, with no ragfolio import of its own, already has the pins:
     torch dispatches to AVX2 and numpy to nothing beyond it (on a machine without AVX2 nothing is
@@ -55,8 +62,8 @@ def test_every_program_of_the_venv_starts_pinned() -> None:
     code = ("import json, os, numpy, torch; from numpy._core._multiarray_umath import __cpu_features__ as f; "
             f"print(json.dumps([{{k: os.environ.get(k, 'unset') for k in {sorted(PINNED_ISA)!r}}}, "
             "str(torch.backends.cpu.get_cpu_capability()), f['X86_V4'], f['AVX512_ICL']]))")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=BARE_ENV, capture_output=True, text=True, timeout=120,
+                         check=True)
     pinned, capability, *numpy_avx512 = json.loads(out.stdout)
     if not {"avx2", "fma"} <= cpu_flags():
         assert set(pinned.values()) == {"unset"}
@@ -67,6 +74,7 @@ def test_every_program_of_the_venv_starts_pinned() -> None:
     assert "NPY_DISABLE_CPU_FEATURES" not in out.stderr  # numpy knows every name (it warns on one it does not)
 
 
+@in_the_venv
 @pytest.mark.skipif(not {"avx2", "fma"} <= cpu_flags(), reason="the pin applies to x86-64 machines with AVX2 and FMA")
 def test_pinned_numpy_breaks_ties_as_an_avx2_machine_does() -> None:
     """What the numpy pin is for: np.argpartition keeps other tied elements with AVX-512 networks.
@@ -74,11 +82,10 @@ def test_pinned_numpy_breaks_ties_as_an_avx2_machine_does() -> None:
     X86_V3 kernels); RAGFOLIO_NATIVE_ISA=1 on an AVX-512 machine gives another."""
     code = ("import numpy as np; s = np.random.default_rng(0).integers(0, 20, 3477).astype(np.float32); "
             "print(sorted(np.argpartition(s, -4)[-4:].tolist()))")
-    base = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    pinned = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True, timeout=60,
+    pinned = subprocess.run([sys.executable, "-c", code], env=BARE_ENV, capture_output=True, text=True, timeout=60,
                             check=True).stdout.strip()
     assert pinned == "[14, 53, 55, 3455]"
     if "avx512f" in cpu_flags():
-        native = subprocess.run([sys.executable, "-c", code], env={**base, OPT_OUT: "1"}, capture_output=True,
+        native = subprocess.run([sys.executable, "-c", code], env={**BARE_ENV, OPT_OUT: "1"}, capture_output=True,
                                 text=True, timeout=60, check=True).stdout.strip()
         assert native != pinned

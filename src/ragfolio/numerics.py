@@ -7,8 +7,9 @@ with AVX-512 (measured here: forcing another instruction set changes every one o
 MiniLM passage embeddings, by up to 1.3e-7; docs/benchmarks.md, "Same bits on every machine").
 That is harmless for retrieval quality, but a candidate whose two passages score within 1e-7 ranks
 them the other way round, one question's utility moves, and ``dvc repro`` on a colleague's machine
-reports a changed utility matrix. It happened on this project: the MuSiQue utilities of the
-bundled sample differed between two development machines while each reproduced itself.
+reports a changed utility matrix. numpy's own sorts do the same to exact ties (below), and that
+is what happened on this project: the bundled sample's MuSiQue utilities differed between two
+development machines, one with AVX-512, while each reproduced itself.
 
 :func:`pin_instruction_set` sets each library's own switch to AVX2, the widest level that every
 x86-64 machine of the last decade has, so every such machine runs the same kernels:
