@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
+from kedro.utils import load_obj
 
 from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
@@ -36,6 +37,39 @@ class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "enabled": self._enabled}
+
+
+class RecordDataset(AbstractDataset[Any, Any]):
+    """A frozen record of :mod:`ragfolio.core` (a class with ``from_dict`` and ``to_dict``) stored as JSON.
+
+    ``record`` names the class (e.g. ``ragfolio.core.selection.portfolios.Portfolios``); ``save_args``
+    go to :func:`json.dumps` (e.g. ``indent: 1``). A stage that writes the record saves it, and the
+    stages that read it load the record, checked by its ``from_dict``, not a dict.
+    """
+
+    def __init__(self, filepath: str, record: str, save_args: dict[str, Any] | None = None) -> None:
+        self._filepath = Path(filepath)
+        self._record_name = record
+        self._record = load_obj(record)
+        self._save_args = dict(save_args or {})
+
+    def load(self) -> Any:
+        try:
+            return self._record.from_dict(json.loads(self._filepath.read_text()))
+        except ValueError as e:
+            raise DatasetError(f"{self._filepath}: {e}") from e
+
+    def save(self, data: Any) -> None:
+        if not isinstance(data, self._record):
+            raise DatasetError(f"{self._filepath} holds a {self._record_name}, not a {type(data).__name__}")
+        self._filepath.parent.mkdir(parents=True, exist_ok=True)
+        self._filepath.write_text(json.dumps(data.to_dict(), **self._save_args))
+
+    def _exists(self) -> bool:
+        return self._filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "record": self._record_name}
 
 
 class AnswerStoreDataset(AbstractDataset[None, AnswerStore]):

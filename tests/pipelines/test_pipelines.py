@@ -15,13 +15,13 @@ from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.timings import TIMING_KEYS
-from ragfolio.datasets import ArrayFolderDataset, RouterFolderDataset
+from ragfolio.datasets import ArrayFolderDataset, RecordDataset, RouterFolderDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow
 
 JSON_OUTPUTS = (
-    "questions", "corpora", "candidates", "utility_index", "pool_settings", "portfolios", "portfolio_metrics",
+    "questions", "corpora", "candidates", "utility_index", "pool_settings", "portfolio_metrics",
     "router_features", "router_metrics", "answer_metrics", "router_timings", "answer_timings",
 )
 
@@ -51,6 +51,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
     # Intermediate outputs persist to files (Kedro releases in-memory ones once consumed).
     for name in JSON_OUTPUTS:
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
+    datasets["portfolios"] = RecordDataset(str(tmp_path / "portfolios.json"), "ragfolio.core.selection.portfolios.Portfolios")
     datasets["utility_matrices"] = ArrayFolderDataset(str(tmp_path / "utility"))
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
     for mode in ("pre_retrieval", "post_retrieval"):

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from ragfolio.core.selection.baselines import random_k
 from ragfolio.core.selection.sample_complexity import draw_rows, key_seed
+from ragfolio.datasets import RecordDataset
 from ragfolio.pipeline_registry import register_pipelines
 from ragfolio.pipelines.evaluation.nodes import EvaluationParams, evaluate_portfolios, study_sample_complexity
 from ragfolio.pipelines.portfolio_selection.nodes import sample_queries, select_portfolios
@@ -45,10 +46,10 @@ def test_greedy_selects_on_the_drawn_rows_only() -> None:
     train = np.flatnonzero(np.array(index["datasets"]["a"]["split"]) == "train")
     matrices["a"][:, 5] = 0.0
     matrices["a"][train[rows], 5] = 1.0
-    sel = select_portfolios(matrices, index, sample, {**SELECTION, "n_queries": 10})["selections"]["a"]
-    assert sel["greedy"][0] == 5 and sel["n_train"] == 10 and sel["n_train_available"] == 40
-    full = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)["selections"]["a"]
-    assert full["greedy"][0] != 5 and full["n_train"] == 40
+    sel = select_portfolios(matrices, index, sample, {**SELECTION, "n_queries": 10}).selection("a")
+    assert sel.greedy[0] == 5 and sel.n_train == 10 and sel.n_train_available == 40
+    full = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION).selection("a")
+    assert full.greedy[0] != 5 and full.n_train == 40
     with pytest.raises(ValueError, match="rerun sample_queries"):
         select_portfolios(matrices, synthetic(n_a=30)[1], sample, SELECTION)
     with pytest.raises(ValueError, match="n_queries"):
@@ -57,12 +58,12 @@ def test_greedy_selects_on_the_drawn_rows_only() -> None:
 
 def test_the_random_orders_are_the_tested_random_k_on_one_seeded_generator() -> None:
     matrices, index = synthetic()
-    selections = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)["selections"]
+    selections = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION).selections
     rng = np.random.default_rng(SELECTION["seed"])  # one generator across the keys, in the report's order
     for key, selection in selections.items():
-        n_train = selection["n_train"]
+        n_train = selection.n_train
         expected = [random_k(np.zeros((n_train, M)), SELECTION["k_max"], rng) for _ in range(SELECTION["random_draws"])]
-        assert selection["random"] == expected, key
+        assert selection.random == expected, key
 
 
 def test_dev_rows_are_not_selected_on_and_are_reported_beside_test() -> None:
@@ -70,7 +71,7 @@ def test_dev_rows_are_not_selected_on_and_are_reported_beside_test() -> None:
     for rows in index["datasets"].values():
         rows["split"] = ["test" if i % 5 == 0 else "dev" if i % 5 == 1 else "train" for i in range(len(rows["ids"]))]
     portfolios = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)
-    assert portfolios["selections"]["a"]["n_train"] == 36  # 60 rows: 12 test, 12 dev
+    assert portfolios.selection("a").n_train == 36  # 60 rows: 12 test, 12 dev
     candidates = [{"name": n, "family": "dense"} for n in index["candidates"]]
     report = evaluate_portfolios(matrices, index, portfolios, candidates, {"report_k": [1, 2], "intervals": {"n_resamples": 200}})
     for key, n_dev in (("a", 12), ("b", 8), ("all", 20)):
@@ -93,7 +94,8 @@ def test_selection_then_evaluation_writes_intervals_and_the_study(tmp_path) -> N
         "params:evaluation": MemoryDataset({"report_k": [1, 2], **params}),
         # persisted: Kedro releases in-memory datasets once consumed
         **{name: JSONDataset(filepath=str(tmp_path / f"{name}.json"))
-           for name in ("query_sample", "portfolios", "portfolio_metrics", "sample_complexity")},
+           for name in ("query_sample", "portfolio_metrics", "sample_complexity")},
+        "portfolios": RecordDataset(str(tmp_path / "portfolios.json"), "ragfolio.core.selection.portfolios.Portfolios"),
     })
     pipelines = register_pipelines()
     SequentialRunner().run(pipelines["portfolio_selection"], catalog)
@@ -135,7 +137,7 @@ def test_study_params_are_strict() -> None:
     with pytest.raises(ValueError, match="seedz"):
         EvaluationParams(sample_complexity={"seedz": 3})
     matrices, index = synthetic()
-    portfolios = {"k": 2}
+    portfolios = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)  # k = 2
     a = study_sample_complexity(matrices, index, portfolios, {"sample_complexity": {"sizes": [5], "seeds": 3, "seed": 1}})
     b = study_sample_complexity(matrices, index, portfolios, {"sample_complexity": {"sizes": [5], "seeds": 3, "seed": 2}})
     assert a["datasets"]["a"]["sizes"][0]["test_values"] != b["datasets"]["a"]["sizes"][0]["test_values"]

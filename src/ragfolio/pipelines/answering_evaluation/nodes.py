@@ -31,6 +31,7 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.routing.query_features import TextHasher
 from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.scoring.utility_index import row_questions, split_rows
+from ragfolio.core.selection.portfolios import Portfolios
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def _retrieval_routings(
 
 def answer_test_questions(
     questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, RouterProtocol],
+    utility_index: dict[str, Any], portfolios: Portfolios, routers: dict[str, RouterProtocol],
     pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
     cache: ArrayCache, pool_settings: dict[str, Any], router_features: dict[str, Any], answer_store: AnswerStore,
     params: dict[str, Any],
@@ -156,13 +157,13 @@ def answer_test_questions(
     for dataset in sets.datasets:
         if p.datasets is not None and dataset not in p.datasets:
             continue
-        sel, router, runner = portfolios["selections"][dataset], routers[dataset], runners.for_dataset(dataset)
-        members = [specs[i] for i in sel["greedy"][: portfolios["k"]]]
+        sel, router, runner = portfolios.selection(dataset), routers[dataset], runners.for_dataset(dataset)
+        members = [specs[i] for i in portfolios.members(dataset)]
         rag = AdaptiveRAG(runner, members, router, hasher, encoders, answerer, timeout_s=p.member_timeout_s)
         wide = runners.for_dataset(dataset, p.wide_factor * settings.num_docs) if p.wide_factor else None
         online = _retrieval_routings(rag, trained, dataset, router_features, settings.num_docs)
         systems = SystemRunner(
-            rag, specs[sel["top_by_average"][0]], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
+            rag, specs[sel.single_best], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
             wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches, only=p.systems,
         )
         key = answer_store_key({

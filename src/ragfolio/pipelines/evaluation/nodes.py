@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.scoring.utility_index import ALL, SPLITS, has_split, split_rows, stacked
 from ragfolio.core.selection.best_of_k import split_report, win_shares
+from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.selection.sample_complexity import key_seed, sample_complexity
 from ragfolio.plotting import subplots
 
@@ -62,7 +63,7 @@ def _types(utility_index: dict[str, Any], split: str) -> dict[str, list[str]]:
 def evaluate_portfolios(
     utility_matrices: dict[str, np.ndarray],
     utility_index: dict[str, Any],
-    portfolios: dict[str, Any],
+    portfolios: Portfolios,
     candidates: list[dict[str, Any]],
     params: dict[str, Any],
 ) -> dict[str, Any]:
@@ -84,24 +85,24 @@ def evaluate_portfolios(
         "corpus": utility_index["corpus"],
         "n_candidates": len(candidates),
         "candidates_by_family": dict(Counter(c["family"] for c in candidates)),
-        "k": portfolios["k"],
+        "k": portfolios.k,
         "intervals": {"confidence": iv.confidence, "n_resamples": iv.n_resamples, "method": "paired percentile bootstrap"},
         "datasets": {},
     }
     test_types = _types(utility_index, "test")
     for split in [s for s in SPLITS if s != "dev" or has_split(utility_index, "dev")]:
         for key, U in stacked(utility_matrices, utility_index, split).items():
-            sel = portfolios["selections"][key]
+            sel = portfolios.selection(key)
             entry = report["datasets"].setdefault(key, {
-                "n_selected_on": sel["n_train"], "portfolio": sel["portfolio"], "certificate": sel["certificate"],
-                "required_sample_size": sel["required_sample_size"],
+                "n_selected_on": sel.n_train, "portfolio": sel.portfolio, "certificate": sel.certificate,
+                "required_sample_size": sel.required_sample_size,
             })
             entry[f"n_{split}"] = int(len(U))
-            orders = (sel["greedy"], sel["top_by_average"], sel["random"])
+            orders = (sel.greedy, sel.top_by_average, sel.random)
             confidence = iv.confidence if split != "train" else None  # in-sample differences need no interval
             entry[split] = split_report(U, *orders, confidence=confidence, n_resamples=iv.n_resamples, seed=iv.seed)
             if len(U):  # scalars at the portfolio's k: `dvc metrics show/diff` reads scalars only, not lists
-                k = portfolios["k"]
+                k = portfolios.k
                 entry[split]["at_portfolio_k"] = {
                     **{name: entry[split][f"{name}_at_k"][k - 1] for name in ("greedy", "top_by_average", "random")},
                     **{name: entry[split][f"{name}_at_k"][k - 1] for name in DIFFERENCES if f"{name}_at_k" in entry[split]},
@@ -193,11 +194,10 @@ def plot_best_of_k(metrics: dict[str, Any]) -> Figure:
 
 
 def plot_winners(
-    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: dict[str, Any]
+    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: Portfolios
 ) -> Figure:
     """Heatmap: share of each question type's test questions won by each member of the ``all`` portfolio."""
-    sel = portfolios["selections"][ALL]
-    members = sel["greedy"][: portfolios["k"]]
+    members = portfolios.members(ALL)
     U = stacked(utility_matrices, utility_index, "test")[ALL]
     types = _types(utility_index, "test")[ALL]
     shares = win_shares(U, members, types) if len(U) else {}
@@ -208,7 +208,7 @@ def plot_winners(
     image = ax.imshow(data, cmap="viridis", vmin=0, vmax=max(float(data.max()), 1e-6), aspect="auto")
     for (i, j), value in np.ndenumerate(data):
         ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="w" if value < data.max() / 2 else "k", fontsize=8)
-    names = [portfolios["candidates"][i] for i in members]
+    names = [portfolios.candidates[i] for i in members]
     ax.set_xticks(range(len(members)), [n.replace(",", ",\n", 2) for n in names], fontsize=6, rotation=30, ha="right")
     ax.set_yticks(range(len(rows)), rows or ["(no test questions)"], fontsize=8)
     ax.set_title("share of test questions each portfolio member wins, by question type")
@@ -238,7 +238,7 @@ def best_of_k_table(metrics: dict[str, Any]) -> pd.DataFrame:
 
 
 def study_sample_complexity(
-    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: dict[str, Any],
+    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: Portfolios,
     params: dict[str, Any],
 ) -> dict[str, Any]:
     """Test best-of-k of greedy portfolios chosen on N drawn train questions, per dataset and ``all``.
@@ -254,7 +254,7 @@ def study_sample_complexity(
     p = EvaluationParams(**params).sample_complexity
     train = stacked(utility_matrices, utility_index, "train")
     test = stacked(utility_matrices, utility_index, "test")
-    k = portfolios["k"]
+    k = portfolios.k
     out: dict[str, Any] = {
         "score": utility_index["score"], "k": k, "delta": p.delta,
         "interval": "2.5th-97.5th percentile of the seeds' test values (the range one draw of N lands in)",

@@ -12,6 +12,7 @@ from ragfolio.core.scoring.utility_index import stacked
 from ragfolio.core.selection.baselines import random_k, top_k_by_average
 from ragfolio.core.selection.certificate import certificate
 from ragfolio.core.selection.greedy import select_greedy
+from ragfolio.core.selection.portfolios import Portfolios, Selection
 from ragfolio.core.selection.sample_complexity import required_sample_size
 from ragfolio.core.selection.sample_complexity import sample_queries as draw_sample
 
@@ -49,14 +50,14 @@ def select_portfolios(
     utility_index: dict[str, Any],
     query_sample: dict[str, Any],
     params: dict[str, Any],
-) -> dict[str, Any]:
+) -> Portfolios:
     """Greedy (Algorithm 1), top-by-average and random orders of the candidates on the sampled train rows.
 
     Returns:
-        ``{"k", "k_max", "n_queries", "candidates", "selections": {dataset | "all": {...}}}`` where
-        each selection holds candidate indices in pick order (``k_max`` long), the portfolio (the
-        first ``k`` greedy picks, by name), the submodularity certificate at ``k``, the number of
-        train questions selected on (``n_train``, of ``n_train_available``), and the sample size
+        The :class:`~ragfolio.core.selection.portfolios.Portfolios`: per key (each dataset and
+        ``all``) candidate indices in pick order (``k_max`` long), the portfolio (the first ``k``
+        greedy picks, by name), the submodularity certificate at ``k``, the number of train
+        questions selected on (``n_train``, of ``n_train_available``), and the sample size
         DESIGN.md's bound asks for (epsilon = delta = 0.05).
     """
     p = PortfolioSelectionParams(**params)
@@ -73,19 +74,19 @@ def select_portfolios(
         U = U_all[np.asarray(drawn["rows"], dtype=np.int64)]
         greedy = select_greedy(U, k_max)
         cert = certificate(U, greedy, k)
-        selections[key] = {
-            "n_train": int(len(U)),
-            "n_train_available": int(len(U_all)),
-            "greedy": [int(i) for i in greedy.indices],
-            "greedy_train_values": [float(v) for v in greedy.values],
-            "portfolio": [names[i] for i in greedy.indices[:k]],
-            "top_by_average": [int(i) for i in top_k_by_average(U, k_max)],
-            "random": [random_k(U, k_max, rng) for _ in range(p.random_draws)],
-            "certificate": {"upper_bound": float(cert.upper_bound), "ratio": float(cert.ratio)},
-            "required_sample_size": int(required_sample_size(m, k, epsilon=0.05, delta=0.05)),
-        }
+        selections[key] = Selection(
+            n_train=int(len(U)),
+            n_train_available=int(len(U_all)),
+            greedy=[int(i) for i in greedy.indices],
+            greedy_train_values=[float(v) for v in greedy.values],
+            portfolio=[names[i] for i in greedy.indices[:k]],
+            top_by_average=[int(i) for i in top_k_by_average(U, k_max)],
+            random=[random_k(U, k_max, rng) for _ in range(p.random_draws)],
+            certificate={"upper_bound": float(cert.upper_bound), "ratio": float(cert.ratio)},
+            required_sample_size=int(required_sample_size(m, k, epsilon=0.05, delta=0.05)),
+        )
         logger.info(
             "%s: portfolio of %d on %d train questions, F=%.3f (within %.1f%% of the bound %.3f)",
             key, k, len(U), greedy.values[k - 1], 100 * (1 - cert.ratio), cert.upper_bound,
         )
-    return {"k": k, "k_max": k_max, "n_queries": p.n_queries, "candidates": names, "selections": selections}
+    return Portfolios(k=k, k_max=k_max, n_queries=p.n_queries, candidates=list(names), selections=selections)

@@ -30,6 +30,7 @@ from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.retrieval import MODES
 from ragfolio.core.routing.universal import UniversalRouting, judge_universal
 from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions, split_questions, split_rows
+from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.params import RouterTrainingParams
 from ragfolio.plotting import subplots
 
@@ -84,37 +85,33 @@ def query_split(
     return RoutingSplit(RouteInputs(X), U)
 
 
-def member_indices(portfolios: dict[str, Any], key: str) -> list[int]:
-    """Candidate indices of portfolio ``key``'s members, in greedy order."""
-    return list(portfolios["selections"][key]["greedy"][: portfolios["k"]])
-
-
 def train_routers(
     router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
-    portfolios: dict[str, Any], params: dict[str, Any],
+    portfolios: Portfolios, params: dict[str, Any],
 ) -> dict[str, RouterProtocol]:
     """One learned router per portfolio (each dataset's and ``all``), trained on its train questions."""
     p = RouterTrainingParams(**params)
     routers = {}
-    for key, sel in portfolios["selections"].items():
-        train = query_split(router_inputs, utility_matrices, utility_index, key, member_indices(portfolios, key), "train")
+    for key in portfolios.keys:
+        sel = portfolios.selection(key)
+        train = query_split(router_inputs, utility_matrices, utility_index, key, portfolios.members(key), "train")
         router = make_router("learned", **{"random_state": p.seed, **p.router})
-        routers[key] = router.fit(train.inputs, train.utilities, sel["portfolio"])
-        logger.info("%s: router over %d members trained on %d questions", key, len(sel["portfolio"]),
+        routers[key] = router.fit(train.inputs, train.utilities, sel.portfolio)
+        logger.info("%s: router over %d members trained on %d questions", key, len(sel.portfolio),
                     len(train.utilities))
     return routers
 
 
 def compare_on_test(
     router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
-    portfolios: dict[str, Any], routers: dict[str, RouterProtocol], params: dict[str, Any],
+    portfolios: Portfolios, routers: dict[str, RouterProtocol], params: dict[str, Any],
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with test questions: the learned router and every ablation on them
     (``query_router_comparison``; the paper router is added after, by ``compare_paper_routers``)."""
     p = RouterTrainingParams(**params)
     out = {}
-    for key in portfolios["selections"]:
-        members = member_indices(portfolios, key)
+    for key in portfolios.keys:
+        members = portfolios.members(key)
         test = query_split(router_inputs, utility_matrices, utility_index, key, members, "test")
         if len(test.utilities):
             train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
@@ -125,7 +122,7 @@ def compare_on_test(
 def evaluate_routers(
     router_comparison: dict[str, RoutingComparison], dev_comparison: dict[str, RoutingComparison],
     questions: list[dict[str, Any]], corpora: dict[str, Any],
-    candidates: list[dict[str, Any]], utility_index: dict[str, Any], portfolios: dict[str, Any],
+    candidates: list[dict[str, Any]], utility_index: dict[str, Any], portfolios: Portfolios,
     pool_settings: dict[str, Any], router_selection: dict[str, Any], cache: ArrayCache,
     params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
     paper_encoders: dict[str, Any] | None = None,
@@ -158,17 +155,17 @@ def evaluate_routers(
     runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
     choices = router_selection.get("choices", {})
     report: dict[str, Any] = {
-        "k": portfolios["k"], "num_docs": settings.num_docs, "corpus": sets.describe(), "datasets": {},
+        "k": portfolios.k, "num_docs": settings.num_docs, "corpus": sets.describe(), "datasets": {},
         "retrieval_features": router_selection["features"],
     }
     for key, comparison in router_comparison.items():
-        sel = portfolios["selections"][key]
-        members, single = [specs[i] for i in member_indices(portfolios, key)], specs[sel["top_by_average"][0]]
+        sel = portfolios.selection(key)
+        members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
         tests = {d: split_questions(questions, utility_index, d, "test") for d in datasets_of(utility_index, key)}
         runs = BudgetRuns.concatenate(
             [BudgetRuns.retrieve(runners, sets.name_for(d), qs, members, single) for d, qs in tests.items()])
         entry = {
-            "n_test": len(comparison.utilities), "members": sel["portfolio"], **comparison.report(),
+            "n_test": len(comparison.utilities), "members": sel.portfolio, **comparison.report(),
             "same_budget": same_budget_recall(runs, comparison.picks["learned"]),
         }
         if (chosen := choices.get(key, {}).get("router")) in comparison.picks:
@@ -306,7 +303,7 @@ def plot_router_curves(metrics: dict[str, Any]) -> Figure:
 
 
 def build_bundle(
-    corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: dict[str, Any],
+    corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: Portfolios,
     routers: dict[str, RouterProtocol], router_metrics: dict[str, Any], router_features: dict[str, Any],
     pool_settings: dict[str, Any], cache: ArrayCache, params: dict[str, Any],
     pre_retrieval_routers: dict[str, RouterProtocol] | None = None,
@@ -327,19 +324,19 @@ def build_bundle(
     """
     p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
     key = p.bundle.portfolio
-    if key not in portfolios["selections"]:
-        raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios['selections'])}")
-    sel, specs = portfolios["selections"][key], [CandidateSpec.from_record(c) for c in candidates]
-    members = [specs[i] for i in member_indices(portfolios, key)]
+    if key not in portfolios.keys:
+        raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
+    sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
+    members = [specs[i] for i in portfolios.members(key)]
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features["encoders"]]))
     sets = Corpora.from_json(corpora)
     names = sets.names_for(sets.datasets if key == ALL else [key])
     corpus, embeddings = served_corpus(CorpusRunners(sets, cache.reader(), settings), names, encoders)
     routed = router_metrics["datasets"].get(key, {})
     selection = {
-        "greedy_train_values": sel["greedy_train_values"][: portfolios["k"]],
-        "certificate": sel["certificate"],
-        "n_train": sel["n_train"],
+        "greedy_train_values": sel.greedy_train_values[: portfolios.k],
+        "certificate": sel.certificate,
+        "n_train": sel.n_train,
         "test_best_of_l": {name: routed[name]["best_of_l"] for name in (*COMPARED, *MODES) if name in routed},
         "corpus": sets.describe(),
     }

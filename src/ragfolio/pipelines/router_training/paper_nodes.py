@@ -31,7 +31,8 @@ from ragfolio.core.routing.query_features import Features
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.universal import UniversalRouting, fit_universal, route_universal
 from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions
-from ragfolio.pipelines.router_training.nodes import member_indices, query_split
+from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.pipelines.router_training.nodes import query_split
 from ragfolio.pipelines.router_training.params import PaperRouterParams, RouterTrainingParams
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def _paper_router(paper: PaperRouterParams, seed: int) -> RouterProtocol:
 
 def compare_paper_routers(
     router_inputs: dict[str, Features], paper_query_blocks: dict[str, Features], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], query_router_comparison: dict[str, RoutingComparison],
+    utility_index: dict[str, Any], portfolios: Portfolios, query_router_comparison: dict[str, RoutingComparison],
     params: dict[str, Any],
 ) -> tuple[dict[str, RoutingComparison], UniversalRouting]:
     """Each portfolio's comparison with the paper router's test routing added (``paper``), and the
@@ -105,25 +106,25 @@ def compare_paper_routers(
 
     universal, routing = None, UniversalRouting([], {}, {})
     if paper.universal:
-        if ALL not in portfolios["selections"]:
+        if ALL not in portfolios.keys:
             raise ValueError(f"router_training.paper_router.universal needs the {ALL!r} portfolio; "
-                             f"portfolios are {sorted(portfolios['selections'])}")
-        members = member_indices(portfolios, ALL)
+                             f"portfolios are {sorted(portfolios.keys)}")
+        members = portfolios.members(ALL)
         datasets = datasets_of(utility_index, ALL)
         universal = fit_universal(lambda: _paper_router(paper, p.seed), {d: split(d, members, "train") for d in datasets},
-                                  portfolios["selections"][ALL]["portfolio"])
+                                  portfolios.selection(ALL).portfolio)
         routing = route_universal(universal, {d: split(d, members, "test") for d in datasets})
         logger.info("universal paper router: %d members, trained on %d datasets' train questions together",
                     len(universal.members_), len(datasets))
     out = {}
     for key, comparison in query_router_comparison.items():
-        members = member_indices(portfolios, key)
+        members = portfolios.members(key)
         test = split(key, members, "test")
         if key == ALL and universal is not None:
             router = universal
         else:
             train = split(key, members, "train")
             router = _paper_router(paper, p.seed).fit(train.inputs, train.utilities,
-                                                     portfolios["selections"][key]["portfolio"])
+                                                     portfolios.selection(key).portfolio)
         out[key] = comparison.with_routings({"paper": router.route(test.inputs, test.utilities.shape[1])[0]})
     return out, routing

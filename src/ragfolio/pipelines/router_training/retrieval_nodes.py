@@ -31,7 +31,8 @@ from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.retrieval import MODES
 from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.scoring.utility_index import datasets_of, row_questions, split_rows
-from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, member_indices, query_split
+from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, query_split
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class _Stopwatch:
 
 def build_retrieval_features(
     questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], pool_settings: dict[str, Any],
+    utility_index: dict[str, Any], portfolios: Portfolios, pool_settings: dict[str, Any],
     params: dict[str, Any], cache: ArrayCache,
 ) -> dict[str, Any]:
     """Retrieval features of every utility-matrix row, in row order (``retrieval_inputs``).
@@ -71,15 +72,15 @@ def build_retrieval_features(
     names = {"first_stage": featurizer.first_stage_names(), "members": featurizer.member_names()}
     clock, n_queries, n_member_rows = _Stopwatch(), 0, 0
     first: dict[str, npt.NDArray[np.float32]] = {}
-    members: dict[str, dict[str, npt.NDArray[np.float32]]] = {key: {} for key in portfolios["selections"]}
+    members: dict[str, dict[str, npt.NDArray[np.float32]]] = {key: {} for key in portfolios.keys}
     for dataset in utility_index["datasets"]:
         texts = [q.question for q in row_questions(questions, utility_index, dataset)]
         runner = runners.for_dataset(dataset)
         with clock("graph"):
             graph = runner.graph()
-        keys = [key for key in portfolios["selections"] if dataset in datasets_of(utility_index, key)]
+        keys = [key for key in portfolios.keys if dataset in datasets_of(utility_index, key)]
         parts: list[npt.NDArray[np.float32]] = [np.zeros((0, len(names["first_stage"])), np.float32)]
-        member_parts = {key: [np.zeros((0, len(member_indices(portfolios, key)), len(names["members"])), np.float32)]
+        member_parts = {key: [np.zeros((0, len(portfolios.members(key)), len(names["members"])), np.float32)]
                         for key in keys}
         for start in range(0, len(texts), r.query_block_size):
             block = texts[start : start + r.query_block_size]
@@ -89,7 +90,7 @@ def build_retrieval_features(
                 parts.append(featurizer.first_stage(block, bases, runner.titles, graph))
             for key in keys:
                 with clock("fetch"):
-                    results = [runner.run(specs[i], block) for i in member_indices(portfolios, key)]
+                    results = [runner.run(specs[i], block) for i in portfolios.members(key)]
                 with clock("members"):
                     member_parts[key].append(featurizer.members(block, results, bases, runner.titles, graph))
         first[dataset] = np.concatenate(parts)
@@ -112,11 +113,11 @@ def build_retrieval_features(
 
 def retrieval_split(
     router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], key: str, split: str,
+    utility_index: dict[str, Any], portfolios: Portfolios, key: str, split: str,
 ) -> RoutingSplit:
     """The query-feature split of :func:`query_split` with ``first_stage`` among its query blocks and
     ``results["members"]`` ``(n, k, d_m)``."""
-    base = query_split(router_inputs, utility_matrices, utility_index, key, member_indices(portfolios, key), split)
+    base = query_split(router_inputs, utility_matrices, utility_index, key, portfolios.members(key), split)
     rows = {d: split_rows(utility_index, d, split) for d in datasets_of(utility_index, key)}
     first = np.concatenate([retrieval_inputs["first_stage"][d][r] for d, r in rows.items()])
     members = np.concatenate([retrieval_inputs["members"][key][d][r] for d, r in rows.items()])
@@ -126,24 +127,25 @@ def retrieval_split(
 
 def train_retrieval_routers(
     router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], params: dict[str, Any],
+    utility_index: dict[str, Any], portfolios: Portfolios, params: dict[str, Any],
 ) -> tuple[dict[str, RouterProtocol], dict[str, RouterProtocol]]:
     """Per portfolio, a pre- and a post-retrieval router trained (and selected) on its train questions."""
     p = RouterTrainingParams(**params)
     hyper = {"pre_retrieval": p.retrieval_routing.pre_retrieval, "post_retrieval": p.retrieval_routing.post_retrieval}
     out: dict[str, dict[str, RouterProtocol]] = {mode: {} for mode in MODES}
-    for key, sel in portfolios["selections"].items():
+    for key in portfolios.keys:
+        sel = portfolios.selection(key)
         train = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "train")
         for mode in MODES:
             router = make_router(mode, **{"random_state": p.seed, **hyper[mode]})
-            out[mode][key] = router.fit(train.inputs, train.utilities, sel["portfolio"])
+            out[mode][key] = router.fit(train.inputs, train.utilities, sel.portfolio)
     return out["pre_retrieval"], out["post_retrieval"]
 
 
 def compare_retrieval_routers(
     query_router_comparison: dict[str, RoutingComparison], router_inputs: dict[str, Features],
     retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
-    portfolios: dict[str, Any], pre_retrieval_routers: dict[str, RouterProtocol],
+    portfolios: Portfolios, pre_retrieval_routers: dict[str, RouterProtocol],
     post_retrieval_routers: dict[str, RouterProtocol],
 ) -> dict[str, RoutingComparison]:
     """Each portfolio's comparison with the pre- and post-retrieval routings of its test questions added."""
@@ -160,7 +162,7 @@ DEV_BASELINES = ("top_average", "greedy_prefix", "oracle")  # what a dev compari
 
 def compare_on_dev(
     router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: dict[str, Any], routers: dict[str, RouterProtocol],
+    utility_index: dict[str, Any], portfolios: Portfolios, routers: dict[str, RouterProtocol],
     pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with dev questions (``data_prep.dev_fraction``): the routers that can be served
@@ -170,13 +172,14 @@ def compare_on_dev(
     test questions are not read.
     """
     out = {}
-    for key, sel in portfolios["selections"].items():
+    for key in portfolios.keys:
+        sel = portfolios.selection(key)
         dev = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "dev")
         if not len(dev.utilities):
             continue
-        members = member_indices(portfolios, key)
+        members = portfolios.members(key)
         train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
-        baselines = {name: make_router(name).fit(train.inputs, train.utilities, sel["portfolio"])
+        baselines = {name: make_router(name).fit(train.inputs, train.utilities, sel.portfolio)
                      for name in DEV_BASELINES}
         dev_queries = query_split(router_inputs, utility_matrices, utility_index, key, members, "dev")
         picks = {**route_all({"learned": routers[key]}, dev_queries),  # the learned router reads query features only
@@ -212,7 +215,7 @@ def routing_selection(
     (``auto``: the largest gain over the default member on dev, or on validation without a dev split).
     """
     requested = RouterTrainingParams(**params).bundle.router
-    portfolios: dict[str, dict[str, Any]] = {}
+    validation: dict[str, dict[str, Any]] = {}  # per portfolio
     choices: dict[str, dict[str, Any]] = {}
     for key, learned in routers.items():
         entry: dict[str, Any] = {}
@@ -226,8 +229,8 @@ def routing_selection(
         if key in dev_comparison:
             for name, values in dev_values(dev_comparison[key]).items():
                 entry[name] = {**entry.get(name, {}), **values}
-        portfolios[key] = entry
+        validation[key] = entry
         choices[key] = choose_router(entry, requested).to_dict()
         logger.info("%s: serves %s (%s)", key, choices[key]["router"], choices[key]["reason"])
     features = {"names": retrieval_inputs["names"], "cost": retrieval_inputs["cost"]}
-    return {"features": features, "portfolios": portfolios, "choices": choices}
+    return {"features": features, "portfolios": validation, "choices": choices}
