@@ -102,7 +102,7 @@ def main() -> None:
     for key in args.portfolios:
         train, test = (retrieval_split(router_inputs, retrieval_inputs, data["utility_matrices"], data["utility_index"],
                                        data["portfolios"], key, split) for split in ("train", "test"))
-        members = data["portfolios"]["selections"][key]["portfolio"]
+        members = data["portfolios"].selection(key).portfolio
         out = ablate_features(args.mode, {"random_state": params["seed"], **hyper}, train, test, members,
                               retrieval_inputs["names"])
         lines += table(key, out)
