@@ -294,8 +294,6 @@ def test_embedded_model_refuses_a_prompt_longer_than_its_context(gemma) -> None:
 
 @pytest.mark.slow
 def test_gguf_is_converted_once_per_file_and_transformers_version(gemma, monkeypatch, tmp_path) -> None:
-    import transformers
-
     from ragfolio.core.answering.embedded_llm import conversion_dir, converted_gguf
 
     gemma.complete([{"role": "user", "content": "Answer:"}], max_tokens=1)  # converted into the cache
@@ -304,7 +302,9 @@ def test_gguf_is_converted_once_per_file_and_transformers_version(gemma, monkeyp
     assert converted_gguf(embedded_model_path()) == first  # found again, not reconverted
     # No partial conversion of this process is left behind (the other test worker may be converting).
     assert not any(p.name.startswith(f".converting-{os.getpid()}-") for p in first.parent.iterdir())
-    monkeypatch.setattr(transformers, "__version__", "0.0.0-other")  # an upgrade misses the old folder
+    # An upgrade misses the old folder. Patched by name: the module transformers is now (the model's
+    # load may have replaced the one imported before it in sys.modules).
+    monkeypatch.setattr("transformers.__version__", "0.0.0-other")
     other = conversion_dir(embedded_model_path())
     assert other != first and other.name.endswith("transformers0.0.0-other") and not other.exists()
     other_file = tmp_path / "copy.gguf"
