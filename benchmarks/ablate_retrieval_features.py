@@ -26,6 +26,7 @@ from typing import Any
 
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
+from report_tables import interval_text
 from service_harness import machine
 
 from ragfolio.core.routing.feature_ablation import ablate_features
@@ -35,12 +36,6 @@ from ragfolio.pipelines.router_training.retrieval_nodes import build_retrieval_f
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ("questions", "corpora", "candidates", "utility_index", "utility_matrices", "portfolios",
           "pool_settings", "router_features", "retrieval_cache")
-
-
-def _interval(x: dict[str, Any] | None) -> str:
-    if not x or x.get("low") is None:
-        return "-"
-    return f"{x['estimate']:+.3f} [{x['low']:+.3f}, {x['high']:+.3f}]"
 
 
 def _share(x: float | None) -> str:
@@ -60,8 +55,8 @@ def table(key: str, out: dict[str, Any]) -> list[str]:
     for label, v in out["variants"].items():
         lines.append(
             f"| {label} | {v['n_features']} | {'yes' if v['fallback'] else 'no'} | {v['best_of_1']:.3f} | "
-            f"{_share(v['gap_closed_l1'])} | {_interval(v['minus_single_best'])} | "
-            f"{_interval(v.get('minus_all_features'))} | {_share(v['captured'])} | {_share(v['worse'])} |")
+            f"{_share(v['gap_closed_l1'])} | {interval_text(v['minus_single_best'])} | "
+            f"{interval_text(v.get('minus_all_features'))} | {_share(v['captured'])} | {_share(v['worse'])} |")
     return [*lines, ""]
 
 

@@ -22,7 +22,7 @@ from ragfolio.core.routing.retrieval import MODES
 from ragfolio.pipelines.answering_evaluation.report import plot_em_vs_tokens, summarize_answers
 
 
-def _interval(x: dict | None) -> str:
+def interval_text(x: dict | None) -> str:
     """``+0.012 [-0.010, +0.034]`` of a paired-bootstrap interval; ``-`` when undefined."""
     if not x or x.get("low") is None:
         return "-"
@@ -52,8 +52,8 @@ def router_table(metrics: dict) -> list[str]:
                   "|---|" + "---|" * (k + 2)]
         for name in [n for n in (*COMPARED, *MODES) if n in entry]:
             lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in entry[name]["best_of_l"])
-                         + f" | {_interval(entry[name].get('minus_single_best', {}).get('l1'))}"
-                         + f" | {_interval(entry[name].get('minus_greedy_prefix', {}).get('l2'))} |")
+                         + f" | {interval_text(entry[name].get('minus_single_best', {}).get('l1'))}"
+                         + f" | {interval_text(entry[name].get('minus_greedy_prefix', {}).get('l2'))} |")
         budget = entry["same_budget"]
         lines.append("| routed union (same budget) | " + " | ".join(f"{v:.3f}" for v in budget["routed_union_recall"]) + " |")
         lines.append("| single best, l x num_docs | " + " | ".join(f"{v:.3f}" for v in budget["single_best_recall"]) + " |")
@@ -70,7 +70,7 @@ def answer_table(metrics: dict) -> list[str]:
             diff = m.get("minus_single_best", {})
             lines.append(f"| {dataset} | {system} | {m['n']} | {m['em']:.3f} | {m['f1']:.3f} | {m['answer_recall']:.3f} | "
                          f"{m['latency_ms_mean']:.0f} | {m['latency_ms_p95']:.0f} | {m.get('retrieval_ms_mean', 0):.1f} | "
-                         f"{m['tokens_mean']:.0f} | {_interval(diff.get('em'))} | {_interval(diff.get('f1'))} |")
+                         f"{m['tokens_mean']:.0f} | {interval_text(diff.get('em'))} | {interval_text(diff.get('f1'))} |")
     return lines
 
 
@@ -87,8 +87,8 @@ def versus_table(metrics: dict) -> list[str]:
             wide, v = m["minus"].get("single_best_wide", {}), m["minus"].get("vendi_rag", {})
             ratios = (f"{vendi['tokens_mean'] / m['tokens_mean']:.1f}x | "
                       f"{vendi['latency_ms_mean'] / m['latency_ms_mean']:.1f}x") if vendi else "- | -"
-            lines.append(f"| {dataset} | {system} | {_interval(wide.get('f1'))} | {_interval(v.get('em'))} | "
-                         f"{_interval(v.get('f1'))} | {ratios} |")
+            lines.append(f"| {dataset} | {system} | {interval_text(wide.get('f1'))} | {interval_text(v.get('em'))} | "
+                         f"{interval_text(v.get('f1'))} | {ratios} |")
     return lines
 
 

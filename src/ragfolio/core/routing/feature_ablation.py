@@ -112,7 +112,7 @@ def ablate_features(
     single, oracle = curves["top_average"][0], curves["oracle"][0]
     to_single = comparison.differences("top_average", (1,), fixed=True)
     to_all = comparison.differences(ALL_FEATURES, (1,))
-    default = int(np.argmax(np.asarray(train.utilities).mean(axis=0)))
+    default = int(picks["top_average"][0, 0]) if len(test.utilities) else 0  # the best train mean, as routers take it
     room = headroom(test.utilities, default, {label: picks[label] for label in routers})
     variants = {
         label: {

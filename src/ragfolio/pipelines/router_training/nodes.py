@@ -92,8 +92,7 @@ def train_routers(
     """One learned router per portfolio (each dataset's and ``all``), trained on its train questions."""
     p = RouterTrainingParams(**params)
     routers = {}
-    for key in portfolios.keys:
-        sel = portfolios.selection(key)
+    for key, sel in portfolios.selections.items():
         train = query_split(router_inputs, utility_matrices, utility_index, key, portfolios.members(key), "train")
         router = make_router("learned", **{"random_state": p.seed, **p.router})
         routers[key] = router.fit(train.inputs, train.utilities, sel.portfolio)

@@ -133,8 +133,7 @@ def train_retrieval_routers(
     p = RouterTrainingParams(**params)
     hyper = {"pre_retrieval": p.retrieval_routing.pre_retrieval, "post_retrieval": p.retrieval_routing.post_retrieval}
     out: dict[str, dict[str, RouterProtocol]] = {mode: {} for mode in MODES}
-    for key in portfolios.keys:
-        sel = portfolios.selection(key)
+    for key, sel in portfolios.selections.items():
         train = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "train")
         for mode in MODES:
             router = make_router(mode, **{"random_state": p.seed, **hyper[mode]})
@@ -172,8 +171,7 @@ def compare_on_dev(
     test questions are not read.
     """
     out = {}
-    for key in portfolios.keys:
-        sel = portfolios.selection(key)
+    for key, sel in portfolios.selections.items():
         dev = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "dev")
         if not len(dev.utilities):
             continue
