@@ -5,7 +5,7 @@ the project's ``data/``), rebuilds the router inputs the pipeline builds (query 
 retrieval features; the rankings are read from the run's retrieval cache), and for each portfolio
 asked (``--portfolios``, default ``all``) refits the ``--mode`` router (default
 ``post_retrieval``, with the run's hyperparameters) with every feature, without each feature
-group and without each whole block (:mod:`ragfolio.core.routing.feature_ablation`). Prints a
+group and without each whole block (:mod:`ragfolio.core.routing.judging.feature_ablation`). Prints a
 markdown table per portfolio (best-of-1 on test, gap closed, paired 95% intervals minus the
 single best member and minus the router with every feature, headroom captured) and writes it to
 ``--out``. Run from the repository root::
@@ -29,7 +29,7 @@ from kedro.framework.startup import bootstrap_project
 from report_tables import interval_text
 from service_harness import machine
 
-from ragfolio.core.routing.feature_ablation import ablate_features
+from ragfolio.core.routing.judging.feature_ablation import ablate_features
 from ragfolio.pipelines.router_training.nodes import build_query_features
 from ragfolio.pipelines.router_training.retrieval_nodes import build_retrieval_features, retrieval_split
 

@@ -31,8 +31,8 @@ import numpy as np
 
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
-from ragfolio.core.retrieval.bm25 import BM25Retriever, tokenize
-from ragfolio.core.retrieval.pool_runner import passage_texts
+from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever, tokenize
+from ragfolio.core.retrieval.running.pool_runner import passage_texts
 
 K = 4
 

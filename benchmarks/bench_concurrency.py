@@ -41,9 +41,9 @@ import yaml
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
-from ragfolio.core.retrieval.executor import PortfolioExecutor
 from ragfolio.core.retrieval.pool import expand_grid, resolve_grid
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.member_executor import PortfolioExecutor
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MEMBERS = [

@@ -25,11 +25,11 @@ from pathlib import Path
 
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
-from ragfolio.core.retrieval.bm25 import BM25Retriever
-from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever
-from ragfolio.core.retrieval.elasticsearch_requests import rank_overlap
-from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchSettings
-from ragfolio.core.retrieval.pool_runner import passage_texts
+from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever
+from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever
+from ragfolio.core.retrieval.indexes.elasticsearch_requests import rank_overlap
+from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
+from ragfolio.core.retrieval.running.pool_runner import passage_texts
 
 
 def main() -> int:

@@ -26,8 +26,8 @@ import yaml
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
 from ragfolio.core.metrics import support_recall
-from ragfolio.core.retrieval.encoders import make_encoder
-from ragfolio.core.retrieval.pool_runner import passage_texts
+from ragfolio.core.retrieval.encoders.kinds import make_encoder
+from ragfolio.core.retrieval.running.pool_runner import passage_texts
 from ragfolio.core.stats import paired_difference
 
 ROOT = Path(__file__).resolve().parents[1]

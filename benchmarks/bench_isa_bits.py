@@ -34,7 +34,7 @@ SETTINGS = {
 }
 ENCODE = """
 import json, sys, numpy as np
-from ragfolio.core.retrieval.encoders import make_encoder
+from ragfolio.core.retrieval.encoders.kinds import make_encoder
 texts = json.load(open(sys.argv[1]))
 for kind in ("e5_torch", "sentence_transformers"):
     emb = make_encoder({"kind": kind, "show_progress": False}).encode_passages(texts)

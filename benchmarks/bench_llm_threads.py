@@ -33,7 +33,7 @@ def _spin(stop_at: float) -> None:
 
 
 def _worker(n_threads: int, calls: int) -> list[float]:
-    from ragfolio.core.answering.embedded_llm import TransformersBackend
+    from ragfolio.core.llm.embedded import TransformersBackend
 
     backend = TransformersBackend(n_threads=n_threads)
     backend.complete(PROMPT, max_tokens=16)  # load and warm up
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker is not None:
         print(json.dumps(_worker(args.worker, args.calls)))
         return 0
-    from ragfolio.core.answering.embedded_llm import default_threads
+    from ragfolio.core.llm.embedded import default_threads
 
     rows = [f"One 16-token completion of the embedded Gemma-3-270M, {args.calls} calls per setting after a "
             f"warm-up; {usable} usable cores; default threads now: {default_threads()}.", "",

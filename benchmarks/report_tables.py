@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragfolio.core.routing.evaluation import COMPARED
-from ragfolio.core.routing.retrieval import MODES
+from ragfolio.core.routing.judging.evaluation import COMPARED
+from ragfolio.core.routing.routers.retrieval_routers import MODES
 from ragfolio.pipelines.answering_evaluation.report import plot_em_vs_tokens, summarize_answers
 
 

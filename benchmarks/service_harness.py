@@ -31,7 +31,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-LLM_SERVER_MODULE = "llm_server"  # the LLM process runs `python -m ragfolio.core[...].llm_server`
+LLM_SERVER_MODULE = "ragfolio.core.llm.server"  # the LLM process runs `python -m ragfolio.core.llm.server`
 
 
 def questions() -> list[str]:

@@ -26,9 +26,9 @@ from tqdm.auto import tqdm
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
-from ragfolio.core.retrieval.completion import short_rows
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.ranking.completion import short_rows
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 
 def main() -> None:

@@ -64,12 +64,12 @@ def test_closure_rules_on_a_small_package(tmp_path: Path) -> None:
     package = "src/ragfolio"
     _write(tmp_path, {
         f"{package}/__init__.py": "",
-        f"{package}/settings.py": "from ragfolio.tracking.hooks import Hook\n",
+        f"{package}/settings.py": "from ragfolio.tracking.mlflow_hooks import Hook\n",
         f"{package}/pipeline_registry.py": "from ragfolio.pipelines import alpha, beta\n",
         f"{package}/datasets.py": "",
         f"{package}/lazy.py": "",
         f"{package}/tracking/__init__.py": "",
-        f"{package}/tracking/hooks.py": "class Hook:\n    pass\n",
+        f"{package}/tracking/mlflow_hooks.py": "class Hook:\n    pass\n",
         f"{package}/core/__init__.py": "",
         f"{package}/core/helpers.py": "from . import shared as _shared\n",
         f"{package}/core/shared.py": "",

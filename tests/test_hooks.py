@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from kedro.config import MissingConfigException
 
-from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchSettings
+from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.hooks import CredentialsHook, export_credentials
 
 

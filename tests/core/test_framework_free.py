@@ -18,8 +18,8 @@ def test_core_imports_no_framework() -> None:
     assert out.stdout.strip() == "", f"ragfolio.core loaded {out.stdout.strip()}"
 
 
-RUNTIME = ("torch", "transformers", "bm25s", "faiss", "ragfolio.core.retrieval.pool_runner",
-           "ragfolio.core.answering", "ragfolio.core.routing.learned", "ragfolio.core.routing.registry")
+RUNTIME = ("torch", "transformers", "bm25s", "faiss", "ragfolio.core.retrieval.running.pool_runner",
+           "ragfolio.core.answering", "ragfolio.core.routing.routers.learned", "ragfolio.core.routing.registry")
 BUNDLE_CHECK = f"""
 import sys
 import ragfolio.core.bundle

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ragfolio.core.metrics import answer_recall, exact_match, f1_score, normalize_answer, support_recall
-from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.scoring.utility import support_recall_matrix
 
 

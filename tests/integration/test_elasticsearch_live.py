@@ -33,7 +33,7 @@ K = 4
 
 @pytest.fixture
 def settings() -> Iterator[Any]:
-    from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchSettings
+    from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
 
     resolved = ElasticsearchSettings.resolve({"index_prefix": f"ragfolio-it-{uuid.uuid4().hex[:8]}"})
     yield resolved
@@ -47,7 +47,7 @@ def tiny(tiny_dir: Path) -> tuple[list[str], list[str], list[str]]:
     """Passage texts as every retriever sees them, their stable ids, and the questions."""
     from ragfolio.core.data.loading import load_folder
     from ragfolio.core.data.records import build_corpus
-    from ragfolio.core.retrieval.pool_runner import passage_texts
+    from ragfolio.core.retrieval.running.pool_runner import passage_texts
 
     questions = load_folder(tiny_dir)
     corpus = build_corpus(questions)
@@ -57,9 +57,9 @@ def tiny(tiny_dir: Path) -> tuple[list[str], list[str], list[str]]:
 def test_bm25_indexes_once_and_agrees_with_bm25s(settings, tiny, record_property) -> None:
     from elasticsearch import helpers
 
-    from ragfolio.core.retrieval.bm25 import BM25Retriever
-    from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever
-    from ragfolio.core.retrieval.elasticsearch_requests import bulk_actions, rank_overlap
+    from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever
+    from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever
+    from ragfolio.core.retrieval.indexes.elasticsearch_requests import bulk_actions, rank_overlap
 
     texts, ids, queries = tiny
     es = ElasticsearchBM25Retriever(settings, k1=1.2, b=0.75).index(texts, ids)
@@ -81,9 +81,9 @@ def test_bm25_indexes_once_and_agrees_with_bm25s(settings, tiny, record_property
 
 
 def test_dense_flat_knn_equals_exact_inner_product_search(settings) -> None:
-    from ragfolio.core.retrieval.dense import DenseRetriever
-    from ragfolio.core.retrieval.elasticsearch import ElasticsearchDenseRetriever
-    from ragfolio.core.retrieval.elasticsearch_requests import rank_overlap
+    from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchDenseRetriever
+    from ragfolio.core.retrieval.indexes.elasticsearch_requests import rank_overlap
+    from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
 
     rng = np.random.default_rng(0)
     emb = rng.normal(size=(60, 16)).astype(np.float32)
@@ -99,8 +99,8 @@ def test_dense_flat_knn_equals_exact_inner_product_search(settings) -> None:
 
 
 def test_a_missing_index_is_named(settings) -> None:
-    from ragfolio.core.retrieval.elasticsearch import ElasticsearchBM25Retriever
-    from ragfolio.core.retrieval.elasticsearch_settings import ElasticsearchIndexMissingError
+    from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever
+    from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchIndexMissingError
 
     with pytest.raises(ElasticsearchIndexMissingError, match="does not exist"):
         ElasticsearchBM25Retriever(settings).attach("no-such-corpus")

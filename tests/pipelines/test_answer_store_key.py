@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragfolio.core.answering import backends
+from ragfolio.core.llm import backends
 from ragfolio.pipelines.answering_evaluation.nodes import answer_store_key
 
 SETTINGS = {"dataset": "hotpotqa", "corpus": "abc", "members": ["bm25_a", "dense_b"], "params": {"seed": 0}}
@@ -23,7 +23,7 @@ def test_editing_a_prompt_template_misses_the_answer_store(edit_source) -> None:
 def test_editing_a_module_the_answerer_imports_misses_the_answer_store(edit_source) -> None:
     keys = {answer_store_key(SETTINGS, LLM)}
     for module in ("ragfolio.core.answering.vendi_rag", "ragfolio.core.answering.systems", "ragfolio.core.metrics",
-                   "ragfolio.core.answering.embedded_llm"):
+                   "ragfolio.core.llm.embedded"):
         edit_source(module)
         keys.add(answer_store_key(SETTINGS, LLM))
     assert len(keys) == 5

@@ -13,7 +13,7 @@ from kedro_datasets.pickle import PickleDataset
 
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.routing.retrieval import MODES
+from ragfolio.core.routing.routers.retrieval_routers import MODES
 from ragfolio.core.scoring.utility_index import datasets_of, split_questions
 from ragfolio.pipeline_registry import register_pipelines
 
@@ -196,7 +196,7 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
 
 
 def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
-    from ragfolio.core.routing.evaluation import COMPARED
+    from ragfolio.core.routing.judging.evaluation import COMPARED
     from ragfolio.pipelines.router_training.nodes import plot_router_curves
 
     routers = [*COMPARED, "paper", "paper_universal", *MODES]

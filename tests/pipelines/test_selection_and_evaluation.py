@@ -12,7 +12,7 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from matplotlib.figure import Figure
 
-from ragfolio.core.selection.baselines import random_k
+from ragfolio.core.selection.baseline_portfolios import random_k
 from ragfolio.core.selection.sample_complexity import draw_rows, key_seed
 from ragfolio.datasets import RecordDataset
 from ragfolio.pipeline_registry import register_pipelines

@@ -14,7 +14,7 @@ from conftest import service_client, write_config
 from tiny_bundle import CountingEncoder, questions, write_encoder_bundle
 
 from ragfolio.core.batching import MicroBatcher
-from ragfolio.core.retrieval.encoders import ENCODER_KINDS
+from ragfolio.core.retrieval.encoders.kinds import ENCODER_KINDS
 
 
 def record(batches: list[list[int]], delay_s: float = 0.0):

@@ -1,5 +1,5 @@
-"""The LLM in its own process: the OpenAI-compatible server (ragfolio.core.answering.llm_server) and its
-supervisor (ragfolio.core.answering.llm_process), on a tiny random model; one slow test on the embedded model."""
+"""The LLM in its own process: the OpenAI-compatible server (ragfolio.core.llm.server) and its
+supervisor (ragfolio.core.llm.process), on a tiny random model; one slow test on the embedded model."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import httpx
 import pytest
 from conftest import tiny_llm_config
 
-from ragfolio.core.answering.backends import EMBEDDED_LLM
-from ragfolio.core.answering.embedded_llm import TransformersBackend
-from ragfolio.core.answering.llm import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
-from ragfolio.core.answering.llm_process import LLMProcess, ProcessBackend
 from ragfolio.core.answering.prompts import answer_messages
+from ragfolio.core.llm.backends import EMBEDDED_LLM
+from ragfolio.core.llm.chat import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
+from ragfolio.core.llm.embedded import TransformersBackend
+from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 
 FAST = {"health_interval_s": 0.2, "health_timeout_s": 1.0, "unhealthy_after": 2, "backoff_s": 0.2}
 QUESTION = "Who was the father of Hermann II, Landgrave of Hesse?"

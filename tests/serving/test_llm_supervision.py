@@ -16,7 +16,7 @@ FAST = {"health_interval_s": 0.2, "unhealthy_after": 2, "backoff_s": 0.2}
 def llm_servers() -> list[psutil.Process]:
     """The LLM server processes this test process started."""
     return [p for p in psutil.Process().children(recursive=True)
-            if "ragfolio.core.answering.llm_server" in " ".join(p.cmdline())]
+            if "ragfolio.core.llm.server" in " ".join(p.cmdline())]
 
 
 def eventually(check: Callable[[], bool], timeout_s: float) -> bool:

@@ -10,7 +10,7 @@ from tiny_bundle import FIXTURES, MEMBERS, questions
 
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.serving.engine import MEMBER_FAILED, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR
 

@@ -24,12 +24,12 @@ from ragfolio.core.bundle import PortfolioBundle, save_bundle
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
 from ragfolio.core.retrieval.pool import make_candidate
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs
-from ragfolio.core.routing.learned import Router
-from ragfolio.core.routing.query_features import TextHasher, query_features
-from ragfolio.core.routing.retrieval import PostRetrievalRouter
-from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.features.query_features import TextHasher, query_features
+from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.routers.learned import Router
+from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 MEMBERS = [
@@ -108,7 +108,7 @@ ENCODER_MEMBERS = [
 def write_encoder_bundle(path: Path) -> dict:
     """A bundle whose router reads two :class:`CountingEncoder` embeddings ("count", dim 16, which
     two members read too, and "count8", dim 8)."""
-    from ragfolio.core.retrieval.pool_runner import passage_texts
+    from ragfolio.core.retrieval.running.pool_runner import passage_texts
 
     records = load_folder(FIXTURES)
     corpus = build_corpus(records)

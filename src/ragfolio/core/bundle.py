@@ -20,7 +20,7 @@ manifest without it, from before routers had names, holds the learned router).
 This module is the format only: it imports no retriever, encoder or LLM, and a router's class only
 when :func:`load_bundle` loads one. The runtime is built from a bundle by
 :meth:`ragfolio.core.answering.rag.AdaptiveRAG.from_bundle` (and
-:meth:`ragfolio.core.retrieval.pool_runner.PoolRunner.from_bundle` for retrieval alone).
+:meth:`ragfolio.core.retrieval.running.pool_runner.PoolRunner.from_bundle` for retrieval alone).
 """
 
 from __future__ import annotations

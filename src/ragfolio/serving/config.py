@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragfolio.core.answering.backends import EMBEDDED_LLM
+from ragfolio.core.llm.backends import EMBEDDED_LLM
 from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
 
 DEFAULT_CONFIG = Path("conf/base/serving.yml")
@@ -65,7 +65,7 @@ class LLMProcessConfig(BaseModel):
 
     Attributes:
         mode: ``subprocess``: in its own OpenAI-compatible server process, started and restarted by
-            the service (:mod:`ragfolio.core.answering.llm_process`); ``in_process``: inside the service's
+            the service (:mod:`ragfolio.core.llm.process`); ``in_process``: inside the service's
             worker (a native crash there takes ``/retrieve`` down too).
         max_batch: Concurrent generate calls the server runs as one batch.
         max_wait_ms: The server's longest wait for a batch to fill.
@@ -123,7 +123,7 @@ class ServingConfig(BaseModel):
         warm_up: Build the corpus parts (indexes, passage graph, encoders) before the service
             reports ready (the LLM loads meanwhile or after, never on the readiness path).
         batching: How concurrent retrieval queries are batched.
-        llm: A :func:`ragfolio.core.answering.backends.make_backend` config.
+        llm: A :func:`ragfolio.core.llm.backends.make_backend` config.
         llm_process: How an in-process LLM kind runs (its own process by default).
         answerer: The answer and selector prompt limits.
         fault_injection: Off (None) but in benchmarks and tests: a member made slow on purpose.

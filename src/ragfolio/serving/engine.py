@@ -11,16 +11,16 @@ batch are encoded together (one call per encoder) or, for a router that sees the
 (``pre_retrieval``, ``post_retrieval``), ranked by the shared first stage together; post-retrieval
 every member runs once over the batch before routing; the features of the batch are computed in
 one call and routed with one predict call per distinct l; each member chosen by any query runs once
-over the batch (:meth:`ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`). The service
+over the batch (:meth:`ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_batch`). The service
 gathers concurrent requests into such batches (:class:`ragfolio.core.batching.MicroBatcher`),
 ``/answer``'s retrievals included. A query's passages and routing are the same whether it came
 alone or in a batch. Each response's ``latency_ms`` carries the routing's stages (``stage.<name>``,
 the batch's) and ``batch_size``.
 
 The LLM: an in-process kind (the embedded model) runs by default in a process of its own, an
-OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.answering.llm_process`,
+OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.llm.process`,
 :meth:`ServingEngine.start_llm`); its crash or hang fails ``/answer`` calls with
-:class:`~ragfolio.core.answering.llm.LLMUnavailableError` and touches nothing else. Neither the readiness
+:class:`~ragfolio.core.llm.chat.LLMUnavailableError` and touches nothing else. Neither the readiness
 path nor retrieval waits on it.
 
 ``num_docs`` per request: the members were selected, and the router trained, with the bundle's
@@ -45,13 +45,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.backends import make_backend
-from ragfolio.core.answering.embedded_llm import LocalBackend
-from ragfolio.core.answering.llm import PLAIN, ChatBackend
-from ragfolio.core.answering.llm_process import LLMProcess, ProcessBackend
 from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
-from ragfolio.core.retrieval.executor import MemberResults
+from ragfolio.core.llm.backends import make_backend
+from ragfolio.core.llm.chat import PLAIN, ChatBackend
+from ragfolio.core.llm.embedded import LocalBackend
+from ragfolio.core.llm.process import LLMProcess, ProcessBackend
+from ragfolio.core.retrieval.running.member_executor import MemberResults
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
 from ragfolio.serving.schemas import (
@@ -75,7 +75,7 @@ MEMBER_FAILED = "failed (the server log has the detail under this response's x-r
 def public_error(error: str | None) -> str | None:
     """What a response may say of a member's ``error``: its timeout as it is, else only that it failed.
 
-    Core's :class:`ragfolio.core.retrieval.executor.MemberRun` reports ``"timeout after <s> s"`` or
+    Core's :class:`ragfolio.core.retrieval.running.member_executor.MemberRun` reports ``"timeout after <s> s"`` or
     ``"<ExceptionType>: <message>"``; the message is for the log only.
     """
     if error is None or error.startswith("timeout after "):
@@ -154,7 +154,7 @@ class ServingEngine:
     def start_llm(self) -> None:
         """Start the LLM's process, or load an in-process LLM in a background thread; returns at once.
 
-        Until it is up, ``/answer`` fails with :class:`~ragfolio.core.answering.llm.LLMUnavailableError`
+        Until it is up, ``/answer`` fails with :class:`~ragfolio.core.llm.chat.LLMUnavailableError`
         (subprocess) or waits for the load (in process); retrieval never waits.
         """
         if self.llm_process is not None:
@@ -264,8 +264,8 @@ class ServingEngine:
         are handled as in :meth:`retrieve`.
 
         Raises:
-            ragfolio.core.answering.llm.LLMUnavailableError: The LLM cannot be reached.
-            ragfolio.core.answering.llm.LLMRequestError: The LLM endpoint rejected a request.
+            ragfolio.core.llm.chat.LLMUnavailableError: The LLM cannot be reached.
+            ragfolio.core.llm.chat.LLMRequestError: The LLM endpoint rejected a request.
         """
         l = l or self.default_l  # noqa: E741
         result: RAGAnswer = self.rag.answer(query.strip(), l, retrieval=retrieval)

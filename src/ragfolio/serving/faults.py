@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ragfolio.core.answering.rag import AdaptiveRAG
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.serving.config import FaultInjectionConfig
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ a 503 (and ``/retrieve`` keeps working); an LLM that rejects the request a 502; 
 500. No error body holds exception text, an upstream URL or reply: each carries the request id
 (also the ``x-request-id`` header), and the log holds the detail under it. A member that fails or
 times out is left out and the response says ``degraded: true`` with the reasons (timeout or
-"failed", nothing more). Metrics: :mod:`ragfolio.serving.metrics`.
+"failed", nothing more). Metrics: :mod:`ragfolio.serving.prometheus_metrics`.
 """
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ragfolio.core.answering.llm import LLMRequestError, LLMUnavailableError
 from ragfolio.core.answering.rag import RoutedRetrieval
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
+from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
 from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id
-from ragfolio.serving.metrics import serving_metrics
 from ragfolio.serving.playground import playground_view
+from ragfolio.serving.prometheus_metrics import serving_metrics
 from ragfolio.serving.schemas import (
     AnswerRequest,
     AnswerResponse,

@@ -1,10 +1,10 @@
 """Stage 6, answering: the LLM, answers from the routed members' passages, and the selector.
 
-* :mod:`~ragfolio.core.answering.llm`: the LLM contract and the OpenAI-compatible client.
-* :mod:`~ragfolio.core.answering.embedded_llm`, :mod:`~ragfolio.core.answering.llm_server`,
-  :mod:`~ragfolio.core.answering.llm_process`: the embedded model, served as its own process and
+* :mod:`~ragfolio.core.llm.chat`: the LLM contract and the OpenAI-compatible client.
+* :mod:`~ragfolio.core.llm.embedded`, :mod:`~ragfolio.core.llm.server`,
+  :mod:`~ragfolio.core.llm.process`: the embedded model, served as its own process and
   supervised by whoever uses it.
-* :mod:`~ragfolio.core.answering.backends`: the backend a configuration names.
+* :mod:`~ragfolio.core.llm.backends`: the backend a configuration names.
 * :mod:`~ragfolio.core.answering.prompts`, :mod:`~ragfolio.core.answering.answerer`: the prompts and
   reading replies; answering from passages and selecting among answers.
 * :mod:`~ragfolio.core.answering.rag`: adaptive RAG end to end (route, retrieve, answer, select).

@@ -4,7 +4,7 @@
 and, given the answers of several portfolio members, asks the LLM to select one, shown in a seeded
 random order (the order the members were routed in would tell a model that copies the first
 candidate which one the router preferred). The backend comes from
-:func:`~ragfolio.core.answering.backends.make_backend`.
+:func:`~ragfolio.core.llm.backends.make_backend`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragfolio.core.answering.llm import ChatBackend, Completion
 from ragfolio.core.answering.prompts import answer_messages, clean_answer, parse_selection, selector_messages
+from ragfolio.core.llm.chat import ChatBackend, Completion
 from ragfolio.core.metrics import normalize_answer
 
 logger = logging.getLogger(__name__)

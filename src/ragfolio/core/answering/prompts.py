@@ -2,7 +2,7 @@
 
 Prompts carry no ``system`` message because Gemma's chat template rejects that role; instructions
 and one worked example go into the user message, which ends with ``"Answer:"`` so that base models
-(prompted as plain text, see :data:`~ragfolio.core.answering.llm.PLAIN`) continue with the answer
+(prompted as plain text, see :data:`~ragfolio.core.llm.chat.PLAIN`) continue with the answer
 too. The selector's worked example is neutral: its right answer is not the first candidate.
 """
 
@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Sequence
 
-from ragfolio.core.answering.llm import Messages
+from ragfolio.core.llm.chat import Messages
 from ragfolio.core.metrics import normalize_answer
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Adaptive RAG end to end: route a query -> run the top-l members concurrently -> answer -> select.
 
-:class:`AdaptiveRAG` ties together the router (:mod:`ragfolio.core.routing.learned`), the concurrent
-member execution (:mod:`ragfolio.core.retrieval.executor`) and the LLM answerer and selector
+:class:`AdaptiveRAG` ties together the router (:mod:`ragfolio.core.routing.routers.learned`), the concurrent
+member execution (:mod:`ragfolio.core.retrieval.running.member_executor`) and the LLM answerer and selector
 (:mod:`ragfolio.core.answering.answerer`). Each of the l routed members' passages goes to its own answer
 prompt; the selector sees the question and the candidate answers in a seeded random order
 (:meth:`~ragfolio.core.answering.answerer.Answerer.shown_order`) and picks one.
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.llm import Completion
-from ragfolio.core.retrieval.executor import MemberResults, PortfolioExecutor
+from ragfolio.core.llm.chat import Completion
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.member_executor import MemberResults, PortfolioExecutor
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
+from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features
+from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.routing.online import OnlineRetrievalRouting, routes_on_retrieval
-from ragfolio.core.routing.query_features import Features, TextHasher, query_features
-from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
 
 if TYPE_CHECKING:
     from ragfolio.core.bundle import PortfolioBundle
@@ -214,7 +214,7 @@ class AdaptiveRAG:
         that sees the retrieval, the first-stage rankings of the batch are computed once, the
         features of all queries in one featurizer call, the router's ``route`` once per distinct l;
         then each member chosen by any query runs once over the batch
-        (:meth:`~ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`). Post-retrieval, all k
+        (:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_batch`). Post-retrieval, all k
         members run over the batch before routing, and each query keeps its routed members' runs.
         A query is routed and retrieved as it would be alone (each row is featurised and ranked on
         its own).
@@ -269,7 +269,7 @@ class AdaptiveRAG:
 
         Raises:
             RuntimeError: This instance has no answerer.
-            ragfolio.core.answering.llm.LLMUnavailableError: The LLM endpoint cannot be reached.
+            ragfolio.core.llm.chat.LLMUnavailableError: The LLM endpoint cannot be reached.
         """
         if self.answerer is None:
             raise RuntimeError("this AdaptiveRAG was built without an answerer (retrieval only)")

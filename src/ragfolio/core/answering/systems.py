@@ -15,7 +15,7 @@ Systems (the keys of ``answer_metrics.json``; :func:`system_names` gives their o
 
 Fair timing: before each system every runner drops its query parts (query embeddings, first-stage
 rankings, member results) and tags the ones computed next with the system's name
-(:meth:`~ragfolio.core.retrieval.pool_runner.PoolRunner.cold_queries`), so each system pays for its own
+(:meth:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner.cold_queries`), so each system pays for its own
 encoding and ranking, whichever runs first; the memo's counters (``foreign_query_hits``) prove no
 system read another's. Corpus parts (indexes, passage embeddings, the graph) stay warm, as in a
 service. The order the systems run in is the caller's (``run(question, order)``).
@@ -37,13 +37,13 @@ from typing import Any
 import numpy as np
 
 from ragfolio.core.answering.answerer import Answerer, Selection
-from ragfolio.core.answering.llm import Completion
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.llm.chat import Completion
 from ragfolio.core.metrics import answer_recall, exact_match, f1_score
-from ragfolio.core.retrieval.memo import COUNTERS
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.memo import COUNTERS
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 
 ROUTED_L = (1, 2, 3)
@@ -96,7 +96,7 @@ class SystemAnswer:
         rounds: Vendi-RAG's retrieve-answer-judge rounds (None for the others).
         judged: Vendi-RAG's judge calls; ``accepted``: the rounds the judge's score accepted.
         run_position: 0-based position of the system in the question's run order.
-        cache: The runners' memo counters (:data:`ragfolio.core.retrieval.memo.COUNTERS`) over this system's run.
+        cache: The runners' memo counters (:data:`ragfolio.core.retrieval.running.memo.COUNTERS`) over this system's run.
     """
 
     system: str

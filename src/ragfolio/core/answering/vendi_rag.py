@@ -42,10 +42,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.llm import Completion, Messages
 from ragfolio.core.answering.prompts import clean_answer, format_passages
+from ragfolio.core.llm.chat import Completion, Messages
 from ragfolio.core.metrics import normalize_answer
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The contract of a retriever family, and the registry that the candidate pool reads.
 
 A family is a kind of candidate retriever (``bm25``, ``mmr``, ...): it declares its parameters and
-ranks from the shared parts of a :class:`~ragfolio.core.retrieval.pool_runner.PoolRunner` (first-stage
+ranks from the shared parts of a :class:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner` (first-stage
 rankings, embeddings, indexes, the passage graph), which the runner computes once for every
 candidate that reads them. Adding a family is one module: subclass :class:`Family`, decorate the
 class with :func:`register`, and import the module before the grid is expanded. The built-in
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.results import RetrievalResult
 
 if TYPE_CHECKING:
-    from ragfolio.core.retrieval.passage_graph import PassageGraph
+    from ragfolio.core.retrieval.indexes.passage_graph import PassageGraph
 
 Embedding = npt.NDArray[np.float32]
 BACKENDS = ("inprocess", "elasticsearch")  # where the runner's BM25 and dense indexes live
@@ -109,7 +109,7 @@ class VectorIndex(Protocol):
 
 
 class Parts(Protocol):
-    """The shared parts a family ranks from; :class:`~ragfolio.core.retrieval.pool_runner.PoolRunner` is one.
+    """The shared parts a family ranks from; :class:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner` is one.
 
     Each part is computed once per corpus (indexes, passage embeddings, the graph) or once per
     query batch (query embeddings, bases, expanded queries), whichever candidate asks first.

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Protocol, Self
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.routing.query_features import Features, n_rows, take_rows
+from ragfolio.core.routing.features.query_features import Features, n_rows, take_rows
 
 CONFIG_FILE = "router.json"
 LEARNED = "learned"  # the name of a saved router whose router.json names none
@@ -38,7 +38,7 @@ class RouteInputs:
 
     Attributes:
         query: The queries' feature blocks, each ``(n, d)`` (dense array or CSR matrix;
-            :func:`ragfolio.core.routing.query_features.query_features`).
+            :func:`ragfolio.core.routing.features.query_features.query_features`).
         results: Feature blocks of every member's retrieval results for each query, each
             ``(n, k)`` or ``(n, k, d)``; None before retrieval. The oracle reads
             ``results["utility"]``, each member's true utility on the query (evaluation only).

@@ -1,7 +1,7 @@
 """The routers that see the retrieval, routing a batch of queries (or one) at answer time.
 
 Router training computes the retrieval features of whole query blocks from cached rankings
-(:mod:`ragfolio.core.routing.retrieval_features`); a question being answered has no cached
+(:mod:`ragfolio.core.routing.features.retrieval_features`); a question being answered has no cached
 ranking, so :class:`OnlineRetrievalRouting` computes its features from the runner it retrieves
 with, as a service would:
 
@@ -14,7 +14,7 @@ with, as a service would:
 
 A batch (:meth:`OnlineRetrievalRouting.route_batch`) is routed together: one first-stage ranking
 per base for the whole batch (one encoder call per encoder), post-retrieval every member once over
-the batch (:meth:`~ragfolio.core.retrieval.executor.PortfolioExecutor.run_batch`), the features of
+the batch (:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_batch`), the features of
 all its queries in one featurizer call and one ``route`` (predict) call per distinct l. Each row is
 featurised on its own, so a query is routed as it is alone. The time of each stage is returned
 (:attr:`BatchRouting.stages_ms`).
@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragfolio.core.retrieval.base import RetrievalResult
-from ragfolio.core.retrieval.executor import MemberResults, MemberRun, PortfolioExecutor
+from ragfolio.core.retrieval.results import RetrievalResult
+from ragfolio.core.retrieval.running.member_executor import MemberResults, MemberRun, PortfolioExecutor
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
-from ragfolio.core.routing.query_features import Features
-from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.features.query_features import Features
+from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
 
 
 @dataclass(frozen=True)

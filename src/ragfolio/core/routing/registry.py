@@ -13,12 +13,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ragfolio.core.routing.base import RouterProtocol, saved_name
-from ragfolio.core.routing.baselines import GreedyPrefixRouter, OracleRouter, RandomRouter, TopAverageRouter
-from ragfolio.core.routing.learned import Router
-from ragfolio.core.routing.logistic import LogisticRouter
-from ragfolio.core.routing.neighbours import NearestNeighbourRouter
-from ragfolio.core.routing.paper import PaperRouter
-from ragfolio.core.routing.retrieval import PostRetrievalRouter, PreRetrievalRouter
+from ragfolio.core.routing.routers.baseline_routers import (
+    GreedyPrefixRouter,
+    OracleRouter,
+    RandomRouter,
+    TopAverageRouter,
+)
+from ragfolio.core.routing.routers.learned import Router
+from ragfolio.core.routing.routers.logistic import LogisticRouter
+from ragfolio.core.routing.routers.neighbours import NearestNeighbourRouter
+from ragfolio.core.routing.routers.paper import PaperRouter
+from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 
 R = TypeVar("R", bound=type[RouterProtocol])
 

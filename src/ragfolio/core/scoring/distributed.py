@@ -37,7 +37,7 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
-from ragfolio.core.retrieval.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.scoring.utility import Score, utility_matrix
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@
 * ``support_recall``: ``|pred ∩ gold| / min(num_docs, |gold|)`` over passage ids (the paper's
   default). The denominator is the list length asked for, not the passages a candidate returned,
   so a short list cannot score higher than a full one with the same hits (the pool returns full
-  lists anyway; see :mod:`ragfolio.core.retrieval.completion`);
+  lists anyway; see :mod:`ragfolio.core.retrieval.ranking.completion`);
 * ``answer_recall``: 1 if some retrieved passage contains a gold answer alias (SQuAD-normalised).
 """
 
@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ragfolio.core.data.records import Corpus, Question
 from ragfolio.core.metrics import contains_answer
-from ragfolio.core.retrieval.base import RetrievalResult
+from ragfolio.core.retrieval.results import RetrievalResult
 
 # The scores, named once: parameters, reports and the dispatch below all read these.
 Score = Literal["support_recall", "answer_recall"]

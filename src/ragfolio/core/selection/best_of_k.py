@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.selection.baselines import best_of_k_curve, oracle_value
+from ragfolio.core.selection.baseline_portfolios import best_of_k_curve, oracle_value
 from ragfolio.core.stats import N_RESAMPLES, mean_intervals
 
 Matrix = npt.NDArray[np.floating[Any]]

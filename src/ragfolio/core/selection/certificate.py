@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.selection.baselines import oracle_value
+from ragfolio.core.selection.baseline_portfolios import oracle_value
 from ragfolio.core.selection.gains import BLOCK_ROWS, FloatMatrix, as_utility, check_k, row_blocks, top_gains, widen
 from ragfolio.core.selection.greedy import GreedyResult
 

@@ -9,7 +9,7 @@ a monotone submodular (facility-location) function, so greedy selection reaches 
 The objective lives in one place, :class:`~ragfolio.core.selection.gains.GainTracker` in
 :mod:`ragfolio.core.selection.gains`, which keeps every candidate's marginal gain up to date; the optimizers
 here (naive, lazy, stochastic greedy) only decide which gains to look at, as in apricot.
-Exhaustive search and the paper's baselines are :mod:`~ragfolio.core.selection.baselines`, the
+Exhaustive search and the paper's baselines are :mod:`~ragfolio.core.selection.baseline_portfolios`, the
 a-posteriori certificate :mod:`~ragfolio.core.selection.certificate`, the sample-size bound
 :mod:`~ragfolio.core.selection.sample_complexity`.
 

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.scoring.utility_index import ALL, split_rows
-from ragfolio.core.selection.baselines import portfolio_value
+from ragfolio.core.selection.baseline_portfolios import portfolio_value
 from ragfolio.core.selection.gains import check_k
 from ragfolio.core.selection.greedy import select_greedy
 

@@ -15,7 +15,6 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.backends import EMBEDDED_LLM, backend_identity, make_backend
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering.systems import SystemRunner, run_order
@@ -24,12 +23,13 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
+from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, make_backend
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings
 from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.routing.features.query_features import TextHasher
+from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.routing.online import OnlineRetrievalRouting
-from ragfolio.core.routing.query_features import TextHasher
-from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
 
@@ -94,7 +94,7 @@ def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str
     Args:
         settings: What the run's answers depend on as data: the dataset, its corpus, the pool
             settings, router features, members, systems, router digests and the parameters.
-        llm: The backend's identity (:func:`~ragfolio.core.answering.backends.backend_identity`:
+        llm: The backend's identity (:func:`~ragfolio.core.llm.backends.backend_identity`:
             the model file's hash, the converter's and engine's package versions).
 
     Returns:

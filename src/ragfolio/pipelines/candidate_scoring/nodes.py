@@ -18,9 +18,9 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
 from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
-from ragfolio.core.retrieval.pool_runner import DEFAULT_PREFILTER_DEPTH
-from ragfolio.core.retrieval.runners import PoolSettings
+from ragfolio.core.retrieval.running.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.scoring.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
+from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.core.scoring.utility import Score, score_targets
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core.scoring.utility_index import stacked
-from ragfolio.core.selection.baselines import random_k, top_k_by_average
+from ragfolio.core.selection.baseline_portfolios import random_k, top_k_by_average
 from ragfolio.core.selection.certificate import certificate
 from ragfolio.core.selection.greedy import select_greedy
 from ragfolio.core.selection.portfolios import Portfolios, Selection

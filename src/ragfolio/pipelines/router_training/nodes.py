@@ -20,15 +20,21 @@ from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
-from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
-from ragfolio.core.routing.budget import BudgetRuns, same_budget_comparison, same_budget_recall
-from ragfolio.core.routing.evaluation import COMPARED, RoutingComparison, RoutingSplit, compare_routers, gap_closed
-from ragfolio.core.routing.headroom import headroom
-from ragfolio.core.routing.query_features import Features, TextHasher, query_features, stack_rows, take_rows
+from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features, stack_rows, take_rows
+from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
+from ragfolio.core.routing.judging.evaluation import (
+    COMPARED,
+    RoutingComparison,
+    RoutingSplit,
+    compare_routers,
+    gap_closed,
+)
+from ragfolio.core.routing.judging.headroom import headroom
 from ragfolio.core.routing.registry import make_router
-from ragfolio.core.routing.retrieval import MODES
-from ragfolio.core.routing.universal import UniversalRouting, judge_universal
+from ragfolio.core.routing.routers.retrieval_routers import MODES
+from ragfolio.core.routing.routers.universal import UniversalRouting, judge_universal
+from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions, split_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.params import RouterTrainingParams
@@ -129,7 +135,7 @@ def evaluate_routers(
     """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
 
     ``served`` names the router the bundle serves (``router_training.bundle``: its portfolio, the
-    router :func:`~ragfolio.core.routing.choice.choose_router` picked and why, the validation values
+    router :func:`~ragfolio.core.routing.judging.choice.choose_router` picked and why, the validation values
     compared) with its test best-of-l, its interval minus the single best member, and the
     same-budget check of its routing (routed union at l against the single best member given
     ``l * num_docs`` passages, with the paired interval); each portfolio's ``chosen_router`` and
@@ -137,7 +143,7 @@ def evaluate_routers(
 
     Each router's entry also gets its own ``gap_closed_l1``; each portfolio's ``headroom`` says how
     often a member beats the default one (the best train mean) and how much of that each router's
-    first pick took (:func:`~ragfolio.core.routing.headroom.headroom`), and ``selection`` what
+    first pick took (:func:`~ragfolio.core.routing.judging.headroom.headroom`), and ``selection`` what
     validation on train questions chose, with the routers that fell back to the default member
     (``router_selection``). Where the portfolio has dev questions, ``dev`` holds the servable
     routers' and the baselines' best-of-l there, their gap closed and intervals minus the single
@@ -147,7 +153,7 @@ def evaluate_routers(
     With ``router_training.paper_router`` set, ``paper_router`` names its query blocks and what each
     costs a query (``cost``, split off into the timings file), and with its ``universal`` each
     dataset's entry has ``paper_universal``, the router trained over every dataset's train
-    questions (:func:`~ragfolio.core.routing.universal.judge_universal`).
+    questions (:func:`~ragfolio.core.routing.routers.universal.judge_universal`).
     """
     p = RouterTrainingParams(**(params or {}))
     sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
@@ -313,7 +319,7 @@ def build_bundle(
     With ``data_prep.corpus: union`` that is the union corpus, the one every number was measured
     on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
     ``per_dataset`` corpora the ``all`` portfolio serves their stacking
-    (:func:`~ragfolio.core.retrieval.runners.served_corpus`). ``selection.corpus`` records what the selection
+    (:func:`~ragfolio.core.scoring.runners.served_corpus`). ``selection.corpus`` records what the selection
     metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
     the one ``router_metrics["served"]`` names (``bundle.router``: ``auto`` chose it by validation on
     train questions, or it was named): the learned one (query features only), or a router that sees

@@ -1,10 +1,10 @@
 """Nodes of ``router_training`` for the paper's router (``router_training.paper_router``; off: null).
 
 Its query blocks are the pool's query embeddings (``router_inputs``) and, when asked, its own
-encodings (``mpnet``, ``gemma``: :mod:`ragfolio.core.routing.paper_encoders`), which only it
+encodings (``mpnet``, ``gemma``: :mod:`ragfolio.core.routing.features.paper_encoders`), which only it
 reads. It is fitted per portfolio on the portfolio's train questions and, with ``universal``,
 once over every dataset's train questions together (the ``all`` portfolio's members), then judged
-on each dataset's test questions (:mod:`ragfolio.core.routing.universal`). Not served.
+on each dataset's test questions (:mod:`ragfolio.core.routing.routers.universal`). Not served.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import Any
 import numpy as np
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.retrieval.encoders import Encoder, make_encoder
-from ragfolio.core.retrieval.runners import PoolSettings
+from ragfolio.core.retrieval.encoders.kinds import Encoder, make_encoder
 from ragfolio.core.routing.base import RouterProtocol
-from ragfolio.core.routing.evaluation import RoutingComparison, RoutingSplit
-from ragfolio.core.routing.paper_encoders import (
+from ragfolio.core.routing.features.paper_encoders import (
     PAPER_ENCODERS,
     block_identity,
     check_installed,
@@ -27,9 +25,11 @@ from ragfolio.core.routing.paper_encoders import (
     make_block_encoder,
     time_blocks,
 )
-from ragfolio.core.routing.query_features import Features
+from ragfolio.core.routing.features.query_features import Features
+from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit
 from ragfolio.core.routing.registry import make_router
-from ragfolio.core.routing.universal import UniversalRouting, fit_universal, route_universal
+from ragfolio.core.routing.routers.universal import UniversalRouting, fit_universal, route_universal
+from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.nodes import query_split

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragfolio.core.routing.paper import PaperRouter
-from ragfolio.core.routing.paper_encoders import PAPER_ENCODERS
+from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
+from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.scoring.utility_index import ALL
 
 
@@ -20,7 +20,7 @@ class BundleParams(BaseModel):
     portfolio: str = ALL
     default_l: int = Field(2, ge=1)
     # auto: the router with the largest gain over the default member on the dev questions (validation
-    # inside train without a dev split; ragfolio.core.routing.choice); or one router by name
+    # inside train without a dev split; ragfolio.core.routing.judging.choice); or one router by name
     router: Literal["auto", "learned", "pre_retrieval", "post_retrieval"] = "auto"
 
 
@@ -40,7 +40,7 @@ PAPER_HYPERPARAMETERS = frozenset(f.name for f in fields(PaperRouter) if f.init)
 
 class PaperRouterParams(BaseModel):
     """The paper's router (``router_training.paper_router``): its query encoders, the universal
-    router, and :class:`~ragfolio.core.routing.paper.PaperRouter` hyperparameters beside them
+    router, and :class:`~ragfolio.core.routing.routers.paper.PaperRouter` hyperparameters beside them
     (``{max_epochs: 30, lr: 0.003}``, as before these settings existed). Other keys are refused by
     name, as ``extra="forbid"`` would refuse them."""
 
@@ -64,7 +64,7 @@ class PaperRouterParams(BaseModel):
 
     @property
     def hyperparameters(self) -> dict[str, Any]:
-        """The :class:`~ragfolio.core.routing.paper.PaperRouter` keyword arguments given."""
+        """The :class:`~ragfolio.core.routing.routers.paper.PaperRouter` keyword arguments given."""
         return dict(self.model_extra or {})
 
 
@@ -77,7 +77,7 @@ class RouterTrainingParams(BaseModel):
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
     router: dict[str, Any] = Field(default_factory=dict)
     logistic_c: float = Field(1.0, gt=0)
-    # The paper's router recipe (ragfolio.core.routing.paper), fitted on each portfolio's train
+    # The paper's router recipe (ragfolio.core.routing.routers.paper), fitted on each portfolio's train
     # questions and reported beside the others; null: not trained. Not served.
     paper_router: PaperRouterParams | None = None
     retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)

@@ -21,15 +21,15 @@ import numpy.typing as npt
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.retrieval.runners import CorpusRunners, PoolSettings
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
-from ragfolio.core.routing.choice import choose_router
-from ragfolio.core.routing.evaluation import RoutingComparison, RoutingSplit, route_all
-from ragfolio.core.routing.learned import SWITCH_MARGINS, Router
-from ragfolio.core.routing.query_features import Features
+from ragfolio.core.routing.features.query_features import Features
+from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.judging.choice import choose_router
+from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit, route_all
 from ragfolio.core.routing.registry import make_router
-from ragfolio.core.routing.retrieval import MODES
-from ragfolio.core.routing.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
+from ragfolio.core.routing.routers.retrieval_routers import MODES
+from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import datasets_of, row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, query_split
@@ -209,7 +209,7 @@ def routing_selection(
     ``val_best_of_1`` is its validation best-of-1 as it routes and ``val_default`` the default
     member's on the same questions; where the portfolio has dev questions, ``dev_best_of_1`` and
     ``dev_default`` are the same on them (:func:`compare_on_dev`). ``choices[key]`` is
-    :func:`~ragfolio.core.routing.choice.choose_router` of them under ``router_training.bundle.router``
+    :func:`~ragfolio.core.routing.judging.choice.choose_router` of them under ``router_training.bundle.router``
     (``auto``: the largest gain over the default member on dev, or on validation without a dev split).
     """
     requested = RouterTrainingParams(**params).bundle.router

@@ -15,6 +15,6 @@ two_hop   first (a base), append (title | text), second (bm25 | dense:<encoder>)
 ========  ===========================================================================
 """
 
-from ragfolio.core.retrieval.families import bm25, dense, hybrid, ds, mmr, vendi, graph, two_hop  # noqa: I001
+from ragfolio.core.retrieval.families import bm25, dense, hybrid, discounted_similarity, mmr, vendi, graph, two_hop  # noqa: I001
 
-__all__ = ["bm25", "dense", "hybrid", "ds", "mmr", "vendi", "graph", "two_hop"]
+__all__ = ["bm25", "dense", "hybrid", "discounted_similarity", "mmr", "vendi", "graph", "two_hop"]

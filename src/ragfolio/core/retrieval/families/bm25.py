@@ -1,6 +1,6 @@
 """``bm25``: lexical BM25 over the corpus (bm25s in process, or an Elasticsearch cluster).
 
-Parameters are those of :class:`~ragfolio.core.retrieval.bm25.BM25Retriever`; ``backend`` is
+Parameters are those of :class:`~ragfolio.core.retrieval.indexes.bm25_index.BM25Retriever`; ``backend`` is
 ``inprocess`` (the default, left out of names) or ``elasticsearch``.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragfolio.core.retrieval.base import RetrievalResult
-from ragfolio.core.retrieval.bm25 import BM25_DEFAULTS
 from ragfolio.core.retrieval.family import BACKENDS, Family, Parts, SharedParts, register
+from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS
+from ragfolio.core.retrieval.results import RetrievalResult
 
 
 @register

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragfolio.core.retrieval.base import RetrievalResult
 from ragfolio.core.retrieval.family import BACKENDS, DenseIndex, Family, Parts, SharedParts, register
+from ragfolio.core.retrieval.results import RetrievalResult
 
 
 @register

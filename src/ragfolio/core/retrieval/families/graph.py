@@ -1,9 +1,9 @@
 """``graph``: seed passages from a base, expanded over the passage graph and ranked again.
 
-See :func:`~ragfolio.core.retrieval.graph.graph_expand`; ``encoder`` is needed (and only read)
+See :func:`~ragfolio.core.retrieval.ranking.graph_expansion.graph_expand`; ``encoder`` is needed (and only read)
 by ``rank=dense``. ``max_entity_df`` walks the graph without links through titles (the stand-in
 for entities) that more than that many passages carry or mention, and without the runner's degree
-cap (:meth:`~ragfolio.core.retrieval.pool_runner.PoolRunner.graph`); ``max_candidates`` caps each query's
+cap (:meth:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner.graph`); ``max_candidates`` caps each query's
 neighbourhood. Both unset (None), a candidate ranks as before they existed.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragfolio.core.retrieval.base import RetrievalResult
 from ragfolio.core.retrieval.family import Family, Parts, SharedParts, register
-from ragfolio.core.retrieval.graph import graph_expand
+from ragfolio.core.retrieval.ranking.graph_expansion import graph_expand
+from ragfolio.core.retrieval.results import RetrievalResult
 
 
 @register

@@ -1,7 +1,7 @@
 """``hybrid``: the shared ``bm25`` and ``dense:<encoder>`` bases fused by weighted RRF or scores.
 
 ``weight`` is the dense side's weight (BM25 gets ``1 - weight``); ``rrf_k`` is the RRF constant
-(:mod:`ragfolio.core.retrieval.fusion`), unused by ``method=score``.
+(:mod:`ragfolio.core.retrieval.ranking.fusion`), unused by ``method=score``.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragfolio.core.retrieval.base import RetrievalResult
 from ragfolio.core.retrieval.family import Family, Parts, SharedParts, register
-from ragfolio.core.retrieval.fusion import reciprocal_rank_fusion, score_fusion
+from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion, score_fusion
+from ragfolio.core.retrieval.results import RetrievalResult
 
 
 @register

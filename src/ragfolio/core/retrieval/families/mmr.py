@@ -1,13 +1,13 @@
 """``mmr``: maximal marginal relevance over a prefilter base.
 
-See :func:`~ragfolio.core.retrieval.diversity.mmr` for ``lambda`` (the weight of relevance).
+See :func:`~ragfolio.core.retrieval.ranking.diversification.mmr` for ``lambda`` (the weight of relevance).
 """
 
 from __future__ import annotations
 
-from ragfolio.core.retrieval.diversity import mmr
-from ragfolio.core.retrieval.families.diversify import PrefilterDiversifier
+from ragfolio.core.retrieval.families.diversifying import PrefilterDiversifier
 from ragfolio.core.retrieval.family import register
+from ragfolio.core.retrieval.ranking.diversification import mmr
 
 
 @register

@@ -1,6 +1,6 @@
 """``two_hop``: retrieve, append the top passage to the query, retrieve again, merge the hops.
 
-See :mod:`ragfolio.core.retrieval.iterative` for ``append`` (title | text) and ``merge``
+See :mod:`ragfolio.core.retrieval.ranking.hops` for ``append`` (title | text) and ``merge``
 (interleave | first1 | first2).
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragfolio.core.retrieval.base import RetrievalResult
 from ragfolio.core.retrieval.family import Expansion, Family, Parts, SharedParts, register
-from ragfolio.core.retrieval.iterative import merge_hops
+from ragfolio.core.retrieval.ranking.hops import merge_hops
+from ragfolio.core.retrieval.results import RetrievalResult
 
 
 @register

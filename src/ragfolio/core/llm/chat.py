@@ -1,0 +1,187 @@
+"""The LLM contract: chat messages in, a :class:`Completion` out, and the OpenAI-compatible client.
+
+A :class:`ChatBackend` turns chat messages into a :class:`Completion` (text, token counts,
+latency). :class:`OpenAICompatibleClient` speaks to any ``/v1/chat/completions`` or
+``/v1/completions`` server (vLLM, llama.cpp server, Ollama); the in-process backends are in
+:mod:`ragfolio.core.llm.embedded`. Base models (such as the embedded Gemma-3-270M) are prompted as
+plain text (:data:`PLAIN`): the messages' contents joined, stopped at :data:`PLAIN_STOP`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+
+# The embedded GGUF is the *pretrained* google/gemma-3-270m (no chat template, no instruction
+# tuning): wrapped in any chat template it echoes the prompt, while as plain text ending in
+# "Answer:" it continues with an answer. So it is prompted as plain text ("plain" mode).
+PLAIN = "plain"
+# Where a plain-text continuation has said its answer (a base model never stops on its own).
+PLAIN_STOP = ["\n\n", "\nQuestion:", "\nAnswer:"]
+
+
+def render_plain(messages: Messages) -> str:
+    """The messages' contents as one plain-text prompt, for base models (roles are dropped)."""
+    return "\n\n".join(m["content"] for m in messages)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat completion.
+
+    Attributes:
+        text: The generated text, unprocessed.
+        prompt_tokens: Tokens of the prompt, as counted by the backend.
+        completion_tokens: Tokens generated.
+        latency_ms: Wall time of the call in milliseconds, retries included.
+    """
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+
+    @property
+    def tokens(self) -> int:
+        """``prompt_tokens + completion_tokens``."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def total(cls, calls: Iterable[Completion]) -> Completion:
+        """The token counts and latencies of several calls added up (text left empty)."""
+        calls = list(calls)
+        return cls("", sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls),
+                   sum(c.latency_ms for c in calls))
+
+    @classmethod
+    def none(cls) -> Completion:
+        """The completion of a call that was not made: empty text, zero tokens and latency."""
+        return cls("", 0, 0, 0.0)
+
+
+class LLMUnavailableError(RuntimeError):
+    """The endpoint could not be reached, or kept failing, after the last retry."""
+
+
+class LLMRequestError(ValueError):
+    """The endpoint rejected the request (a 4xx other than 429); retrying cannot help."""
+
+
+class ChatBackend(Protocol):
+    """Anything that completes chat messages."""
+
+    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
+        """Complete ``messages`` (``[{"role": ..., "content": ...}]``) with at most ``max_tokens``."""
+        ...
+
+
+def check_max_tokens(max_tokens: int) -> None:
+    """Raise ``ValueError`` unless ``max_tokens >= 1``."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens={max_tokens} must be >= 1")
+
+
+class OpenAICompatibleClient:
+    """Client of an OpenAI-compatible ``/chat/completions`` (or ``/completions``) endpoint.
+
+    Connection errors, timeouts, 5xx and 429 are retried ``max_retries`` times, sleeping
+    ``backoff_s * 2**attempt`` seconds before retry ``attempt + 1``. Uses the standard library
+    (``urllib``), so it adds no dependency; proxies follow the usual environment variables.
+
+    Args:
+        base_url: The API root including the version, e.g. ``http://127.0.0.1:8000/v1``.
+        model: The model name sent with every request.
+        api_key: Sent as ``Authorization: Bearer <api_key>`` when given.
+        timeout_s: Per-request timeout in seconds.
+        max_retries: Retries after the first try, ``>= 0``.
+        backoff_s: Base of the exponential backoff in seconds, ``>= 0``.
+        api: ``"chat"`` posts the messages to ``/chat/completions``; ``"completions"`` posts
+            :func:`render_plain` of them to ``/completions`` with :data:`PLAIN_STOP`, for base
+            models such as the embedded Gemma behind ``llama_cpp.server``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        api: str = "chat",
+    ) -> None:
+        if api not in ("chat", "completions"):
+            raise ValueError(f"api={api!r} must be 'chat' or 'completions'")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url={base_url!r} must start with http:// or https://")
+        if timeout_s <= 0 or max_retries < 0 or backoff_s < 0:
+            raise ValueError(
+                f"timeout_s={timeout_s} must be > 0, max_retries={max_retries} and backoff_s={backoff_s} >= 0"
+            )
+        self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
+        self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
+        self.api = api
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/{'chat/completions' if self.api == 'chat' else 'completions'}"
+
+    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
+        """POST the messages; see the class docstring for retries.
+
+        Raises:
+            LLMUnavailableError: Unreachable, timed out, 5xx or 429 on every try (says the URL and cause).
+            LLMRequestError: A 4xx other than 429, raised at once.
+        """
+        check_max_tokens(max_tokens)
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature}
+        if self.api == "chat":
+            body["messages"] = messages
+        else:
+            body.update(prompt=render_plain(messages), stop=PLAIN_STOP)
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        start = time.perf_counter()
+        cause = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    payload = json.loads(response.read())
+            except urllib.error.HTTPError as err:
+                detail = err.read()[:300].decode(errors="replace")
+                if err.code != 429 and err.code < 500:
+                    raise LLMRequestError(f"{self.url} rejected the request: HTTP {err.code}: {detail}") from err
+                cause = f"HTTP {err.code}: {detail}"
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as err:
+                cause = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
+            else:
+                return parse_openai(payload, self.url, (time.perf_counter() - start) * 1000.0)
+            logger.warning("%s try %d/%d failed: %s", self.url, attempt + 1, self.max_retries + 1, cause)
+        raise LLMUnavailableError(f"{self.url} failed after {self.max_retries + 1} tries; last cause: {cause}")
+
+
+def parse_openai(payload: Any, url: str, latency_ms: float) -> Completion:
+    """A :class:`Completion` from an OpenAI chat-completion or completion response body."""
+    try:
+        choice = payload["choices"][0]
+        text = (choice["message"]["content"] if "message" in choice else choice["text"]) or ""
+        usage = payload["usage"]
+        return Completion(text, int(usage["prompt_tokens"]), int(usage["completion_tokens"]), latency_ms)
+    except (KeyError, IndexError, TypeError) as err:
+        raise LLMRequestError(f"{url} returned no choices/usage ({err!r}): {str(payload)[:300]}") from err

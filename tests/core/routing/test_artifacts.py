@@ -1,0 +1,207 @@
+"""The served bundle: a lossless round trip, checksums that catch any change, and a working portfolio."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.bundle import BundleIntegrityError, PortfolioBundle, load_bundle, save_bundle
+from ragfolio.core.data.records import Corpus
+from ragfolio.core.retrieval.pool import encoders_used, make_candidate
+from ragfolio.core.routing.base import RouteInputs
+from ragfolio.core.routing.features.query_features import TextHasher, query_features
+from ragfolio.core.routing.registry import make_router
+from ragfolio.core.routing.routers.baseline_routers import TopAverageRouter
+from ragfolio.core.routing.routers.learned import Router
+
+PASSAGES = [
+    ("Danube", "The Danube is the second-longest river in Europe."),
+    ("Rhine", "The Rhine river flows from the Alps to the North Sea."),
+    ("Everest", "Mount Everest is the highest mountain above sea level."),
+    ("K2", "K2 is the second-highest mountain on Earth."),
+    ("Stradivari", "Antonio Stradivari made violins in Cremona."),
+    ("Paganini", "Niccolo Paganini was a violin virtuoso."),
+]
+TEXT_FEATURES = {"n_features": 64, "word_ngrams": [1, 1], "char_ngrams": [3, 3]}
+
+
+def _bundle() -> PortfolioBundle:
+    members = [make_candidate("bm25", {"k1": k1, "b": 0.75}) for k1 in (0.9, 1.5)]
+    rng = np.random.default_rng(0)
+    questions = [f"which {w} is {rng.choice(['long', 'high', 'famous'])}" for w in rng.choice(["river", "mountain"], 60)]
+    U = np.array([[1.0, 0.0] if "river" in q else [0.0, 1.0] for q in questions], dtype=np.float32)
+    hasher = TextHasher(n_features=64, word_ngrams=(1, 1), char_ngrams=(3, 3))
+    router = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0)
+    router.fit(RouteInputs(query_features(questions, {}, hasher)), U, [m.name for m in members])
+    corpus = Corpus.from_records([{"id": f"p{i}", "title": t, "text": x} for i, (t, x) in enumerate(PASSAGES)])
+    return PortfolioBundle(
+        name="tiny", corpus=corpus, members=members, router=router,
+        scoring={"num_docs": 2, "prefilter_depth": 4, "bm25_base": {}, "graph_max_degree": 5, "encoders": {}},
+        routing={"text_features": TEXT_FEATURES, "encoders": []},
+        embeddings={"fake": rng.normal(size=(len(PASSAGES), 3)).astype(np.float32)},
+        default_l=1, selection={"greedy_train_values": [0.5, 1.0]},
+    )
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    save_bundle(_bundle(), tmp_path / "bundle")
+    return tmp_path / "bundle"
+
+
+def test_round_trip_keeps_everything_and_records_checksums(saved: Path) -> None:
+    original, loaded = _bundle(), load_bundle(saved)
+    assert loaded.corpus == original.corpus and [m.name for m in loaded.members] == [m.name for m in original.members]
+    assert loaded.default_l == 1 and loaded.selection == original.selection and loaded.k == 2
+    np.testing.assert_array_equal(loaded.embeddings["fake"], original.embeddings["fake"])
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert len(loaded.checksum) == 64 and loaded.version == loaded.checksum[:12] == manifest["version"]
+    assert set(manifest["files"]) == {"corpus.jsonl", "router/router.json", "router/router.safetensors", "embeddings/fake.npy"}
+    assert manifest["ragfolio_version"]
+
+
+def test_same_content_gives_the_same_version(tmp_path: Path) -> None:
+    first = save_bundle(_bundle(), tmp_path / "a")
+    second = save_bundle(_bundle(), tmp_path / "b")
+    assert first["checksum"] == second["checksum"]
+
+
+def test_loaded_bundle_routes_like_the_saved_router_and_retrieves(saved: Path) -> None:
+    rag, original = AdaptiveRAG.from_bundle(load_bundle(saved)), AdaptiveRAG.from_bundle(_bundle())
+    for query in ("which river is long", "which mountain is high"):
+        assert rag.route(query, 2)[:2] == original.route(query, 2)[:2]
+    river = rag.retrieve("which river is long", 2, members=[0])
+    (run,) = river.results.ok_runs
+    assert not river.results.degraded and len(run.doc_ids) == 2
+    assert {rag.runner.titles[d] for d in run.doc_ids} == {"Danube", "Rhine"}
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "router/router.safetensors", "embeddings/fake.npy"])
+def test_a_changed_byte_is_caught_naming_the_file(saved: Path, name: str) -> None:
+    path = saved / name
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(BundleIntegrityError, match=name.replace(".", r"\.")):
+        load_bundle(saved)
+
+
+def test_missing_extra_and_edited_manifest_are_caught(saved: Path) -> None:
+    (saved / "embeddings" / "extra.npy").write_bytes(b"x")
+    with pytest.raises(BundleIntegrityError, match="extra.npy is not part of the bundle"):
+        load_bundle(saved)
+    (saved / "embeddings" / "extra.npy").unlink()
+    (saved / "embeddings" / "fake.npy").unlink()
+    with pytest.raises(BundleIntegrityError, match="fake.npy is listed in the manifest but missing"):
+        load_bundle(saved)
+
+
+def test_manifest_names_the_corpus_by_its_fingerprint(saved: Path) -> None:
+    manifest = json.loads((saved / "manifest.json").read_text())
+    corpus = _bundle().corpus
+    assert manifest["corpus"] == {"n_passages": len(PASSAGES), "fingerprint": corpus.fingerprint}
+    assert load_bundle(saved).corpus.fingerprint == corpus.fingerprint
+
+
+def _resign(folder: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    """Apply ``edit`` to the manifest, then record every file's sha256 and the checksum afresh."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    manifest["files"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in manifest["files"]}
+    body = {k: v for k, v in manifest.items() if k not in ("checksum", "version")}
+    manifest["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_bundle_whose_corpus_was_altered_does_not_load(saved: Path, verify: bool) -> None:
+    corpus = saved / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace("second-longest", "longest"))
+    _resign(saved, lambda manifest: None)  # checksums that match the altered file: only the fingerprint tells
+    with pytest.raises(BundleIntegrityError, match=r"corpus\.jsonl: corpus of 6 passages with fingerprint"):
+        load_bundle(saved, verify=verify)
+
+
+def test_a_bundle_without_a_corpus_fingerprint_does_not_load(saved: Path) -> None:
+    _resign(saved, lambda manifest: manifest["corpus"].pop("fingerprint"))
+    with pytest.raises(BundleIntegrityError, match="names no corpus fingerprint"):
+        load_bundle(saved)
+
+
+def test_an_edited_manifest_is_caught(saved: Path) -> None:
+    manifest = json.loads((saved / "manifest.json").read_text())
+    manifest["default_l"] = 2
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleIntegrityError, match="manifest.json does not match"):
+        load_bundle(saved)
+
+
+def test_the_bundle_stores_its_routers_kind_and_loads_that_kind(saved: Path, tmp_path: Path) -> None:
+    assert json.loads((saved / "manifest.json").read_text())["router"] == "learned"
+    original = _bundle()
+    inputs = RouteInputs(query_features(["which river", "which mountain"], {}, TextHasher.from_dict(original.routing["text_features"])))
+    fixed = make_router("top_average").fit(inputs, np.array([[0.2, 1.0], [0.0, 1.0]]), original.router.members_)
+    save_bundle(PortfolioBundle(**{**original.__dict__, "router": fixed}), tmp_path / "fixed")
+    loaded = load_bundle(tmp_path / "fixed")
+    assert isinstance(loaded.router, TopAverageRouter) and loaded.manifest["router"] == "top_average"
+    assert AdaptiveRAG.from_bundle(loaded).route("which river is long", 2)[0] == [1, 0]
+
+
+def test_a_manifest_without_a_router_kind_holds_the_learned_router(saved: Path) -> None:
+    _resign(saved, lambda manifest: manifest.pop("router"))  # as written before routers had names
+    assert isinstance(load_bundle(saved).router, Router)
+
+
+def test_not_a_bundle_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="router_training"):
+        load_bundle(tmp_path)
+
+
+def test_members_must_match_the_router() -> None:
+    bundle = _bundle()
+    with pytest.raises(ValueError, match="router's members"):
+        PortfolioBundle(**{**bundle.__dict__, "members": bundle.members[::-1]})
+    with pytest.raises(ValueError, match="default_l=3"):
+        PortfolioBundle(**{**bundle.__dict__, "default_l": 3})
+
+
+def test_encoders_used_reads_encoder_params_and_bases() -> None:
+    members = [
+        make_candidate("mmr", {"prefilter": "hybrid:e5", "encoder": "minilm", "lambda": 0.5}),
+        make_candidate("bm25", {"k1": 1.2, "b": 0.75}),
+        make_candidate("two_hop", {"first": "dense:mpnet", "append": "title", "second": "bm25"}),
+    ]
+    assert encoders_used(members) == ["e5", "minilm", "mpnet"]
+
+
+def test_a_bundle_serves_a_router_that_sees_the_retrieval(tmp_path: Path) -> None:
+    """A post-retrieval router and its featurizer settings survive the bundle; the loaded one routes alike."""
+    from dataclasses import replace
+
+    from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+    from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+
+    base = _bundle()
+    runner = PoolRunner.from_bundle(base)
+    questions = ["which river is long", "which mountain is high", "who made violins", "which river is famous"] * 5
+    featurizer = RetrievalFeaturizer((), runner.num_docs, 2)
+    first, members = featurizer.compute(runner, questions, base.members)
+    U = np.array([[1.0, 0.0] if "river" in q else [0.0, 1.0] for q in questions], dtype=np.float32)
+    router = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(
+        RouteInputs({"first_stage": first}, {"members": members}), U, [m.name for m in base.members]
+    )
+    bundle = replace(base, router=router, routing={**base.routing, "retrieval_features": {"encoders": [], "agreement_depth": 2}})
+    save_bundle(bundle, tmp_path / "post")
+    loaded = load_bundle(tmp_path / "post")
+    assert loaded.router.name == "post_retrieval" and loaded.routing["retrieval_features"]["agreement_depth"] == 2
+    served, original = AdaptiveRAG.from_bundle(loaded), AdaptiveRAG.from_bundle(bundle)
+    for question in questions[:4]:
+        assert served.retrieve(question, 1).members == original.retrieve(question, 1).members
+    served.close()
+    original.close()
