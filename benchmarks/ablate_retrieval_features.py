@@ -99,7 +99,7 @@ def main() -> None:
                                        data["portfolios"], key, split) for split in ("train", "test"))
         members = data["portfolios"].selection(key).portfolio
         out = ablate_features(args.mode, {"random_state": params["seed"], **hyper}, train, test, members,
-                              retrieval_inputs["names"])
+                              retrieval_inputs.names)
         lines += table(key, out)
     text = "\n".join(lines)
     print(text)

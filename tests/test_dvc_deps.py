@@ -44,7 +44,7 @@ def test_check_reports_a_missing_module() -> None:
     data = [dep for dep in STAGES[stage] if not dep.startswith("src/")]
     assert dvc_deps.diff_stage(stage, data + expected) == dvc_deps.StageDiff(stage, missing=[], extra=[])
 
-    dropped = "src/ragfolio/core/scoring/utility.py"
+    dropped = "src/ragfolio/core/cache.py"
     assert dropped in expected
     result = dvc_deps.diff_stage(stage, [dep for dep in data + expected if dep != dropped])
     assert result.missing == [dropped] and result.extra == []

@@ -14,7 +14,7 @@ SRC = ROOT / "src" / "ragfolio"
 MAX_LINES = 400
 STAGES = {"data", "retrieval", "scoring", "selection", "routing", "answering"}
 RUNTIME = {"llm"}  # the LLM runtime, used by several stages, is a package beside them
-SHARED = {"__init__.py", "bundle.py", "batching.py", "cache.py", "code_identity.py", "metrics.py", "stats.py",
+SHARED = {"__init__.py", "bundle.py", "batching.py", "cache.py", "code_identity.py", "metrics.py", "record_checks.py", "stats.py",
           "timings.py"}
 
 

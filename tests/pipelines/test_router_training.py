@@ -93,7 +93,7 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
     assert np.isfinite(metrics["datasets"]["all"]["post_retrieval"]["best_of_l"]).all()
 
     bundle = catalog.load("bundle")  # router_training.bundle.router: post_retrieval is what is served
-    assert bundle.router.name == "post_retrieval" and bundle.routing["retrieval_features"]["agreement_depth"] == 5
+    assert bundle.router.name == "post_retrieval" and bundle.routing.retrieval_features.agreement_depth == 5
     rag = AdaptiveRAG.from_bundle(bundle)
     routed = rag.retrieve("which river is the longest", 2)
     assert len(routed.members) == 2 and all(run.ok for run in routed.results.runs)

@@ -3,7 +3,7 @@ the report's intervals and the sample-complexity study."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from matplotlib.figure import Figure
 
+from ragfolio.core.scoring.utility_index import UtilityIndex
 from ragfolio.core.selection.baseline_portfolios import random_k
 from ragfolio.core.selection.sample_complexity import draw_rows, key_seed
 from ragfolio.datasets import RecordDataset
@@ -22,15 +23,19 @@ from ragfolio.pipelines.portfolio_selection.nodes import sample_queries, select_
 M = 6
 
 
-def synthetic(n_a: int = 60, n_b: int = 40, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def synthetic(
+    n_a: int = 60, n_b: int = 40, seed: int = 0, split_of: Callable[[int], str] = lambda i: "train" if i % 3 else "test",
+) -> tuple[dict[str, np.ndarray], UtilityIndex]:
     rng = np.random.default_rng(seed)
     matrices, datasets = {}, {}
     for name, n in (("a", n_a), ("b", n_b)):
         matrices[name] = (np.round(4 * rng.random((n, M)) ** 2) / 4).astype(np.float32)
-        split = ["train" if i % 3 else "test" for i in range(n)]
+        split = [split_of(i) for i in range(n)]
         datasets[name] = {"ids": [f"{name}{i}" for i in range(n)], "split": split, "type": ["bridge"] * n}
-    index = {"candidates": [f"c{j}" for j in range(M)], "score": "support_recall", "num_docs": 4,
-             "corpus": {"mode": "union"}, "datasets": datasets}
+    index = UtilityIndex.from_dict({
+        "candidates": [f"c{j}" for j in range(M)], "families": ["dense"] * M, "score": "support_recall",
+        "num_docs": 4, "corpus": {"mode": "union"}, "datasets": datasets,
+    })
     return matrices, index
 
 
@@ -43,7 +48,7 @@ def test_greedy_selects_on_the_drawn_rows_only() -> None:
     rows = sample["samples"]["a"]["rows"]
     assert rows == draw_rows(40, 10, key_seed(5, "a")).tolist() and sample["samples"]["all"]["n_train"] == 40 + 26
     # Make column 5 perfect on the drawn rows and worthless elsewhere: only a selection on the draw picks it first.
-    train = np.flatnonzero(np.array(index["datasets"]["a"]["split"]) == "train")
+    train = np.flatnonzero(np.array(index.datasets["a"].split) == "train")
     matrices["a"][:, 5] = 0.0
     matrices["a"][train[rows], 5] = 1.0
     sel = select_portfolios(matrices, index, sample, {**SELECTION, "n_queries": 10}).selection("a")
@@ -67,12 +72,10 @@ def test_the_random_orders_are_the_tested_random_k_on_one_seeded_generator() -> 
 
 
 def test_dev_rows_are_not_selected_on_and_are_reported_beside_test() -> None:
-    matrices, index = synthetic()
-    for rows in index["datasets"].values():
-        rows["split"] = ["test" if i % 5 == 0 else "dev" if i % 5 == 1 else "train" for i in range(len(rows["ids"]))]
+    matrices, index = synthetic(split_of=lambda i: "test" if i % 5 == 0 else "dev" if i % 5 == 1 else "train")
     portfolios = select_portfolios(matrices, index, sample_queries(index, SELECTION), SELECTION)
     assert portfolios.selection("a").n_train == 36  # 60 rows: 12 test, 12 dev
-    candidates = [{"name": n, "family": "dense"} for n in index["candidates"]]
+    candidates = [{"name": n, "family": "dense"} for n in index.candidates]
     report = evaluate_portfolios(matrices, index, portfolios, candidates, {"report_k": [1, 2], "intervals": {"n_resamples": 200}})
     for key, n_dev in (("a", 12), ("b", 8), ("all", 20)):
         entry = report["datasets"][key]
@@ -89,7 +92,7 @@ def test_selection_then_evaluation_writes_intervals_and_the_study(tmp_path) -> N
     params = {"sample_complexity": {"sizes": [5, 10, "all"], "seeds": 4}, "intervals": {"n_resamples": 500}}
     catalog = DataCatalog({
         "utility_matrices": MemoryDataset(matrices), "utility_index": MemoryDataset(index),
-        "candidates": MemoryDataset([{"name": n, "family": "dense"} for n in index["candidates"]]),
+        "candidates": MemoryDataset([{"name": n, "family": "dense"} for n in index.candidates]),
         "params:portfolio_selection": MemoryDataset({**SELECTION, "n_queries": 20}),
         "params:evaluation": MemoryDataset({"report_k": [1, 2], **params}),
         # persisted: Kedro releases in-memory datasets once consumed

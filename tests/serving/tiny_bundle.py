@@ -28,6 +28,7 @@ from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.query_features import TextHasher, query_features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
 
@@ -61,7 +62,7 @@ def write_tiny_bundle(path: Path, router_kind: str = "learned") -> dict:
     )
     bundle = PortfolioBundle(
         name="tiny", corpus=corpus, members=members, router=router, scoring=SCORING,
-        routing={"text_features": hasher.to_dict(), "encoders": []}, embeddings={}, default_l=2,
+        routing=RouterFeatures(hasher, ()), embeddings={}, default_l=2,
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )
     if router_kind == "post_retrieval":
@@ -70,7 +71,7 @@ def write_tiny_bundle(path: Path, router_kind: str = "learned") -> dict:
         post = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(
             RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
         )
-        routing = {**bundle.routing, "retrieval_features": {"encoders": [], "agreement_depth": 5}}
+        routing = dataclasses.replace(bundle.routing, retrieval_features=RetrievalFeatureSettings((), 5))
         bundle = dataclasses.replace(bundle, router=post, routing=routing)
     return save_bundle(bundle, path)
 
@@ -125,7 +126,7 @@ def write_encoder_bundle(path: Path) -> dict:
     passages = passage_texts(corpus.titles, corpus.texts)
     bundle = PortfolioBundle(
         name="tiny-encoder", corpus=corpus, members=members, router=router, scoring=scoring,
-        routing={"text_features": hasher.to_dict(), "encoders": list(encoders)},
+        routing=RouterFeatures(hasher, tuple(encoders)),
         embeddings={name: e._embed(passages) for name, e in encoders.items()}, default_l=2,
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )

@@ -42,6 +42,7 @@ from ragfolio.core.cache import file_sha256
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
+from ragfolio.core.routing.features.router_features import RouterFeatures
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -65,7 +66,7 @@ class PortfolioBundle:
         router: The fitted router (any registered kind; its ``name`` is stored in the manifest).
         scoring: The ``candidate_scoring`` settings the members ran with (``num_docs``,
             ``prefilter_depth``, ``bm25_base``, ``graph_max_degree``, ``encoders``).
-        routing: The router's inputs (``text_features``, ``encoders``).
+        routing: The router's inputs (:class:`~ragfolio.core.routing.features.router_features.RouterFeatures`).
         embeddings: ``(n_passages, dim)`` float32 corpus embeddings by encoder name.
         default_l: Members a query is routed to when the caller does not say.
         selection: The metrics the members were selected with (train ``F`` per prefix, test best-of-k).
@@ -77,7 +78,7 @@ class PortfolioBundle:
     members: list[CandidateSpec]
     router: RouterProtocol
     scoring: dict[str, Any]
-    routing: dict[str, Any]
+    routing: RouterFeatures
     embeddings: dict[str, npt.NDArray[np.float32]]
     default_l: int = 1
     selection: dict[str, Any] = field(default_factory=dict)
@@ -140,7 +141,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "default_l": bundle.default_l,
             "members": [m.to_record() for m in bundle.members],
             "scoring": bundle.scoring,
-            "routing": bundle.routing,
+            "routing": bundle.routing.to_dict(),
             "selection": bundle.selection,
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
             "files": {p.relative_to(tmp).as_posix(): file_sha256(p) for p in files},
@@ -221,7 +222,7 @@ def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
     router = router_class(manifest.get("router", LEARNED)).load(folder / ROUTER)
     return PortfolioBundle(
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
-        router=router, scoring=manifest["scoring"], routing=manifest["routing"],
+        router=router, scoring=manifest["scoring"], routing=RouterFeatures.from_dict(manifest["routing"]),
         embeddings=embeddings, default_l=int(manifest["default_l"]), selection=manifest["selection"],
         manifest=manifest,
     )

@@ -296,7 +296,7 @@ class ServingEngine:
             corpus_fingerprint=bundle.corpus.fingerprint,
             members=[MemberInfo(name=m.name, family=m.family, params=dict(m.params)) for m in bundle.members],
             router=bundle.router.name, router_choice=bundle.selection.get("served_router"),
-            selection=bundle.selection, routing=bundle.routing,
+            selection=bundle.selection, routing=bundle.routing.to_dict(),
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,
                     "max_body_bytes": self.config.max_body_bytes, "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
                     "request_timeout_s": self.config.request_timeout_s,

@@ -17,6 +17,7 @@ from ragfolio.core.retrieval.running.member_executor import PortfolioExecutor
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.query_features import TextHasher
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
@@ -215,7 +216,7 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router
     with pytest.raises(ValueError, match="reads the retrieval: pass retrieval_features"):
         AdaptiveRAG(runner, members, router, hasher, ["minilm"])
     rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"],
-                      retrieval_features={"encoders": ["minilm"], "agreement_depth": featurizer.agreement_depth})
+                      retrieval_features=RetrievalFeatureSettings(("minilm",), featurizer.agreement_depth))
     asked: list[list[int]] = []
     run_batch = rag.executor.run_batch
     monkeypatch.setattr(rag.executor, "run_batch",
@@ -246,7 +247,7 @@ def test_a_batch_is_routed_together_as_each_query_is_alone(rag_parts, router_cla
         U[np.arange(len(queries)), (np.arange(len(queries)) * 7) % 3] = 1.0
         router = router_class(min_questions=1, min_z=0.0, n_folds=2).fit(
             RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members])
-        settings = {"encoders": ["minilm"], "agreement_depth": featurizer.agreement_depth}
+        settings = RetrievalFeatureSettings(("minilm",), featurizer.agreement_depth)
     rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], retrieval_features=settings)
     batch = queries[:6]
     alone = [rag.retrieve(q, 2) for q in batch]

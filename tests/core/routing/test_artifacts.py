@@ -15,6 +15,7 @@ from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import encoders_used, make_candidate
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.query_features import TextHasher, query_features
+from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.baseline_routers import TopAverageRouter
 from ragfolio.core.routing.routers.learned import Router
@@ -42,7 +43,7 @@ def _bundle() -> PortfolioBundle:
     return PortfolioBundle(
         name="tiny", corpus=corpus, members=members, router=router,
         scoring={"num_docs": 2, "prefilter_depth": 4, "bm25_base": {}, "graph_max_degree": 5, "encoders": {}},
-        routing={"text_features": TEXT_FEATURES, "encoders": []},
+        routing=RouterFeatures(TextHasher.from_dict(TEXT_FEATURES), ()),
         embeddings={"fake": rng.normal(size=(len(PASSAGES), 3)).astype(np.float32)},
         default_l=1, selection={"greedy_train_values": [0.5, 1.0]},
     )
@@ -144,7 +145,7 @@ def test_an_edited_manifest_is_caught(saved: Path) -> None:
 def test_the_bundle_stores_its_routers_kind_and_loads_that_kind(saved: Path, tmp_path: Path) -> None:
     assert json.loads((saved / "manifest.json").read_text())["router"] == "learned"
     original = _bundle()
-    inputs = RouteInputs(query_features(["which river", "which mountain"], {}, TextHasher.from_dict(original.routing["text_features"])))
+    inputs = RouteInputs(query_features(["which river", "which mountain"], {}, original.routing.text_features))
     fixed = make_router("top_average").fit(inputs, np.array([[0.2, 1.0], [0.0, 1.0]]), original.router.members_)
     save_bundle(PortfolioBundle(**{**original.__dict__, "router": fixed}), tmp_path / "fixed")
     loaded = load_bundle(tmp_path / "fixed")
@@ -196,10 +197,10 @@ def test_a_bundle_serves_a_router_that_sees_the_retrieval(tmp_path: Path) -> Non
     router = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(
         RouteInputs({"first_stage": first}, {"members": members}), U, [m.name for m in base.members]
     )
-    bundle = replace(base, router=router, routing={**base.routing, "retrieval_features": {"encoders": [], "agreement_depth": 2}})
+    bundle = replace(base, router=router, routing=replace(base.routing, retrieval_features=RetrievalFeatureSettings((), 2)))
     save_bundle(bundle, tmp_path / "post")
     loaded = load_bundle(tmp_path / "post")
-    assert loaded.router.name == "post_retrieval" and loaded.routing["retrieval_features"]["agreement_depth"] == 2
+    assert loaded.router.name == "post_retrieval" and loaded.routing.retrieval_features.agreement_depth == 2
     served, original = AdaptiveRAG.from_bundle(loaded), AdaptiveRAG.from_bundle(bundle)
     for question in questions[:4]:
         assert served.retrieve(question, 1).members == original.retrieve(question, 1).members

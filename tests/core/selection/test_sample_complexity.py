@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ragfolio.core.scoring.utility_index import UtilityIndex
 from ragfolio.core.selection.baseline_portfolios import portfolio_value
 from ragfolio.core.selection.greedy import select_greedy
 from ragfolio.core.selection.sample_complexity import (
@@ -55,11 +56,14 @@ def test_draws_are_uniform_nested_seeded_and_all_means_every_row() -> None:
         draw_rows(10, 0, 0)
 
 
-def tiny_index() -> dict:
-    return {"datasets": {
-        "a": {"ids": [f"a{i}" for i in range(6)], "split": ["train", "test"] * 3, "type": ["x"] * 6},
-        "b": {"ids": [f"b{i}" for i in range(5)], "split": ["train"] * 4 + ["test"], "type": ["y"] * 5},
-    }}
+def tiny_index() -> UtilityIndex:
+    return UtilityIndex.from_dict({
+        "score": "support_recall", "num_docs": 4, "candidates": ["c0"], "families": ["bm25"], "corpus": {},
+        "datasets": {
+            "a": {"ids": [f"a{i}" for i in range(6)], "split": ["train", "test"] * 3, "type": ["x"] * 6},
+            "b": {"ids": [f"b{i}" for i in range(5)], "split": ["train"] * 4 + ["test"], "type": ["y"] * 5},
+        },
+    })
 
 
 def test_sample_queries_draws_per_key_and_records_the_questions() -> None:

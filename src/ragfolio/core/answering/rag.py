@@ -11,9 +11,9 @@ Latency is recorded per stage and tokens per call, so a caller can report both p
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from ragfolio.core.retrieval.running.member_executor import MemberResults, Portf
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features
-from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.online import OnlineRetrievalRouting, routes_on_retrieval
 
 if TYPE_CHECKING:
@@ -120,22 +120,20 @@ class AdaptiveRAG:
         answerer: Answerer | None = None,
         *,
         timeout_s: float = 5.0,
-        retrieval_features: Mapping[str, Any] | None = None,
+        retrieval_features: RetrievalFeatureSettings | None = None,
     ) -> None:
         if len(members) != len(router.members_):
             raise ValueError(f"{len(members)} members for a router over {len(router.members_)}")
         self.runner, self.members, self.router = runner, list(members), router
         self.hasher, self.encoders, self.answerer = hasher, list(encoders), answerer
         self.executor = PortfolioExecutor(runner, self.members, timeout_s=timeout_s)
-        self.retrieval_features = dict(retrieval_features or {})
+        self.retrieval_features = retrieval_features
         self.online: OnlineRetrievalRouting | None = None
         if routes_on_retrieval(router):
-            if not self.retrieval_features:
+            if retrieval_features is None:
                 raise ValueError(f"the {router.name} router reads the retrieval: pass retrieval_features "
-                                 "(the featurizer router training used, router_features['retrieval_features'])")
-            featurizer = RetrievalFeaturizer(
-                tuple(self.retrieval_features["encoders"]), runner.num_docs, int(self.retrieval_features["agreement_depth"])
-            )
+                                 "(the featurizer router training used, router_features.retrieval_features)")
+            featurizer = retrieval_features.featurizer(runner.num_docs)
             self.online = OnlineRetrievalRouting(router, self.executor, featurizer, self.features)
 
     @classmethod
@@ -149,8 +147,8 @@ class AdaptiveRAG:
         """
         return cls(
             PoolRunner.from_bundle(bundle, num_docs=num_docs), bundle.members, bundle.router,
-            TextHasher.from_dict(bundle.routing["text_features"]), bundle.routing["encoders"], answerer,
-            timeout_s=timeout_s, retrieval_features=bundle.routing.get("retrieval_features"),
+            bundle.routing.text_features, bundle.routing.encoders, answerer,
+            timeout_s=timeout_s, retrieval_features=bundle.routing.retrieval_features,
         )
 
     @property

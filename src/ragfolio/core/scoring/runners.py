@@ -8,7 +8,7 @@ candidate scoring's parameters, so what they retrieve, and what a bundle claims,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ import numpy.typing as npt
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Corpus
+from ragfolio.core.record_checks import checked_fields
 from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.scoring.distributed import RunnerConfig
@@ -63,13 +64,7 @@ class PoolSettings:
         Raises:
             ValueError: A key is unknown or a required one is missing (the message names them).
         """
-        known = {f.name for f in fields(cls)}
-        if unknown := sorted(set(data) - known):
-            raise ValueError(f"pool settings {unknown} are unknown; known: {sorted(known)}")
-        try:
-            return cls(**data)
-        except TypeError as error:
-            raise ValueError(f"pool settings {dict(data)} are incomplete: {error}") from error
+        return cls(**checked_fields(cls, data, "pool settings"))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

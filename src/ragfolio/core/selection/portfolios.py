@@ -14,16 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
+from ragfolio.core.record_checks import checked_fields, read_version
+
 SCHEMA_VERSION = 1
-
-
-def _checked(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """``data`` after checking its keys are exactly ``cls``'s fields (the message names the odd ones)."""
-    names = {f.name for f in fields(cls)}
-    unknown, missing = sorted(set(data) - names), sorted(names - set(data))
-    if unknown or missing:
-        raise ValueError(f"{what}: unknown keys {unknown}, missing keys {missing}")
-    return dict(data)
 
 
 @dataclass(frozen=True)
@@ -59,7 +52,7 @@ class Selection:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        return cls(**_checked(cls, data, "a portfolio selection"))
+        return cls(**checked_fields(cls, data, "a portfolio selection"))
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -113,11 +106,7 @@ class Portfolios:
         Raises:
             ValueError: A newer schema, or a key unknown or missing (the message names them).
         """
-        data = dict(data)
-        version = data.pop("schema_version", 1)
-        if version > SCHEMA_VERSION:
-            raise ValueError(f"portfolios of schema version {version}; this ragfolio reads up to {SCHEMA_VERSION}")
-        data = _checked(cls, data, "portfolios")
+        data = checked_fields(cls, read_version(data, "portfolios", SCHEMA_VERSION), "portfolios")
         data["selections"] = {key: Selection.from_dict(s) for key, s in data["selections"].items()}
         return cls(**data)
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.scoring.utility_index import ALL, split_rows
+from ragfolio.core.scoring.utility_index import ALL, UtilityIndex, split_rows
 from ragfolio.core.selection.baseline_portfolios import portfolio_value
 from ragfolio.core.selection.gains import check_k
 from ragfolio.core.selection.greedy import select_greedy
@@ -106,7 +106,7 @@ def draw_rows(n_available: int, n: int | None, seed: int | Sequence[int]) -> npt
     return np.sort(perm[:n]).astype(np.int64)
 
 
-def sample_queries(utility_index: Mapping[str, Any], n_queries: int | None, seed: int) -> dict[str, Any]:
+def sample_queries(utility_index: UtilityIndex, n_queries: int | None, seed: int) -> dict[str, Any]:
     """Algorithm 1's "sample queries": ``n_queries`` train questions per selection key, drawn with ``seed``.
 
     Keys are every dataset and :data:`~ragfolio.core.scoring.utility_index.ALL` (every dataset's train rows
@@ -118,8 +118,8 @@ def sample_queries(utility_index: Mapping[str, Any], n_queries: int | None, seed
         positions among the key's train rows (ascending), ``ids`` the drawn questions as
         ``"<dataset>/<id>"``.
     """
-    train = {d: split_rows(utility_index, d, "train") for d in utility_index["datasets"]}
-    ids = {d: [f"{d}/{utility_index['datasets'][d]['ids'][i]}" for i in rows] for d, rows in train.items()}
+    train = {d: split_rows(utility_index, d, "train") for d in utility_index.datasets}
+    ids = {d: [f"{d}/{utility_index.datasets[d].ids[i]}" for i in rows] for d, rows in train.items()}
     ids[ALL] = [qid for d in train for qid in ids[d]]
     samples = {}
     for key, key_ids in ids.items():

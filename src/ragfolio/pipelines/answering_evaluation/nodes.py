@@ -26,11 +26,10 @@ from ragfolio.core.data.records import Question
 from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, make_backend
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouterProtocol
-from ragfolio.core.routing.features.query_features import TextHasher
-from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
-from ragfolio.core.scoring.utility_index import row_questions, split_rows
+from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
 
 logger = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ class AnsweringEvaluationParams(BaseModel):
 
 
 def _test_questions(
-    questions: list[dict[str, Any]], utility_index: dict[str, Any], dataset: str, n: int, seed: int
+    questions: list[dict[str, Any]], utility_index: UtilityIndex, dataset: str, n: int, seed: int
 ) -> list[Question]:
     """A seeded sample of at most ``n`` of the dataset's test questions (the router never saw them)."""
     qs = row_questions(questions, utility_index, dataset)
@@ -106,26 +105,25 @@ def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str
 
 
 def _retrieval_routings(
-    rag: AdaptiveRAG, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: dict[str, Any],
+    rag: AdaptiveRAG, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: RouterFeatures,
     num_docs: int,
 ) -> dict[str, OnlineRetrievalRouting]:
     """The pre- and post-retrieval routers of ``dataset``'s portfolio, routing one query at a time."""
     present = {mode: routers[dataset] for mode, routers in trained.items() if dataset in routers}
     if not present:
         return {}
-    config = router_features.get("retrieval_features")
-    if config is None:
+    if router_features.retrieval_features is None:
         raise ValueError("router_features has no 'retrieval_features' (the retrieval routers' featurizer): "
                          "run router_training again")
-    featurizer = RetrievalFeaturizer(tuple(config["encoders"]), num_docs, int(config["agreement_depth"]))
+    featurizer = router_features.retrieval_features.featurizer(num_docs)
     return {mode: OnlineRetrievalRouting(router, rag.executor, featurizer, rag.features) for mode, router in present.items()}
 
 
 def answer_test_questions(
     questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
-    utility_index: dict[str, Any], portfolios: Portfolios, routers: dict[str, RouterProtocol],
+    utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
     pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
-    cache: ArrayCache, pool_settings: dict[str, Any], router_features: dict[str, Any], answer_store: AnswerStore,
+    cache: ArrayCache, pool_settings: dict[str, Any], router_features: RouterFeatures, answer_store: AnswerStore,
     params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
@@ -142,7 +140,7 @@ def answer_test_questions(
     """
     p = AnsweringEvaluationParams(**params)
     settings = PoolSettings.from_dict(pool_settings)
-    hasher, encoders = TextHasher.from_dict(router_features["text_features"]), router_features["encoders"]
+    hasher, encoders = router_features.text_features, router_features.encoders
     specs = [CandidateSpec.from_record(c) for c in candidates]
     answerer = Answerer(make_backend(p.llm), **{"seed": p.seed, **p.answerer})
     llm = backend_identity(p.llm)
@@ -168,7 +166,7 @@ def answer_test_questions(
         )
         key = answer_store_key({
             "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
-            "router_features": router_features, "members": [m.name for m in members],
+            "router_features": router_features.to_dict(), "members": [m.name for m in members],
             "single_best": systems.single_best.name, "systems": systems.systems,
             "routers": {"learned": _router_digest(router), **{m: _router_digest(o.router) for m, o in online.items()}},
             "params": p.model_dump(exclude={"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume"}),

@@ -22,6 +22,7 @@ from ragfolio.core.retrieval.running.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.scoring.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
 from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.core.scoring.utility import Score, score_targets
+from ragfolio.core.scoring.utility_index import DatasetRows, UtilityIndex
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def score_candidates(
     candidates: list[dict[str, Any]],
     cache: ArrayCache,
     params: dict[str, Any],
-) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[dict[str, np.ndarray], UtilityIndex]:
     """Run every candidate over the corpus each dataset retrieves from and score it per question.
 
     Datasets that share a corpus (``data_prep.corpus: union``) share one runner. Queries go in
@@ -113,11 +114,7 @@ def score_candidates(
         qs, splits = _scoreable_questions(questions, dataset)
         targets = score_targets(p.score, qs, corpus)
         jobs.append(ScoringJob(dataset, parts[sets.name_for(dataset)], tuple(q.question for q in qs), targets))
-        rows[dataset] = {
-            "ids": [q.id for q in qs],
-            "split": splits,
-            "type": [q.type or "unknown" for q in qs],
-        }
+        rows[dataset] = DatasetRows(tuple(q.id for q in qs), tuple(splits), tuple(q.type or "unknown" for q in qs))
     start, config = time.perf_counter(), p.pool_settings().runner_config(cache)
     if p.scheduler_address:
         matrices = score_on_cluster(jobs, specs, config, p.score, p.query_block_size, p.scheduler_address)
@@ -127,13 +124,9 @@ def score_candidates(
         logger.info("%s: utility matrix %s, mean %s %.3f", dataset, utility.shape, p.score,
                     float(utility.mean()) if utility.size else float("nan"))
     logger.info("utility matrices in %.1f s (%s)", time.perf_counter() - start, p.scheduler_address or "in process")
-    index = {
-        "score": p.score,
-        "num_docs": p.num_docs,
-        "candidates": [s.name for s in specs],
-        "families": [s.family for s in specs],
-        "corpus": sets.describe(),
-        "datasets": rows,
-    }
+    index = UtilityIndex(
+        score=p.score, num_docs=p.num_docs, candidates=tuple(s.name for s in specs),
+        families=tuple(s.family for s in specs), corpus=sets.describe(), datasets=rows,
+    )
     return matrices, index
 

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.scoring.utility_index import ALL, SPLITS, has_split, split_rows, stacked
+from ragfolio.core.scoring.utility_index import ALL, SPLITS, UtilityIndex, has_split, split_rows, stacked
 from ragfolio.core.selection.best_of_k import split_report, win_shares
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.selection.sample_complexity import key_seed, sample_complexity
@@ -54,15 +54,15 @@ class EvaluationParams(BaseModel):
     sample_complexity: SampleComplexityParams = SampleComplexityParams()
 
 
-def _types(utility_index: dict[str, Any], split: str) -> dict[str, list[str]]:
+def _types(utility_index: UtilityIndex, split: str) -> dict[str, list[str]]:
     """Question types of ``split`` rows, per dataset and for ``all`` (prefixed by dataset there)."""
-    per = {d: [info["type"][i] for i in split_rows(utility_index, d, split)] for d, info in utility_index["datasets"].items()}
+    per = {d: [rows.type[i] for i in split_rows(utility_index, d, split)] for d, rows in utility_index.datasets.items()}
     return {**per, ALL: [f"{d}/{t}" for d, types in per.items() for t in types]}
 
 
 def evaluate_portfolios(
     utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any],
+    utility_index: UtilityIndex,
     portfolios: Portfolios,
     candidates: list[dict[str, Any]],
     params: dict[str, Any],
@@ -80,9 +80,9 @@ def evaluate_portfolios(
     p = EvaluationParams(**params)
     iv = p.intervals
     report: dict[str, Any] = {
-        "score": utility_index["score"],
-        "num_docs": utility_index["num_docs"],
-        "corpus": utility_index["corpus"],
+        "score": utility_index.score,
+        "num_docs": utility_index.num_docs,
+        "corpus": dict(utility_index.corpus),
         "n_candidates": len(candidates),
         "candidates_by_family": dict(Counter(c["family"] for c in candidates)),
         "k": portfolios.k,
@@ -194,7 +194,7 @@ def plot_best_of_k(metrics: dict[str, Any]) -> Figure:
 
 
 def plot_winners(
-    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: Portfolios
+    utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex, portfolios: Portfolios
 ) -> Figure:
     """Heatmap: share of each question type's test questions won by each member of the ``all`` portfolio."""
     members = portfolios.members(ALL)
@@ -238,7 +238,7 @@ def best_of_k_table(metrics: dict[str, Any]) -> pd.DataFrame:
 
 
 def study_sample_complexity(
-    utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any], portfolios: Portfolios,
+    utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex, portfolios: Portfolios,
     params: dict[str, Any],
 ) -> dict[str, Any]:
     """Test best-of-k of greedy portfolios chosen on N drawn train questions, per dataset and ``all``.
@@ -256,7 +256,7 @@ def study_sample_complexity(
     test = stacked(utility_matrices, utility_index, "test")
     k = portfolios.k
     out: dict[str, Any] = {
-        "score": utility_index["score"], "k": k, "delta": p.delta,
+        "score": utility_index.score, "k": k, "delta": p.delta,
         "interval": "2.5th-97.5th percentile of the seeds' test values (the range one draw of N lands in)",
         "datasets": {},
     }

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.scoring.utility_index import stacked
+from ragfolio.core.scoring.utility_index import UtilityIndex, stacked
 from ragfolio.core.selection.baseline_portfolios import random_k, top_k_by_average
 from ragfolio.core.selection.certificate import certificate
 from ragfolio.core.selection.greedy import select_greedy
@@ -31,7 +31,7 @@ class PortfolioSelectionParams(BaseModel):
     seed: int = 42
 
 
-def sample_queries(utility_index: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+def sample_queries(utility_index: UtilityIndex, params: dict[str, Any]) -> dict[str, Any]:
     """Algorithm 1's first step: ``n_queries`` train questions per dataset and ``all``, drawn with ``seed``.
 
     Returns:
@@ -47,7 +47,7 @@ def sample_queries(utility_index: dict[str, Any], params: dict[str, Any]) -> dic
 
 def select_portfolios(
     utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any],
+    utility_index: UtilityIndex,
     query_sample: dict[str, Any],
     params: dict[str, Any],
 ) -> Portfolios:
@@ -61,7 +61,7 @@ def select_portfolios(
         DESIGN.md's bound asks for (epsilon = delta = 0.05).
     """
     p = PortfolioSelectionParams(**params)
-    names = utility_index["candidates"]
+    names = list(utility_index.candidates)
     m = len(names)
     k, k_max = min(p.k, m), min(max(p.k_max, p.k), m)
     rng = np.random.default_rng(p.seed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,9 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features, stack_rows, take_rows
+from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.core.routing.judging.evaluation import (
     COMPARED,
     RoutingComparison,
@@ -35,7 +38,14 @@ from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.retrieval_routers import MODES
 from ragfolio.core.routing.routers.universal import UniversalRouting, judge_universal
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
-from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions, split_questions, split_rows
+from ragfolio.core.scoring.utility_index import (
+    ALL,
+    UtilityIndex,
+    datasets_of,
+    row_questions,
+    split_questions,
+    split_rows,
+)
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.params import RouterTrainingParams
 from ragfolio.plotting import subplots
@@ -43,10 +53,9 @@ from ragfolio.plotting import subplots
 logger = logging.getLogger(__name__)
 
 
-def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """The routers' inputs (``router_features``): ``{"text_features": hasher config, "encoders": [...],
-    "retrieval_features": {"encoders": [...], "agreement_depth": n}}`` (the last: the featurizer of
-    the routers that see the retrieval, which answering rebuilds to route a question).
+def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> RouterFeatures:
+    """The routers' inputs (``router_features``): the text hasher, the encoders of the query blocks
+    and the featurizer of the routers that see the retrieval (which answering rebuilds to route).
 
     The encoders must be ones candidate scoring ran, whose query embeddings the cache holds.
     """
@@ -55,33 +64,33 @@ def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> di
         raise ValueError(
             f"router_training.encoders {unknown} are not candidate_scoring encoders {sorted(settings.encoders)}"
         )
-    return {
-        "text_features": TextHasher.from_dict(p.text_features).to_dict(), "encoders": list(p.encoders),
-        "retrieval_features": {"encoders": list(p.encoders), "agreement_depth": p.retrieval_routing.agreement_depth},
-    }
+    return RouterFeatures(
+        TextHasher.from_dict(p.text_features), tuple(p.encoders),
+        RetrievalFeatureSettings(tuple(p.encoders), p.retrieval_routing.agreement_depth),
+    )
 
 
 def build_query_features(
-    questions: list[dict[str, Any]], corpora: dict[str, Any], utility_index: dict[str, Any],
-    pool_settings: dict[str, Any], router_features: dict[str, Any], cache: ArrayCache,
+    questions: list[dict[str, Any]], corpora: dict[str, Any], utility_index: UtilityIndex,
+    pool_settings: dict[str, Any], router_features: RouterFeatures, cache: ArrayCache,
 ) -> dict[str, Features]:
     """Router features of every utility-matrix row, per dataset, in row order (``router_inputs``).
 
     Query embeddings come from each dataset's corpus runner (datasets sharing a corpus share it).
     """
     runners = CorpusRunners(Corpora.from_json(corpora), cache, PoolSettings.from_dict(pool_settings))
-    hasher = TextHasher.from_dict(router_features["text_features"])
+    hasher = router_features.text_features
     out = {}
-    for dataset in utility_index["datasets"]:
+    for dataset in utility_index.datasets:
         texts = [q.question for q in row_questions(questions, utility_index, dataset)]
         runner = runners.for_dataset(dataset)
-        embeddings = {name: runner.query_embeddings(name, texts) for name in router_features["encoders"]}
+        embeddings = {name: runner.query_embeddings(name, texts) for name in router_features.encoders}
         out[dataset] = query_features(texts, embeddings, hasher)
     return out
 
 
 def query_split(
-    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
+    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
     key: str, members: list[int], split: str,
 ) -> RoutingSplit:
     """Router inputs and member utilities ``(n, k)`` of ``split`` rows of one dataset, or of all stacked."""
@@ -92,7 +101,7 @@ def query_split(
 
 
 def train_routers(
-    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
+    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
     portfolios: Portfolios, params: dict[str, Any],
 ) -> dict[str, RouterProtocol]:
     """One learned router per portfolio (each dataset's and ``all``), trained on its train questions."""
@@ -108,7 +117,7 @@ def train_routers(
 
 
 def compare_on_test(
-    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
+    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
     portfolios: Portfolios, routers: dict[str, RouterProtocol], params: dict[str, Any],
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with test questions: the learned router and every ablation on them
@@ -127,8 +136,8 @@ def compare_on_test(
 def evaluate_routers(
     router_comparison: dict[str, RoutingComparison], dev_comparison: dict[str, RoutingComparison],
     questions: list[dict[str, Any]], corpora: dict[str, Any],
-    candidates: list[dict[str, Any]], utility_index: dict[str, Any], portfolios: Portfolios,
-    pool_settings: dict[str, Any], router_selection: dict[str, Any], cache: ArrayCache,
+    candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
+    pool_settings: dict[str, Any], router_selection: RouterSelection, cache: ArrayCache,
     params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
     paper_encoders: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -158,10 +167,10 @@ def evaluate_routers(
     p = RouterTrainingParams(**(params or {}))
     sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
     runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
-    choices = router_selection.get("choices", {})
+    choices = router_selection.choices
     report: dict[str, Any] = {
         "k": portfolios.k, "num_docs": settings.num_docs, "corpus": sets.describe(), "datasets": {},
-        "retrieval_features": router_selection["features"],
+        "retrieval_features": router_selection.features,
     }
     for key, comparison in router_comparison.items():
         sel = portfolios.selection(key)
@@ -173,14 +182,14 @@ def evaluate_routers(
             "n_test": len(comparison.utilities), "members": sel.portfolio, **comparison.report(),
             "same_budget": same_budget_recall(runs, comparison.picks["learned"]),
         }
-        if (chosen := choices.get(key, {}).get("router")) in comparison.picks:
-            entry["chosen_router"] = choices[key]
-            entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[chosen])
+        if (choice := choices.get(key)) is not None and choice.router in comparison.picks:
+            entry["chosen_router"] = choice.to_dict()
+            entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[choice.router])
         if key in dev_comparison:
             entry["dev"] = dev_comparison[key].dev_report()
         if universal_routing is not None and key != ALL and key in universal_routing.picks:
             entry["paper_universal"] = judge_universal(universal_routing, key, comparison)
-        report["datasets"][key] = _with_headroom(entry, comparison, router_selection["portfolios"].get(key, {}))
+        report["datasets"][key] = _with_headroom(entry, comparison, router_selection.validation.get(key, {}))
     if paper_encoders:
         report["paper_router"] = paper_encoders
     report["served"] = _served(report, p, choices)
@@ -188,17 +197,17 @@ def evaluate_routers(
     return report
 
 
-def _served(report: dict[str, Any], p: RouterTrainingParams, choices: dict[str, Any]) -> dict[str, Any] | None:
+def _served(report: dict[str, Any], p: RouterTrainingParams, choices: Mapping[str, RouterChoice]) -> dict[str, Any] | None:
     """What the bundle serves (its portfolio's chosen router) and what the report measured of it on test."""
     key = p.bundle.portfolio
     choice = choices.get(key)
     if choice is None:
         return None
     entry = report["datasets"].get(key, {})
-    name = choice["router"]
+    name = choice.router
     measured, on_dev = entry.get(name, {}), entry.get("dev", {}).get(name, {})
     return {
-        "portfolio": key, **choice, "default_l": p.bundle.default_l, "num_docs": report["num_docs"],
+        "portfolio": key, **choice.to_dict(), "default_l": p.bundle.default_l, "num_docs": report["num_docs"],
         "corpus": report["corpus"], "n_test": entry.get("n_test", 0),
         "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1"),
         "test_best_of_l": measured.get("best_of_l"), "test_minus_single_best": measured.get("minus_single_best"),
@@ -206,7 +215,7 @@ def _served(report: dict[str, Any], p: RouterTrainingParams, choices: dict[str, 
     }
 
 
-def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selection: dict[str, Any]) -> dict[str, Any]:
+def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selection: Mapping[str, Any]) -> dict[str, Any]:
     """``entry`` with every router's gap closed at l = 1, the retrieval routers' summary scalars,
     the headroom over the default member and the validation ``selection``."""
     curves, k = comparison.curves, comparison.utilities.shape[1]
@@ -309,7 +318,7 @@ def plot_router_curves(metrics: dict[str, Any]) -> Figure:
 
 def build_bundle(
     corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: Portfolios,
-    routers: dict[str, RouterProtocol], router_metrics: dict[str, Any], router_features: dict[str, Any],
+    routers: dict[str, RouterProtocol], router_metrics: dict[str, Any], router_features: RouterFeatures,
     pool_settings: dict[str, Any], cache: ArrayCache, params: dict[str, Any],
     pre_retrieval_routers: dict[str, RouterProtocol] | None = None,
     post_retrieval_routers: dict[str, RouterProtocol] | None = None,
@@ -333,7 +342,7 @@ def build_bundle(
         raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
     sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
     members = [specs[i] for i in portfolios.members(key)]
-    encoders = list(dict.fromkeys([*encoders_used(members), *router_features["encoders"]]))
+    encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
     sets = Corpora.from_json(corpora)
     names = sets.names_for(sets.datasets if key == ALL else [key])
     corpus, embeddings = served_corpus(CorpusRunners(sets, cache.reader(), settings), names, encoders)
@@ -358,7 +367,7 @@ def build_bundle(
         raise ValueError(f"no {name} router was trained for portfolio {key!r}")
     bundle = PortfolioBundle(
         name=key, corpus=corpus, members=members, router=served[key], scoring=scoring,
-        routing=dict(router_features),
+        routing=router_features,
         embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), selection=selection,
     )
     logger.info("bundle %r: %d members, %s router, %d passages (corpus %s), encoders %s", key, bundle.k,

@@ -26,11 +26,12 @@ from ragfolio.core.routing.features.paper_encoders import (
     time_blocks,
 )
 from ragfolio.core.routing.features.query_features import Features
+from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.universal import UniversalRouting, fit_universal, route_universal
 from ragfolio.core.scoring.runners import PoolSettings
-from ragfolio.core.scoring.utility_index import ALL, datasets_of, row_questions
+from ragfolio.core.scoring.utility_index import ALL, UtilityIndex, datasets_of, row_questions
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.nodes import query_split
 from ragfolio.pipelines.router_training.params import PaperRouterParams, RouterTrainingParams
@@ -38,14 +39,14 @@ from ragfolio.pipelines.router_training.params import PaperRouterParams, RouterT
 logger = logging.getLogger(__name__)
 
 
-def _own_blocks(paper: PaperRouterParams, router_features: dict[str, Any]) -> list[str]:
+def _own_blocks(paper: PaperRouterParams, router_features: RouterFeatures) -> list[str]:
     """The blocks the paper router encodes itself: those it reads that are not the pool's."""
-    return [name for name in paper.encoders or [] if name in PAPER_ENCODERS and name not in router_features["encoders"]]
+    return [name for name in paper.encoders or [] if name in PAPER_ENCODERS and name not in router_features.encoders]
 
 
 def build_paper_blocks(
-    questions: list[dict[str, Any]], utility_index: dict[str, Any], pool_settings: dict[str, Any],
-    router_features: dict[str, Any], params: dict[str, Any], cache: ArrayCache,
+    questions: list[dict[str, Any]], utility_index: UtilityIndex, pool_settings: dict[str, Any],
+    router_features: RouterFeatures, params: dict[str, Any], cache: ArrayCache,
 ) -> tuple[dict[str, Features], dict[str, Any]]:
     """The paper router's own query blocks of every utility-matrix row, per dataset, in row order
     (``paper_query_blocks``), and what its blocks are and cost (``paper_encoders``).
@@ -65,9 +66,9 @@ def build_paper_blocks(
     own = _own_blocks(paper, router_features)
     check_installed(own)
     encoders: dict[str, Encoder] = {name: make_block_encoder(name) for name in own}
-    texts = {d: [q.question for q in row_questions(questions, utility_index, d)] for d in utility_index["datasets"]}
+    texts = {d: [q.question for q in row_questions(questions, utility_index, d)] for d in utility_index.datasets}
     blocks = {d: encode_blocks(t, own, cache, encoders) for d, t in texts.items()}
-    read = list(paper.encoders or router_features["encoders"])
+    read = list(paper.encoders or router_features.encoders)
     specs = PoolSettings.from_dict(pool_settings).encoders
     timed = {name: encoders[name] if name in encoders else make_encoder(specs[name]) for name in read}
     sample = [t for ts in texts.values() for t in ts][: paper.timing_queries]
@@ -85,7 +86,7 @@ def _paper_router(paper: PaperRouterParams, seed: int) -> RouterProtocol:
 
 def compare_paper_routers(
     router_inputs: dict[str, Features], paper_query_blocks: dict[str, Features], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: Portfolios, query_router_comparison: dict[str, RoutingComparison],
+    utility_index: UtilityIndex, portfolios: Portfolios, query_router_comparison: dict[str, RoutingComparison],
     params: dict[str, Any],
 ) -> tuple[dict[str, RoutingComparison], UniversalRouting]:
     """Each portfolio's comparison with the paper router's test routing added (``paper``), and the

@@ -23,14 +23,14 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features
-from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
-from ragfolio.core.routing.judging.choice import choose_router
+from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer, RetrievalInputs
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit, route_all
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
 from ragfolio.core.routing.routers.retrieval_routers import MODES
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
-from ragfolio.core.scoring.utility_index import datasets_of, row_questions, split_rows
+from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, query_split
 
@@ -52,17 +52,16 @@ class _Stopwatch:
 
 def build_retrieval_features(
     questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
-    utility_index: dict[str, Any], portfolios: Portfolios, pool_settings: dict[str, Any],
+    utility_index: UtilityIndex, portfolios: Portfolios, pool_settings: dict[str, Any],
     params: dict[str, Any], cache: ArrayCache,
-) -> dict[str, Any]:
+) -> RetrievalInputs:
     """Retrieval features of every utility-matrix row, in row order (``retrieval_inputs``).
 
     Returns:
-        ``{"first_stage": {dataset: (n, d_f)}, "members": {portfolio: {dataset: (n, k, d_m)}},
-        "names": {"first_stage": [...], "members": [...]}, "cost": {...}}``; ``cost`` gives the
-        graph build (once per corpus, s), reading the rankings (cache hits when candidate scoring
-        ran the same blocks) and computing each block, in ms per query (members: per query and
-        portfolio).
+        The blocks per dataset (members: per portfolio and dataset), their column names and
+        ``cost``: the graph build (once per corpus, s), reading the rankings (cache hits when
+        candidate scoring ran the same blocks) and computing each block, in ms per query
+        (members: per query and portfolio).
     """
     p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
     r = p.retrieval_routing
@@ -73,7 +72,7 @@ def build_retrieval_features(
     clock, n_queries, n_member_rows = _Stopwatch(), 0, 0
     first: dict[str, npt.NDArray[np.float32]] = {}
     members: dict[str, dict[str, npt.NDArray[np.float32]]] = {key: {} for key in portfolios.keys}
-    for dataset in utility_index["datasets"]:
+    for dataset in utility_index.datasets:
         texts = [q.question for q in row_questions(questions, utility_index, dataset)]
         runner = runners.for_dataset(dataset)
         with clock("graph"):
@@ -108,26 +107,26 @@ def build_retrieval_features(
                 "%.2f ms/query/portfolio members, %.2f ms/query reading rankings, graph %.1f s", n_queries,
                 len(names["first_stage"]), len(names["members"]), cost["first_stage_ms_per_query"],
                 cost["members_ms_per_query"], cost["fetch_ms_per_query"], cost["graph_build_s"])
-    return {"first_stage": first, "members": members, "names": names, "cost": cost}
+    return RetrievalInputs(first, members, names, cost)
 
 
 def retrieval_split(
-    router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: Portfolios, key: str, split: str,
+    router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
+    utility_index: UtilityIndex, portfolios: Portfolios, key: str, split: str,
 ) -> RoutingSplit:
     """The query-feature split of :func:`query_split` with ``first_stage`` among its query blocks and
     ``results["members"]`` ``(n, k, d_m)``."""
     base = query_split(router_inputs, utility_matrices, utility_index, key, portfolios.members(key), split)
     rows = {d: split_rows(utility_index, d, split) for d in datasets_of(utility_index, key)}
-    first = np.concatenate([retrieval_inputs["first_stage"][d][r] for d, r in rows.items()])
-    members = np.concatenate([retrieval_inputs["members"][key][d][r] for d, r in rows.items()])
+    first = np.concatenate([retrieval_inputs.first_stage[d][r] for d, r in rows.items()])
+    members = np.concatenate([retrieval_inputs.members[key][d][r] for d, r in rows.items()])
     inputs = RouteInputs({**base.inputs.query, "first_stage": first}, {"members": members})
     return RoutingSplit(inputs, base.utilities)
 
 
 def train_retrieval_routers(
-    router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: Portfolios, params: dict[str, Any],
+    router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
+    utility_index: UtilityIndex, portfolios: Portfolios, params: dict[str, Any],
 ) -> tuple[dict[str, RouterProtocol], dict[str, RouterProtocol]]:
     """Per portfolio, a pre- and a post-retrieval router trained (and selected) on its train questions."""
     p = RouterTrainingParams(**params)
@@ -143,7 +142,7 @@ def train_retrieval_routers(
 
 def compare_retrieval_routers(
     query_router_comparison: dict[str, RoutingComparison], router_inputs: dict[str, Features],
-    retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray], utility_index: dict[str, Any],
+    retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
     portfolios: Portfolios, pre_retrieval_routers: dict[str, RouterProtocol],
     post_retrieval_routers: dict[str, RouterProtocol],
 ) -> dict[str, RoutingComparison]:
@@ -160,8 +159,8 @@ DEV_BASELINES = ("top_average", "greedy_prefix", "oracle")  # what a dev compari
 
 
 def compare_on_dev(
-    router_inputs: dict[str, Features], retrieval_inputs: dict[str, Any], utility_matrices: dict[str, np.ndarray],
-    utility_index: dict[str, Any], portfolios: Portfolios, routers: dict[str, RouterProtocol],
+    router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
+    utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
     pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with dev questions (``data_prep.dev_fraction``): the routers that can be served
@@ -198,9 +197,9 @@ def dev_values(comparison: RoutingComparison) -> dict[str, dict[str, float]]:
 
 def routing_selection(
     routers: dict[str, RouterProtocol], pre_retrieval_routers: dict[str, RouterProtocol],
-    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: dict[str, Any],
+    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: RetrievalInputs,
     dev_comparison: dict[str, RoutingComparison], params: dict[str, Any],
-) -> dict[str, Any]:
+) -> RouterSelection:
     """What validation on train questions chose per portfolio and router, which router each
     portfolio would serve (``choices``), and the features' names and cost.
 
@@ -214,7 +213,7 @@ def routing_selection(
     """
     requested = RouterTrainingParams(**params).bundle.router
     validation: dict[str, dict[str, Any]] = {}  # per portfolio
-    choices: dict[str, dict[str, Any]] = {}
+    choices: dict[str, RouterChoice] = {}
     for key, learned in routers.items():
         entry: dict[str, Any] = {}
         if isinstance(learned, Router):
@@ -228,7 +227,7 @@ def routing_selection(
             for name, values in dev_values(dev_comparison[key]).items():
                 entry[name] = {**entry.get(name, {}), **values}
         validation[key] = entry
-        choices[key] = choose_router(entry, requested).to_dict()
-        logger.info("%s: serves %s (%s)", key, choices[key]["router"], choices[key]["reason"])
-    features = {"names": retrieval_inputs["names"], "cost": retrieval_inputs["cost"]}
-    return {"features": features, "portfolios": validation, "choices": choices}
+        choices[key] = choose_router(entry, requested)
+        logger.info("%s: serves %s (%s)", key, choices[key].router, choices[key].reason)
+    features = {"names": retrieval_inputs.names, "cost": retrieval_inputs.cost}
+    return RouterSelection(features, validation, choices)

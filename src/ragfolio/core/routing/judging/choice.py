@@ -48,6 +48,21 @@ class RouterChoice:
                 "on": self.on, "validation": self.validation}
 
 
+@dataclass(frozen=True)
+class RouterSelection:
+    """What router training chose, handed from its selection node to its report (in memory).
+
+    Attributes:
+        features: The retrieval features' column ``names`` per block and their ``cost``.
+        validation: Per portfolio, per router: its validation (and dev) values and whether it fell back.
+        choices: Per portfolio, the router it serves and why.
+    """
+
+    features: Mapping[str, Any]
+    validation: Mapping[str, Mapping[str, Any]]
+    choices: Mapping[str, RouterChoice]
+
+
 def _gain(entry: Mapping[str, Any], on: str = "val") -> float:
     """``<on>_best_of_1 - <on>_default`` (``on``: ``val`` or ``dev``); NaN when either is unknown.
 
