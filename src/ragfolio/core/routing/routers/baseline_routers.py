@@ -12,11 +12,10 @@ Each saves ``router.json`` only (its name, members and, for fixed orders, the k 
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -29,18 +28,23 @@ from ragfolio.core.routing.base import (
     check_training_data,
     member_names,
     ranked,
-    read_config,
-    write_config,
 )
+from ragfolio.core.routing.routers.saved import SavedRouter
 
 
-def _check_fitted(router: Any) -> None:
-    if not getattr(router, "members_", None):
-        raise RuntimeError(f"this {type(router).__name__} is not fitted: call fit() or load() first")
+class _ConfigOnly(SavedRouter):
+    """A router whose ``router.json`` is all it holds (no arrays): fitted once it knows its members."""
+
+    tensors: ClassVar[Literal["numpy", "torch", "none"]] = "none"
+    members_: list[str]
+
+    def _check_fitted(self) -> None:
+        if not self.members_:
+            raise RuntimeError(f"this {type(self).__name__} is not fitted: call fit() or load() first")
 
 
 @dataclass
-class _FixedOrderRouter(ABC):
+class _FixedOrderRouter(_ConfigOnly):
     """Routes every query to the same members, by decreasing ``scores_`` ``(k,)`` (set by ``fit``)."""
 
     name: ClassVar[str]
@@ -58,18 +62,16 @@ class _FixedOrderRouter(ABC):
         return self
 
     def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
-        _check_fitted(self)
+        self._check_fitted()
         check_l(l, len(self.members_))
         scores = np.tile(self.scores_, (len(inputs), 1))
         return ranked(scores, l), scores
 
-    def save(self, folder: str | Path) -> None:
-        _check_fitted(self)
-        write_config(folder, self.name, {"members": self.members_, "scores": self.scores_.tolist()})
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"members": self.members_, "scores": self.scores_.tolist()}, {}
 
     @classmethod
-    def load(cls, folder: str | Path) -> Self:
-        config = read_config(folder, cls.name)
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
         router = cls()
         router.members_, router.scores_ = list(config["members"]), np.asarray(config["scores"], dtype=np.float32)
         return router
@@ -97,7 +99,7 @@ class GreedyPrefixRouter(_FixedOrderRouter):
 
 
 @dataclass
-class RandomRouter:
+class RandomRouter(_ConfigOnly):
     """An independent random order of the members for each query.
 
     Attributes:
@@ -114,26 +116,23 @@ class RandomRouter:
 
     def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """Scores uniform in [0, 1), drawn afresh from ``random_state`` on every call."""
-        _check_fitted(self)
+        self._check_fitted()
         check_l(l, len(self.members_))
         scores = np.random.default_rng(self.random_state).random((len(inputs), len(self.members_)))
         return ranked(scores, l), scores
 
-    def save(self, folder: str | Path) -> None:
-        _check_fitted(self)
-        config = {"hyperparameters": {"random_state": self.random_state}, "members": self.members_}
-        write_config(folder, self.name, config)
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"hyperparameters": {"random_state": self.random_state}, "members": self.members_}, {}
 
     @classmethod
-    def load(cls, folder: str | Path) -> Self:
-        config = read_config(folder, cls.name)
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
         router = cls(**config["hyperparameters"])
         router.members_ = list(config["members"])
         return router
 
 
 @dataclass
-class OracleRouter:
+class OracleRouter(_ConfigOnly):
     """Each query's members by decreasing utility on that query (needs ``results["utility"]``)."""
 
     name: ClassVar[str] = "oracle"
@@ -149,7 +148,7 @@ class OracleRouter:
         Raises:
             ValueError: ``inputs`` carry no ``utility`` results block of shape ``(n, k)``.
         """
-        _check_fitted(self)
+        self._check_fitted()
         k = len(self.members_)
         check_l(l, k)
         utility = (inputs.results or {}).get("utility")
@@ -159,12 +158,11 @@ class OracleRouter:
         scores = np.asarray(utility)
         return ranked(scores, l), scores
 
-    def save(self, folder: str | Path) -> None:
-        _check_fitted(self)
-        write_config(folder, self.name, {"members": self.members_})
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"members": self.members_}, {}
 
     @classmethod
-    def load(cls, folder: str | Path) -> Self:
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
         router = cls()
-        router.members_ = list(read_config(folder, cls.name)["members"])
+        router.members_ = list(config["members"])
         return router

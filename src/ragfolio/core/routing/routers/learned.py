@@ -39,16 +39,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -59,15 +57,13 @@ from ragfolio.core.routing.base import (
     check_l,
     check_training_data,
     member_names,
-    read_config,
-    write_config,
 )
 from ragfolio.core.routing.determinism import deterministic_fit
 from ragfolio.core.routing.features.query_features import Features, take_rows
+from ragfolio.core.routing.routers.saved import SavedRouter
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS_FILE = "router.safetensors"
 SWITCH_MARGINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 2.5)
 
 
@@ -138,7 +134,7 @@ def _dense_if_small(features: Features, max_cells: int = 50_000_000) -> Features
 
 
 @dataclass
-class Router:
+class Router(SavedRouter):
     """A tie-aware, utility-regressing router over ``k`` portfolio members (hyperparameters only).
 
     Attributes:
@@ -166,6 +162,7 @@ class Router:
     """
 
     name: ClassVar[str] = LEARNED
+    tensors: ClassVar[Literal["numpy", "torch", "none"]] = "torch"
     hidden: int = 128
     embedding_dim: int = 64
     dropout: float = 0.3
@@ -326,10 +323,9 @@ class Router:
         if not hasattr(self, "net_"):
             raise RuntimeError("this Router is not fitted: call fit() or Router.load() first")
 
-    def save(self, path: str | Path) -> None:
-        """Write ``router.json`` (name, hyperparameters, members, input dims) and ``router.safetensors``
-        (the network's state dict under ``net.*`` and the training memory under ``memory.*``)."""
-        self._check_fitted()
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``router.json``: hyperparameters, members, input dims; arrays: the network's state dict under
+        ``net.*`` and the training memory under ``memory.*``."""
         config = {
             "hyperparameters": self._hyperparameters(),
             "members": self.members_,
@@ -342,21 +338,13 @@ class Router:
             "val_default": self.val_default_,
             "torch_version": torch.__version__,
         }
-        folder = write_config(path, self.name, config)
         tensors = {f"net.{k}": v.contiguous() for k, v in self.net_.state_dict().items()}
         tensors |= {"memory.keys": self.memory_keys_.contiguous(), "memory.utilities": self.memory_utilities_.contiguous()}
-        save_file(tensors, str(folder / WEIGHTS_FILE))
+        return config, tensors
 
     @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """The router saved in ``path`` by :meth:`save` (no pickles: JSON + safetensors).
-
-        A ``router.json`` without ``name`` (written before routers had names) loads as this router.
-        """
-        folder = Path(path)
-        config = read_config(folder, cls.name)
-        if not (folder / WEIGHTS_FILE).is_file():
-            raise FileNotFoundError(f"{folder / WEIGHTS_FILE} is missing: not a saved router folder")
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
+        """A ``router.json`` without ``name`` (written before routers had names) loads as this router."""
         router = cls(**config["hyperparameters"])
         router.members_, router.inputs_ = list(config["members"]), {k: int(v) for k, v in config["inputs"].items()}
         router.best_epoch_, router.val_best_of_1_ = config["best_epoch"], config["val_best_of_1"]
@@ -365,8 +353,7 @@ class Router:
         router.val_routed_best_of_1_ = float(config.get("val_routed_best_of_1", float("nan")))
         router.val_default_ = float(config.get("val_default", float("nan")))
         router.net_ = _RouterNet(router.inputs_, len(router.members_), router.hidden, router.embedding_dim, router.dropout)
-        tensors = load_file(str(folder / WEIGHTS_FILE))
-        router.net_.load_state_dict({k.removeprefix("net."): v for k, v in tensors.items() if k.startswith("net.")})
-        router.memory_keys_, router.memory_utilities_ = tensors["memory.keys"], tensors["memory.utilities"]
+        router.net_.load_state_dict({k.removeprefix("net."): v for k, v in arrays.items() if k.startswith("net.")})
+        router.memory_keys_, router.memory_utilities_ = arrays["memory.keys"], arrays["memory.utilities"]
         router.net_.eval()
         return router

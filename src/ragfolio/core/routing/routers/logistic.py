@@ -11,14 +11,12 @@ coefficients ``(n_classes or 1, d)`` and intercepts); no pickle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
-from safetensors.numpy import load_file, save_file
 from scipy.special import expit, softmax
 from sklearn.linear_model import LogisticRegression
 
@@ -30,18 +28,15 @@ from ragfolio.core.routing.base import (
     check_training_data,
     member_names,
     ranked,
-    read_config,
-    write_config,
 )
 from ragfolio.core.routing.determinism import deterministic_fit
 from ragfolio.core.routing.features.query_features import Features, design_matrix
 from ragfolio.core.routing.routers.learned import tied_best
-
-WEIGHTS_FILE = "router.safetensors"
+from ragfolio.core.routing.routers.saved import SavedRouter
 
 
 @dataclass
-class LogisticRouter:
+class LogisticRouter(SavedRouter):
     """Multinomial logistic regression from the query features to the best member.
 
     Attributes:
@@ -91,29 +86,23 @@ class LogisticRouter:
 
     def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """Members by decreasing predicted probability of being the best (the scores)."""
-        if not hasattr(self, "classes_"):
-            raise RuntimeError("this LogisticRouter is not fitted: call fit() or load() first")
+        self._check_fitted()
         check_l(l, len(self.members_))
         scores = self._proba(inputs.query)
         return ranked(scores, l), scores
 
-    def save(self, folder: str | Path) -> None:
+    def _check_fitted(self) -> None:
         if not hasattr(self, "classes_"):
-            raise RuntimeError("this LogisticRouter is not fitted: call fit() first")
-        path = write_config(folder, self.name, {
-            "hyperparameters": {"C": self.C, "max_iter": self.max_iter}, "members": self.members_,
-            "classes": self.classes_.tolist(),
-        })
-        save_file({"coef": np.ascontiguousarray(self.coef_), "intercept": np.ascontiguousarray(self.intercept_)},
-                  str(path / WEIGHTS_FILE))
+            raise RuntimeError("this LogisticRouter is not fitted: call fit() or load() first")
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        config = {"hyperparameters": {"C": self.C, "max_iter": self.max_iter}, "members": self.members_,
+                  "classes": self.classes_.tolist()}
+        return config, {"coef": np.ascontiguousarray(self.coef_), "intercept": np.ascontiguousarray(self.intercept_)}
 
     @classmethod
-    def load(cls, folder: str | Path) -> Self:
-        config = read_config(folder, cls.name)
-        if not (Path(folder) / WEIGHTS_FILE).is_file():
-            raise FileNotFoundError(f"{Path(folder) / WEIGHTS_FILE} is missing: not a saved logistic router")
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
         router = cls(**config["hyperparameters"])
         router.members_, router.classes_ = list(config["members"]), np.asarray(config["classes"], dtype=np.int64)
-        weights = load_file(str(Path(folder) / WEIGHTS_FILE))
-        router.coef_, router.intercept_ = weights["coef"], weights["intercept"]
+        router.coef_, router.intercept_ = arrays["coef"], arrays["intercept"]
         return router

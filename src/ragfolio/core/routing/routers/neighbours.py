@@ -12,15 +12,13 @@ questions' unit-norm features as CSR arrays, and their utilities); no pickle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from safetensors.numpy import load_file, save_file
 from sklearn.preprocessing import normalize
 
 from ragfolio.core.routing.base import (
@@ -31,12 +29,9 @@ from ragfolio.core.routing.base import (
     check_training_data,
     member_names,
     ranked,
-    read_config,
-    write_config,
 )
 from ragfolio.core.routing.features.query_features import Features, design_matrix
-
-WEIGHTS_FILE = "router.safetensors"
+from ragfolio.core.routing.routers.saved import SavedRouter
 
 
 def _unit_rows(features: Features) -> sp.csr_matrix:
@@ -45,7 +40,7 @@ def _unit_rows(features: Features) -> sp.csr_matrix:
 
 
 @dataclass
-class NearestNeighbourRouter:
+class NearestNeighbourRouter(SavedRouter):
     """Mean member utility over the ``n_neighbours`` most similar train questions.
 
     Attributes:
@@ -73,8 +68,7 @@ class NearestNeighbourRouter:
 
     def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """Members by decreasing mean utility on the query's nearest train questions (the scores)."""
-        if not hasattr(self, "keys_"):
-            raise RuntimeError("this NearestNeighbourRouter is not fitted: call fit() or load() first")
+        self._check_fitted()
         check_l(l, len(self.members_))
         similarity = np.asarray((_unit_rows(inputs.query) @ self.keys_.T).todense())  # (n, n_train)
         n = min(self.n_neighbours, similarity.shape[1])
@@ -82,25 +76,21 @@ class NearestNeighbourRouter:
         scores = self.utilities_[nearest].mean(axis=1)  # (n_queries, k)
         return ranked(scores, l), scores
 
-    def save(self, folder: str | Path) -> None:
+    def _check_fitted(self) -> None:
         if not hasattr(self, "keys_"):
-            raise RuntimeError("this NearestNeighbourRouter is not fitted: call fit() first")
+            raise RuntimeError("this NearestNeighbourRouter is not fitted: call fit() or load() first")
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         keys = self.keys_
-        path = write_config(folder, self.name, {
-            "hyperparameters": {"n_neighbours": self.n_neighbours}, "members": self.members_,
-            "key_shape": list(keys.shape),
-        })
-        save_file({"data": keys.data, "indices": keys.indices.astype(np.int64), "indptr": keys.indptr.astype(np.int64),
-                   "utilities": np.ascontiguousarray(self.utilities_)}, str(path / WEIGHTS_FILE))
+        config = {"hyperparameters": {"n_neighbours": self.n_neighbours}, "members": self.members_,
+                  "key_shape": list(keys.shape)}
+        return config, {"data": keys.data, "indices": keys.indices.astype(np.int64),
+                        "indptr": keys.indptr.astype(np.int64), "utilities": np.ascontiguousarray(self.utilities_)}
 
     @classmethod
-    def load(cls, folder: str | Path) -> Self:
-        config = read_config(folder, cls.name)
-        if not (Path(folder) / WEIGHTS_FILE).is_file():
-            raise FileNotFoundError(f"{Path(folder) / WEIGHTS_FILE} is missing: not a saved nearest-neighbour router")
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
         router = cls(**config["hyperparameters"])
-        tensors = load_file(str(Path(folder) / WEIGHTS_FILE))
         router.members_ = list(config["members"])
-        router.keys_ = sp.csr_matrix((tensors["data"], tensors["indices"], tensors["indptr"]), shape=tuple(config["key_shape"]))
-        router.utilities_ = tensors["utilities"]
+        router.keys_ = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(config["key_shape"]))
+        router.utilities_ = arrays["utilities"]
         return router

@@ -29,16 +29,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ragfolio.core.routing.base import (
@@ -48,15 +46,13 @@ from ragfolio.core.routing.base import (
     check_training_data,
     member_names,
     ranked,
-    read_config,
-    write_config,
 )
 from ragfolio.core.routing.determinism import deterministic_fit
 from ragfolio.core.routing.routers.learned import tied_best
+from ragfolio.core.routing.routers.saved import SavedRouter
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS_FILE = "router.safetensors"
 
 
 class _PaperNet(nn.Module):
@@ -123,7 +119,7 @@ def round_robin_batches(bins: Sequence[npt.NDArray[np.int64]], batch_size: int, 
 
 
 @dataclass
-class PaperRouter:
+class PaperRouter(SavedRouter):
     """The paper's router (see the module docstring); hyperparameters only until ``fit``.
 
     Attributes:
@@ -143,6 +139,7 @@ class PaperRouter:
     """
 
     name: ClassVar[str] = "paper"
+    tensors: ClassVar[Literal["numpy", "torch", "none"]] = "torch"
     blocks: list[str] | None = None
     width: int = 256
     dropout: float = 0.1
@@ -228,8 +225,7 @@ class PaperRouter:
     def scores(self, X: dict[str, npt.NDArray[np.float32]], rows: npt.NDArray[np.int64] | None = None
                ) -> npt.NDArray[np.float32]:
         """``(n, k)`` cosine scores of the rows of the dense blocks ``X``."""
-        if not hasattr(self, "net_"):
-            raise RuntimeError("this PaperRouter is not fitted: call fit() or load() first")
+        self._check_fitted()
         for name, dim in self.inputs_.items():
             if name not in X or X[name].shape[1] != dim:
                 raise ValueError(f"query block {name!r} must have {dim} columns")
@@ -251,24 +247,25 @@ class PaperRouter:
         return {"fallback": False, "val_best_of_1": self.val_best_of_1_, "val_default": self.val_default_,
                 "best_epoch": self.best_epoch_}
 
-    def save(self, folder: str | Path) -> None:
-        path = write_config(folder, self.name, {
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "net_"):
+            raise RuntimeError("this PaperRouter is not fitted: call fit() or load() first")
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        config = {
             "hyperparameters": self._hyperparameters(), "members": self.members_, "inputs": self.inputs_,
             "best_epoch": self.best_epoch_, "val_best_of_1": self.val_best_of_1_, "val_default": self.val_default_,
             "n_binned": self.n_binned_, "torch_version": torch.__version__,
-        })
-        save_file({k: v.contiguous() for k, v in self.net_.state_dict().items()}, str(path / WEIGHTS_FILE))
+        }
+        return config, {k: v.contiguous() for k, v in self.net_.state_dict().items()}
 
     @classmethod
-    def load(cls, folder: str | Path) -> Self:
-        config = read_config(folder, cls.name)
-        if not (Path(folder) / WEIGHTS_FILE).is_file():
-            raise FileNotFoundError(f"{Path(folder) / WEIGHTS_FILE} is missing: not a saved {cls.name} router")
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
         router = cls(**config["hyperparameters"])
         router.members_, router.inputs_ = list(config["members"]), {k: int(v) for k, v in config["inputs"].items()}
         router.best_epoch_, router.n_binned_ = int(config["best_epoch"]), int(config["n_binned"])
         router.val_best_of_1_, router.val_default_ = float(config["val_best_of_1"]), float(config["val_default"])
         router.net_ = _PaperNet(router.inputs_, len(router.members_), router.width, router.dropout)
-        router.net_.load_state_dict(load_file(str(Path(folder) / WEIGHTS_FILE)))
+        router.net_.load_state_dict(dict(arrays))
         router.net_.eval()
         return router

@@ -35,15 +35,13 @@ member first. Saved as ``router.json`` and ``router.safetensors`` (coefficients,
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from safetensors.numpy import load_file, save_file
 from sklearn.linear_model import Ridge
 
 from ragfolio.core.routing.base import (
@@ -53,14 +51,12 @@ from ragfolio.core.routing.base import (
     check_l,
     check_training_data,
     member_names,
-    read_config,
-    write_config,
 )
 from ragfolio.core.routing.determinism import deterministic_fit
+from ragfolio.core.routing.routers.saved import SavedRouter
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS_FILE = "router.safetensors"
 Array = npt.NDArray[np.float64]
 
 
@@ -121,7 +117,7 @@ def switch_first(scores: Array, default: int, margin: float) -> npt.NDArray[np.i
 
 
 @dataclass
-class _RetrievalRouter:
+class _RetrievalRouter(SavedRouter):
     """Ridge regression of member utility on retrieval features (see the module docstring).
 
     Attributes:
@@ -277,27 +273,23 @@ class _RetrievalRouter:
             raise RuntimeError(f"this {type(self).__name__} is not fitted: call fit() or load() first")
 
     # --- persistence --------------------------------------------------------------------------
-    def save(self, folder: str | Path) -> None:
-        """``router.json`` (hyperparameters, members, selection, completions) and ``router.safetensors``."""
-        self._check_fitted()
-        path = write_config(folder, self.name, {
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``router.json``: hyperparameters, members, selection, completions; arrays: coefficients, CDF knots."""
+        config = {
             "hyperparameters": self._hyperparameters(), "members": self.members_, "default": self.default_,
             "fallback": self.fallback_, "alpha": self.alpha_, "margin": _finite_or_none(self.margin_),
             "val_best_of_1": _finite_or_none(self.val_best_of_1_), "val_default": _finite_or_none(self.val_default_),
             "val_gain_z": _finite_or_none(self.val_gain_z_),
             "mean_utility": self.mean_utility_.tolist(), "completion": self.completion_.tolist(),
             "intercept": self.intercept_,
-        })
+        }
         arrays = {"coef": self.coef_, "query_knots": self.query_knots_}
         if self.member_knots_.size:
             arrays["member_knots"] = self.member_knots_
-        save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(path / WEIGHTS_FILE))
+        return config, {k: np.ascontiguousarray(v) for k, v in arrays.items()}
 
     @classmethod
-    def load(cls, folder: str | Path) -> Self:
-        config = read_config(folder, cls.name)
-        if not (Path(folder) / WEIGHTS_FILE).is_file():
-            raise FileNotFoundError(f"{Path(folder) / WEIGHTS_FILE} is missing: not a saved {cls.name} router")
+    def _from_state(cls, config: Mapping[str, Any], arrays: Mapping[str, Any]) -> Self:
         router = cls(**config["hyperparameters"])
         router.members_, router.default_ = list(config["members"]), int(config["default"])
         router.fallback_, router.alpha_ = bool(config["fallback"]), float(config["alpha"])
@@ -308,7 +300,6 @@ class _RetrievalRouter:
         router.val_gain_z_ = float("inf") if config["val_gain_z"] is None else float(config["val_gain_z"])
         router.mean_utility_ = np.asarray(config["mean_utility"], dtype=np.float64)
         router.completion_ = np.asarray(config["completion"], dtype=np.int64)
-        arrays = load_file(str(Path(folder) / WEIGHTS_FILE))
         router.coef_, router.query_knots_ = arrays["coef"], arrays["query_knots"]
         k = len(router.members_)
         router.member_knots_ = arrays.get("member_knots", np.zeros((k, router.n_knots, 0)))
