@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragfolio.core.llm.backends import EMBEDDED_LLM
+from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_settings
 from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
 
 DEFAULT_CONFIG = Path("conf/base/serving.yml")
@@ -153,6 +153,7 @@ class ServingConfig(BaseModel):
     def _llm_has_kind(cls, value: dict[str, Any]) -> dict[str, Any]:
         if "kind" not in value:
             raise ValueError("llm needs a 'kind' (transformers, llama_cpp or openai)")
+        backend_settings(value)  # the kind's keys, as make_backend will read them
         return value
 
 

@@ -54,7 +54,7 @@ def make_backend(config: Mapping[str, Any]) -> ChatBackend:
     Raises:
         ValueError: On an unknown ``kind`` or unknown keys (named), or ``openai`` without ``model``.
     """
-    kind, params = _kind_and_params(config)
+    kind, params = backend_settings(config)
     if kind == "transformers":
         return TransformersBackend(**params)
     if kind == "llama_cpp":
@@ -66,8 +66,12 @@ def make_backend(config: Mapping[str, Any]) -> ChatBackend:
     return OpenAICompatibleClient(api_key=os.environ.get(env) if env else None, **params)
 
 
-def _kind_and_params(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The backend kind a config names and the settings of that kind (see :func:`make_backend`)."""
+def backend_settings(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The backend kind a config names and the settings of that kind (see :func:`make_backend`).
+
+    Raises:
+        ValueError: On an unknown ``kind`` or unknown keys (named).
+    """
     kind = config.get("kind")
     if not isinstance(kind, str) or kind not in _BACKEND_KEYS:
         raise ValueError(f"backend kind={kind!r} must be one of {sorted(_BACKEND_KEYS)}")
@@ -93,7 +97,7 @@ def backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ValueError: on what :func:`make_backend` refuses.
     """
-    kind, params = _kind_and_params(config)
+    kind, params = backend_settings(config)
     packages = list(_BACKEND_PACKAGES[kind])
     identity: dict[str, Any] = {"kind": kind, "settings": params, "code": source_digest([__name__])}
     if kind in ("transformers", "llama_cpp"):

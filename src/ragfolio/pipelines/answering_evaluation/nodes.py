@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.rag import AdaptiveRAG
@@ -23,7 +23,7 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
-from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, make_backend
+from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, backend_settings, make_backend
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
@@ -31,6 +31,7 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.pipelines.blocks import checked_block, kwargs_model
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +47,9 @@ class AnsweringEvaluationParams(BaseModel):
     datasets: list[str] | None = None
     systems: list[str] | None = None
     member_timeout_s: float = Field(30.0, gt=0)
-    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
-    answerer: dict[str, Any] = Field(default_factory=dict)
-    vendi_rag: dict[str, Any] = Field(default_factory=dict)
+    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
+    answerer: dict[str, Any] = Field(default_factory=dict)  # Answerer keyword arguments
+    vendi_rag: dict[str, Any] = Field(default_factory=dict)  # VendiRAG keyword arguments
     routed_l: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     retrieval_routers: bool = True
     wide_factor: int = Field(2, ge=0)
@@ -57,6 +58,24 @@ class AnsweringEvaluationParams(BaseModel):
     order_check_questions: int = Field(5, ge=0)
     resume: bool = True
     seed: int = 42
+
+    @field_validator("llm")
+    @classmethod
+    def _llm(cls, block: dict[str, Any]) -> dict[str, Any]:
+        backend_settings(block)  # the kind and its keys, as make_backend will read them
+        return block
+
+    @field_validator("answerer")
+    @classmethod
+    def _answerer(cls, block: dict[str, Any]) -> dict[str, Any]:
+        return checked_block(kwargs_model(Answerer, ("backend",)), block, "answering_evaluation.answerer")
+
+    @field_validator("vendi_rag")
+    @classmethod
+    def _vendi_rag(cls, block: dict[str, Any]) -> dict[str, Any]:
+        # the node passes the answerer, the runner and num_docs (candidate scoring's)
+        return checked_block(kwargs_model(VendiRAG, ("answerer", "runner", "num_docs")), block,
+                             "answering_evaluation.vendi_rag")
 
 
 def _test_questions(

@@ -11,12 +11,12 @@ import time
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
-from ragfolio.core.retrieval.family import import_families
+from ragfolio.core.retrieval.family import get_family, import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
 from ragfolio.core.retrieval.running.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.scoring.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
@@ -42,6 +42,15 @@ class CandidateScoringParams(BaseModel):
     scheduler_address: str | None = None  # a Dask scheduler (tcp://host:8786); None scores in process
     query_block_size: int = Field(256, ge=1)  # queries per block (per task on a cluster), both paths
     family_modules: list[str] = Field(default_factory=list)  # modules registering the user's families
+
+    @field_validator("bm25_base")
+    @classmethod
+    def _bm25_base(cls, block: dict[str, Any]) -> dict[str, Any]:
+        bm25 = get_family("bm25")
+        known = {*bm25.params, *bm25.optional}
+        if unknown := sorted(set(block) - known):
+            raise ValueError(f"candidate_scoring.bm25_base: unknown parameter(s) {unknown}; allowed: {sorted(known)}")
+        return block
 
     def pool_settings(self) -> PoolSettings:
         """The settings of the pool runners these parameters configure."""

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
+from ragfolio.core.routing.features.query_features import TextHasher
+from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
+from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.scoring.utility_index import ALL
+from ragfolio.pipelines.blocks import checked_block, kwargs_model
 
 
 class BundleParams(BaseModel):
@@ -31,8 +35,18 @@ class RetrievalRoutingParams(BaseModel):
 
     agreement_depth: int = Field(10, ge=1)
     query_block_size: int = Field(256, ge=1)
-    pre_retrieval: dict[str, Any] = Field(default_factory=dict)
-    post_retrieval: dict[str, Any] = Field(default_factory=dict)
+    pre_retrieval: dict[str, Any] = Field(default_factory=dict)  # PreRetrievalRouter hyperparameters
+    post_retrieval: dict[str, Any] = Field(default_factory=dict)  # PostRetrievalRouter hyperparameters
+
+    @field_validator("pre_retrieval")
+    @classmethod
+    def _pre_retrieval(cls, block: dict[str, Any]) -> dict[str, Any]:
+        return checked_block(kwargs_model(PreRetrievalRouter), block, "router_training.retrieval_routing.pre_retrieval")
+
+    @field_validator("post_retrieval")
+    @classmethod
+    def _post_retrieval(cls, block: dict[str, Any]) -> dict[str, Any]:
+        return checked_block(kwargs_model(PostRetrievalRouter), block, "router_training.retrieval_routing.post_retrieval")
 
 
 PAPER_HYPERPARAMETERS = frozenset(f.name for f in fields(PaperRouter) if f.init) - {"blocks"}
@@ -73,9 +87,9 @@ class RouterTrainingParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    text_features: dict[str, Any] = Field(default_factory=dict)
+    text_features: dict[str, Any] = Field(default_factory=dict)  # TextHasher settings
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
-    router: dict[str, Any] = Field(default_factory=dict)
+    router: dict[str, Any] = Field(default_factory=dict)  # the learned Router's hyperparameters
     logistic_c: float = Field(1.0, gt=0)
     # The paper's router recipe (ragfolio.core.routing.routers.paper), fitted on each portfolio's train
     # questions and reported beside the others; null: not trained. Not served.
@@ -83,6 +97,16 @@ class RouterTrainingParams(BaseModel):
     retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
     bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
+
+    @field_validator("text_features")
+    @classmethod
+    def _text_features(cls, block: dict[str, Any]) -> dict[str, Any]:
+        return checked_block(kwargs_model(TextHasher), block, "router_training.text_features")
+
+    @field_validator("router")
+    @classmethod
+    def _router(cls, block: dict[str, Any]) -> dict[str, Any]:
+        return checked_block(kwargs_model(Router), block, "router_training.router")
 
     @model_validator(mode="after")
     def _paper_encoders_exist(self) -> RouterTrainingParams:
