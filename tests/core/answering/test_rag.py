@@ -11,6 +11,7 @@ from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.summary import summarize
 from ragfolio.core.answering.systems import SystemRunner, run_order, system_names
 from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
 from ragfolio.core.llm.chat import Completion
 from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid
 from ragfolio.core.retrieval.running.member_executor import PortfolioExecutor
@@ -110,8 +111,9 @@ def test_retrieval_only_instance_refuses_to_answer(rag_parts) -> None:
         AdaptiveRAG(runner, members[:2], router, hasher, ["minilm"])
 
 
-def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: str = "1", only=None):
-    """A SystemRunner over every system: wide runner and both retrieval routers included."""
+def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: str = "1", only=None, authors=False):
+    """A SystemRunner over every system: wide runner and both retrieval routers included (vendirag's
+    own loop when ``authors``)."""
     runner, members, router, hasher, queries = rag_parts
     answerer = Answerer(EchoBackend(selector_reply=selector_reply))
     rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], answerer)
@@ -126,14 +128,15 @@ def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: s
     wide, _ = tiny_runner(tiny_dir)
     wide.num_docs = 2 * runner.num_docs
     vendi = VendiRAG(answerer, runner, num_docs=3, max_iterations=2)
-    systems = SystemRunner(rag, members[0], vendi, wide_runner=wide, retrieval_routers=online, ls=(1, 2, 3),
-                           cold_caches=cold_caches, only=only)
+    authors_vendi = AuthorsVendiRAG(answerer, runner, num_docs=3, max_iterations=2) if authors else None
+    systems = SystemRunner(rag, members[0], vendi, authors_vendi=authors_vendi, wide_runner=wide,
+                           retrieval_routers=online, ls=(1, 2, 3), cold_caches=cold_caches, only=only)
     return systems, runner, queries
 
 
 def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts, tiny_dir) -> None:
     systems, runner, queries = _systems(rag_parts, tiny_dir)
-    assert systems.systems == system_names((1, 2, 3))
+    assert systems.systems == system_names((1, 2, 3))[:-1]  # vendirag's own loop runs when asked for
     answers = systems.run(queries[0])
     assert [a.system for a in answers] == list(systems.systems) and [a.run_position for a in answers] == list(range(len(answers)))
     by = {a.system: a for a in answers}
@@ -152,6 +155,14 @@ def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts, 
     summary = summarize(records)["tiny"]
     assert list(summary) == list(systems.systems)
     assert summary["routed_l3"]["tokens_mean"] > summary["routed_l1"]["tokens_mean"]
+    systems.rag.close()
+
+
+def test_the_authors_vendi_loop_is_a_system_when_given(rag_parts, tiny_dir) -> None:
+    systems, _, queries = _systems(rag_parts, tiny_dir, only=["vendi_rag", "vendi_rag_authors"], authors=True)
+    assert systems.systems == ("vendi_rag", "vendi_rag_authors")
+    authors = systems.run(queries[0])[1]
+    assert authors.system == "vendi_rag_authors" and 1 <= authors.rounds <= 2 and authors.judged == authors.rounds
     systems.rag.close()
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
@@ -17,10 +16,8 @@ from ragfolio.core.answering.vendi_rag import (
     TAU,
     VendiRAG,
     answer_support,
-    greedy_vrs,
     judge_messages,
     parse_score,
-    vendi_score_normalised,
 )
 from ragfolio.core.llm.chat import Completion
 from ragfolio.core.llm.embedded import TransformersBackend
@@ -83,35 +80,13 @@ def test_answer_support_counts_the_answer_words_found_in_the_passages() -> None:
     assert answer_support("", passages) == 0.0 and answer_support("London", passages) == 0.0
 
 
-def test_vendi_score_normalised_spans_zero_to_one() -> None:
-    same = np.tile(np.array([[1.0, 0.0, 0.0]]), (3, 1))
-    assert vendi_score_normalised(same) == pytest.approx(0.0, abs=1e-9)
-    assert vendi_score_normalised(np.eye(3)) == pytest.approx(1.0)
-    assert vendi_score_normalised(np.eye(3)[:1]) == 0.0
-
-
-def test_greedy_vrs_trades_relevance_for_diversity() -> None:
-    """Rows 0 and 1 are near-duplicates close to the query, row 2 is different and less similar."""
-    emb = np.array([[1.0, 0.0], [0.999, 0.045], [0.6, 0.8], [0.0, 1.0]])
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    q = np.array([1.0, 0.0])
-    assert greedy_vrs([0, 1, 2, 3, -1], q, emb, 2, s=0.0) == [0, 1]  # relevance alone
-    assert greedy_vrs([0, 1, 2, 3, -1], q, emb, 2, s=0.8) == [0, 3]  # the reference's s: diversity wins
-    # every pick maximises VRS of the set so far (checked by enumeration)
-    rng = np.random.default_rng(0)
-    emb = rng.normal(size=(12, 5))
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    q = emb[0]
-    picked = greedy_vrs(list(range(12)), q, emb, 3, s=0.5)
-    sim = emb @ q
-    low, span = sim.min(), sim.max() - sim.min()
-
-    def vrs(rows: list[int]) -> float:
-        return 0.5 * vendi_score_normalised(emb[rows]) + 0.5 * (sim[rows].mean() - low) / span
-
-    for t in range(1, 3):
-        best = max((c for c in range(12) if c not in picked[:t]), key=lambda c: vrs([*picked[:t], c]))
-        assert vrs([*picked[:t], best]) == pytest.approx(vrs(picked[: t + 1]))
+def test_retrieve_picks_by_the_authors_vrs_over_the_pool_and_returns_corpus_rows(runner) -> None:
+    """The pool is the prefilter's ranking; at s = 0 VRS is relevance alone, so the picks are its head."""
+    vendi = VendiRAG(Answerer(JudgedBackend([])), runner, num_docs=2)
+    pool = [int(r) for r in runner.base(vendi.prefilter, [QUESTION]).doc_ids[0] if r >= 0]
+    assert vendi.retrieve(QUESTION, 0.0) == pool[:2]
+    diverse = vendi.retrieve(QUESTION, 1.0)
+    assert len(set(diverse)) == 2 and set(diverse) <= set(pool) and diverse[0] == pool[0]
 
 
 def test_judge_prompt_shows_passages_question_and_answer() -> None:

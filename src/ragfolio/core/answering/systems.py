@@ -12,6 +12,8 @@ Systems (the keys of ``answer_metrics.json``; :func:`system_names` gives their o
   (:mod:`ragfolio.core.routing.online`); post-retrieval runs all k members, then routes.
 * ``portfolio_all``: every member, no routing, every answer to the selector.
 * ``vendi_rag``: the iterative Vendi-RAG baseline (:mod:`ragfolio.core.answering.vendi_rag`).
+* ``vendi_rag_authors``: the ``vendirag`` package's own loop (:mod:`ragfolio.core.answering.vendirag_loop`),
+  when ``answering_evaluation.vendi_rag_authors`` is set.
 
 Fair timing: before each system every runner drops its query parts (query embeddings, first-stage
 rankings, member results) and tags the ones computed next with the system's name
@@ -39,6 +41,7 @@ import numpy as np
 from ragfolio.core.answering.answerer import Answerer, Selection
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
 from ragfolio.core.llm.chat import Completion
 from ragfolio.core.metrics import answer_recall, exact_match, f1_score
 from ragfolio.core.retrieval.pool import CandidateSpec
@@ -53,7 +56,7 @@ RETRIEVAL_MODES = ("pre_retrieval", "post_retrieval")
 def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] = RETRIEVAL_MODES) -> tuple[str, ...]:
     """Every system's name, in report order, for routed ``ls`` and the retrieval-router ``modes``."""
     routed = [f"{prefix}_l{l}" for prefix in ("routed", *modes) for l in ls]
-    return ("no_retrieval", "single_best", "single_best_wide", *routed, "portfolio_all", "vendi_rag")
+    return ("no_retrieval", "single_best", "single_best_wide", *routed, "portfolio_all", "vendi_rag", "vendi_rag_authors")
 
 
 SYSTEMS = system_names()
@@ -146,7 +149,9 @@ class SystemRunner:
     Args:
         rag: The routed portfolio (learned query router) with its answerer.
         single_best: The pool's best single candidate.
-        vendi: The Vendi-RAG baseline over the same corpus and LLM.
+        vendi: The Vendi-RAG baseline over the same corpus and LLM (``vendi_rag``).
+        authors_vendi: vendirag's own loop over the same corpus and LLM (``vendi_rag_authors``);
+            None leaves that system out.
         wide_runner: A runner over the same corpus returning ``2 x num_docs`` passages
             (``single_best_wide``); None leaves that system out.
         retrieval_routers: ``{"pre_retrieval" | "post_retrieval": routing}`` over ``rag``'s
@@ -167,6 +172,7 @@ class SystemRunner:
         single_best: CandidateSpec,
         vendi: VendiRAG,
         *,
+        authors_vendi: AuthorsVendiRAG | None = None,
         wide_runner: PoolRunner | None = None,
         retrieval_routers: dict[str, OnlineRetrievalRouting] | None = None,
         ls: Sequence[int] = ROUTED_L,
@@ -179,14 +185,18 @@ class SystemRunner:
             raise ValueError(f"retrieval_routers {unknown} must be among {RETRIEVAL_MODES}")
         if not ls or min(ls) < 1:
             raise ValueError(f"ls={list(ls)} must be non-empty, each >= 1")
-        self.rag, self.single_best, self.vendi, self.wide_runner = rag, single_best, vendi, wide_runner
+        self.rag, self.single_best, self.wide_runner = rag, single_best, wide_runner
+        self.loops: dict[str, VendiRAG | AuthorsVendiRAG] = {"vendi_rag": vendi}
+        if authors_vendi is not None:
+            self.loops["vendi_rag_authors"] = authors_vendi
         self.retrieval_routers = dict(retrieval_routers or {})
         self.ls = sorted({min(l, rag.k) for l in ls})
         self.cold_caches = cold_caches
         self.answerer: Answerer = rag.answerer
         modes = [m for m in RETRIEVAL_MODES if m in self.retrieval_routers]
         wide = () if wide_runner is None else ("single_best_wide",)
-        made = tuple(s for s in system_names(self.ls, modes) if s != "single_best_wide" or wide)
+        left_out = {"single_best_wide"} - set(wide) | {"vendi_rag", "vendi_rag_authors"} - set(self.loops)
+        made = tuple(s for s in system_names(self.ls, modes) if s not in left_out)
         if only is not None and (not only or set(only) - set(made)):
             raise ValueError(f"systems={list(only)} must be a non-empty subset of {list(made)}")
         self.systems = made if only is None else tuple(s for s in made if s in only)
@@ -222,9 +232,9 @@ class SystemRunner:
             if system == "no_retrieval":
                 continue
             self._start(system)
-            if system == "vendi_rag":
+            if system in self.loops:
                 start = time.perf_counter()
-                self.vendi.retrieve(question, self.vendi.s_init)
+                self.loops[system].retrieve(question, self.loops[system].s_init)
                 out[system] = 1000 * (time.perf_counter() - start)
             else:
                 out[system] = self._retrieve(system, question).retrieval_ms
@@ -277,10 +287,10 @@ class SystemRunner:
         return Retrieved(groups, [run.name for _, run in ok], retrieval_ms, select)
 
     def _answer(self, system: str, question: str) -> SystemAnswer:
-        if system == "vendi_rag":
-            result = self.vendi.run(question)
+        if system in self.loops:
+            result = self.loops[system].run(question)
             return SystemAnswer(
-                "vendi_rag", result.answer, result.latency_ms, list(result.completions), result.doc_ids,
+                system, result.answer, result.latency_ms, list(result.completions), result.doc_ids,
                 retrieval_ms=result.retrieval_ms, rounds=result.iterations, judged=result.judged,
                 accepted=sum(r.accepted for r in result.rounds),
             )

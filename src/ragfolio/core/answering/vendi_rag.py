@@ -7,7 +7,7 @@ Significantly Improves Retrieval Augmented Generation With LLMs", as its referen
 
 1. takes the ``prefilter_depth`` most similar passages of ``q_i`` (the candidate pool ``C``) and
    picks ``num_docs`` of them greedily by ``VRS(D) = s * VS~(D) + (1 - s) * SS~(q_i, D)``
-   (:func:`greedy_vrs`);
+   (the authors' own :func:`vendirag.retriever.vrs_select`);
 2. answers the *original* question from them;
 3. scores the answer ``Q_i`` in [0, 1] (:meth:`VendiRAG.judge`), keeps the best answer so far, and
    stops when ``Q_i >= tau`` (0.85);
@@ -27,6 +27,13 @@ by the retrieved documents" requires. Kept from the reference without change: s_
 tau, T, the candidate pool of 50, best-answer tracking and LLM query refinement. Left out: its
 chain-of-thought call per round (every system here answers with the same short-answer prompt, so
 answers differ by their passages only); ``num_docs`` is the pool's (4), the reference's 5.
+
+Why an adaptation beside the authors' loop. :mod:`ragfolio.core.answering.vendirag_loop` runs the
+``vendirag`` package's own loop (system ``vendi_rag_authors``). Its four prompts ask for JSON; the
+embedded 270M base model continues them with prose or a restated prompt, never the JSON object,
+so every answer is empty and every judgement the neutral 0.5: with that model the authors' loop
+answers nothing (``docs/benchmarks.md``, "Vendi-RAG: the authors' loop and the adaptation"). With an
+instruction-following endpoint (``llm.kind: openai``) it runs as published.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
+from vendirag.retriever import vrs_select
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import clean_answer, format_passages
@@ -61,58 +68,6 @@ _JUDGE_DEMOS = (  # one supported and one unsupported answer, so the score's sca
     ("Big Ben: Big Ben is the nickname for the Great Bell of the clock at the Palace of Westminster.",
      "In which country was the composer of the Big Ben chimes born?", "Germany", 2),
 )
-
-
-def vendi_score_normalised(emb: npt.NDArray[np.floating]) -> float:
-    """``(VS(D) - 1) / (|D| - 1)`` in [0, 1] for ``(|D|, dim)`` L2-normalised rows; 0 for one row.
-
-    ``VS(D) = exp(-sum_i l_i log l_i)`` over the eigenvalues ``l_i`` of ``K / |D|``, ``K`` the
-    cosine kernel of ``D``.
-    """
-    n = len(emb)
-    if n <= 1:
-        return 0.0
-    eig = np.linalg.eigvalsh((emb @ emb.T) / n)
-    eig = eig[eig > 1e-12]
-    return float((np.exp(-(eig * np.log(eig)).sum()) - 1.0) / (n - 1.0))
-
-
-def greedy_vrs(
-    pool: Sequence[int], query_emb: npt.NDArray[np.floating], passage_emb: npt.NDArray[np.floating], k: int, s: float
-) -> list[int]:
-    """The reference's greedy selection: ``k`` rows of ``pool`` maximising ``VRS`` one pick at a time.
-
-    ``VRS(D) = s * VS~(D) + (1 - s) * SS~(q, D)``, ``VS~`` by :func:`vendi_score_normalised` and
-    ``SS~`` the mean cosine of ``q`` with ``D`` min-max scaled over the pool. The first pick is the
-    most similar passage (a single passage has ``VS~ = 0``).
-
-    Args:
-        pool: Corpus rows of the candidate pool (``-1`` padding ignored).
-        query_emb: ``(dim,)`` L2-normalised query embedding.
-        passage_emb: ``(n_passages, dim)`` L2-normalised corpus embeddings.
-        k: Passages to pick.
-        s: Diversity weight in [0, 1].
-    """
-    if not 0.0 <= s <= 1.0:
-        raise ValueError(f"s={s} must be in [0, 1]")
-    rows = [int(r) for r in pool if r >= 0]
-    if not rows:
-        return []
-    emb = np.asarray(passage_emb[rows], dtype=np.float64)
-    sim = emb @ np.asarray(query_emb, dtype=np.float64)
-    low, span = float(sim.min()), max(float(sim.max() - sim.min()), 1e-9)
-    chosen: list[int] = []
-    for _ in range(min(k, len(rows))):
-        best, best_value = -1, -np.inf
-        for i in range(len(rows)):
-            if i in chosen:
-                continue
-            trial = [*chosen, i]
-            value = s * vendi_score_normalised(emb[trial]) + (1 - s) * (float(sim[trial].mean()) - low) / span
-            if value > best_value:
-                best, best_value = i, value
-        chosen.append(best)
-    return [rows[i] for i in chosen]
 
 
 def judge_messages(
@@ -304,7 +259,11 @@ class VendiRAG:
         """Corpus rows of the ``num_docs`` greedy-VRS picks for ``query`` from its candidate pool."""
         pool = self.runner.base(self.prefilter, [query]).doc_ids[0]
         query_emb = self.runner.query_embeddings(self.encoder, [query])[0]
-        return greedy_vrs(pool, query_emb, self.runner.passage_embeddings(self.encoder), self.num_docs, s)
+        rows = [int(r) for r in pool if r >= 0]
+        if not rows:
+            return []
+        picked = vrs_select(np.asarray(self.runner.passage_embeddings(self.encoder))[rows], query_emb, k=self.num_docs, s=s)
+        return [rows[i] for i in picked]
 
     def judge(self, question: str, answer: str, passages: Sequence[tuple[str, str]]) -> tuple[float, float | None, Completion | None]:
         """``(support, LLM score or None, the judge call or None)``; an empty answer gets no call."""

@@ -19,6 +19,7 @@ from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering.systems import SystemRunner, run_order
 from ragfolio.core.answering.vendi_rag import VendiRAG
+from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.corpora import Corpora
@@ -50,6 +51,8 @@ class AnsweringEvaluationParams(BaseModel):
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
     answerer: dict[str, Any] = Field(default_factory=dict)  # Answerer keyword arguments
     vendi_rag: dict[str, Any] = Field(default_factory=dict)  # VendiRAG keyword arguments
+    # vendirag's own loop as system vendi_rag_authors (AuthorsVendiRAG keyword arguments); None: not run
+    vendi_rag_authors: dict[str, Any] | None = None
     routed_l: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     retrieval_routers: bool = True
     wide_factor: int = Field(2, ge=0)
@@ -69,6 +72,14 @@ class AnsweringEvaluationParams(BaseModel):
     @classmethod
     def _answerer(cls, block: dict[str, Any]) -> dict[str, Any]:
         return checked_block(kwargs_model(Answerer, ("backend",)), block, "answering_evaluation.answerer")
+
+    @field_validator("vendi_rag_authors")
+    @classmethod
+    def _vendi_rag_authors(cls, block: dict[str, Any] | None) -> dict[str, Any] | None:
+        if block is None:
+            return None
+        return checked_block(kwargs_model(AuthorsVendiRAG, ("answerer", "runner", "num_docs")), block,
+                             "answering_evaluation.vendi_rag_authors")
 
     @field_validator("vendi_rag")
     @classmethod
@@ -181,6 +192,8 @@ def answer_test_questions(
         online = _retrieval_routings(rag, trained, dataset, router_features, settings.num_docs)
         systems = SystemRunner(
             rag, specs[sel.single_best], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
+            authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
+                answerer, runner, num_docs=settings.num_docs, **p.vendi_rag_authors),
             wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches, only=p.systems,
         )
         key = answer_store_key({
