@@ -30,10 +30,10 @@ def test_score_candidates_builds_one_matrix_per_dataset(prepared, tmp_path, scor
     params = _params(score)
     candidates = expand_candidates(params)
     matrices, index = score_candidates(questions, corpora, candidates, ArrayCache(tmp_path), params)
-    assert index["score"] == score and index["num_docs"] == 2
-    assert index["candidates"] == [c["name"] for c in candidates]
+    assert index.score == score and index.num_docs == 2
+    assert list(index.candidates) == [c["name"] for c in candidates]
     for dataset, U in matrices.items():
-        assert U.shape == (len(index["datasets"][dataset]["ids"]), 2)
+        assert U.shape == (len(index.datasets[dataset].ids), 2)
         assert set(np.unique(U)) <= ({0.0, 1.0} if score == "answer_recall" else {0.0, 0.5, 1.0})
 
 
@@ -64,7 +64,7 @@ def test_one_runner_per_distinct_corpus(tiny_dir, tmp_path, monkeypatch, mode) -
     sets = Corpora.from_json(corpora)
     assert set(matrices) == set(sets.datasets) == {"hotpotqa", "musique"}
     assert built == [len(c) for c in sets.corpora.values()] and len(built) == (1 if mode == "union" else 2)
-    assert index["corpus"] == sets.describe() and index["corpus"]["mode"] == mode
+    assert index.corpus == sets.describe() and index.corpus["mode"] == mode
 
 
 def test_unknown_parameter_is_named() -> None:

@@ -21,9 +21,14 @@ from ragfolio.pipeline_registry import register_pipelines
 pytestmark = pytest.mark.slow
 
 JSON_OUTPUTS = (
-    "questions", "corpora", "candidates", "utility_index", "pool_settings", "portfolio_metrics",
-    "router_features", "router_metrics", "answer_metrics", "router_timings", "answer_timings",
+    "questions", "corpora", "candidates", "pool_settings", "portfolio_metrics",
+    "router_metrics", "answer_metrics", "router_timings", "answer_timings",
 )
+RECORDS = {  # as conf/base/catalog.yml stores them
+    "portfolios": "ragfolio.core.selection.portfolios.Portfolios",
+    "utility_index": "ragfolio.core.scoring.utility_index.UtilityIndex",
+    "router_features": "ragfolio.core.routing.features.router_features.RouterFeatures",
+}
 
 
 @pytest.fixture
@@ -51,7 +56,8 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
     # Intermediate outputs persist to files (Kedro releases in-memory ones once consumed).
     for name in JSON_OUTPUTS:
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
-    datasets["portfolios"] = RecordDataset(str(tmp_path / "portfolios.json"), "ragfolio.core.selection.portfolios.Portfolios")
+    for name, record in RECORDS.items():
+        datasets[name] = RecordDataset(str(tmp_path / f"{name}.json"), record)
     datasets["utility_matrices"] = ArrayFolderDataset(str(tmp_path / "utility"))
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
     for mode in ("pre_retrieval", "post_retrieval"):
@@ -71,14 +77,14 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
         SequentialRunner().run(pipelines[name], catalog)
     figures = SequentialRunner().run(pipelines["evaluation"], catalog)
     index = catalog.load("utility_index")
-    assert set(index["datasets"]) == {"hotpotqa", "musique"}
-    n_candidates = len(index["candidates"])
+    assert set(index.datasets) == {"hotpotqa", "musique"}
+    n_candidates = len(index.candidates)
     assert n_candidates == 12
-    for dataset, rows in index["datasets"].items():
+    for dataset, rows in index.datasets.items():
         U = catalog.load("utility_matrices")[dataset]
-        assert U.shape == (len(rows["ids"]), n_candidates) and U.dtype == np.float32
+        assert U.shape == (len(rows.ids), n_candidates) and U.dtype == np.float32
         assert ((U >= 0) & (U <= 1)).all()
-        assert set(rows["split"]) == {"train", "test"}
+        assert set(rows.split) == {"train", "test"}
 
     metrics = catalog.load("portfolio_metrics")
     assert metrics["n_candidates"] == n_candidates and metrics["num_docs"] == 4

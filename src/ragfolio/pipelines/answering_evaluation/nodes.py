@@ -32,7 +32,7 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
-from ragfolio.pipelines.blocks import checked_block, kwargs_model
+from ragfolio.param_blocks import checked_block, kwargs_model
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.scoring.utility_index import ALL
-from ragfolio.pipelines.blocks import checked_block, kwargs_model
+from ragfolio.param_blocks import checked_block, kwargs_model
 
 
 class BundleParams(BaseModel):
