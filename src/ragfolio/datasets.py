@@ -10,6 +10,7 @@ from typing import Any, Literal
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 from kedro.utils import load_obj
+from kedro_datasets.json import JSONDataset
 
 from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
@@ -39,37 +40,35 @@ class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
         return {"path": str(self._path), "enabled": self._enabled}
 
 
-class RecordDataset(AbstractDataset[Any, Any]):
+class RecordDataset(JSONDataset):
     """A frozen record of :mod:`ragfolio.core` (a class with ``from_dict`` and ``to_dict``) stored as JSON.
 
-    ``record`` names the class (e.g. ``ragfolio.core.selection.portfolios.Portfolios``); ``save_args``
-    go to :func:`json.dumps` (e.g. ``indent: 1``). A stage that writes the record saves it, and the
-    stages that read it load the record, checked by its ``from_dict``, not a dict.
+    kedro-datasets' :class:`~kedro_datasets.json.JSONDataset` with the record in front: ``record``
+    names the class (e.g. ``ragfolio.core.selection.portfolios.Portfolios``); a stage that writes
+    the record saves it, and the stages that read it load the record, checked by its
+    ``from_dict`` (a bad key names the file), not a dict. Paths, ``save_args``, ``versioned``,
+    ``credentials`` and ``fs_args`` are JSONDataset's (any fsspec filesystem).
     """
 
-    def __init__(self, filepath: str, record: str, save_args: dict[str, Any] | None = None) -> None:
-        self._filepath = Path(filepath)
+    def __init__(self, filepath: str, record: str, save_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(filepath=filepath, save_args=save_args, **kwargs)
         self._record_name = record
         self._record = load_obj(record)
-        self._save_args = dict(save_args or {})
 
     def load(self) -> Any:
+        data = super().load()
         try:
-            return self._record.from_dict(json.loads(self._filepath.read_text()))
+            return self._record.from_dict(data)
         except ValueError as e:
             raise DatasetError(f"{self._filepath}: {e}") from e
 
     def save(self, data: Any) -> None:
         if not isinstance(data, self._record):
             raise DatasetError(f"{self._filepath} holds a {self._record_name}, not a {type(data).__name__}")
-        self._filepath.parent.mkdir(parents=True, exist_ok=True)
-        self._filepath.write_text(json.dumps(data.to_dict(), **self._save_args))
-
-    def _exists(self) -> bool:
-        return self._filepath.is_file()
+        super().save(data.to_dict())
 
     def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "record": self._record_name}
+        return {**super()._describe(), "record": self._record_name}
 
 
 class AnswerStoreDataset(AbstractDataset[None, AnswerStore]):

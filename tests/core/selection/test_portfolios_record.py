@@ -55,3 +55,15 @@ def test_the_dataset_saves_the_json_the_record_gives_and_names_the_file_of_a_bad
     path.write_text(json.dumps({"k": 2}))
     with pytest.raises(DatasetError, match=f"{path}: portfolios: unknown keys \\[\\], missing keys"):
         dataset.load()
+
+
+def test_the_dataset_reads_and_writes_any_fsspec_filesystem_and_versions() -> None:
+    """RecordDataset is kedro-datasets' JSONDataset with the record in front: fsspec paths, versioning."""
+    from kedro.io.core import Version
+
+    remote = RecordDataset("memory://ragfolio-test/portfolios.json", RECORD)
+    remote.save(_portfolios())
+    assert remote.load() == _portfolios() and remote.exists()
+    versioned = RecordDataset("memory://ragfolio-test/versioned.json", RECORD, version=Version(None, None))
+    versioned.save(_portfolios())
+    assert versioned.load() == _portfolios()
