@@ -192,7 +192,7 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
         universal = entry["paper_universal"]
         assert universal["members"] == shared and len(universal["best_of_l"]) == k
         assert set(universal["minus_single_best"]) == {"l1", "l2"}
-        assert entry["n_test"] == int((np.asarray(index["datasets"][key]["split"]) == "test").sum())
+        assert entry["n_test"] == int((np.asarray(index.datasets[key].split) == "test").sum())
 
 
 def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:

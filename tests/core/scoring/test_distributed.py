@@ -70,7 +70,7 @@ def _assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
 def test_thread_workers_give_the_in_process_matrices(prepared, tmp_path, monkeypatch, score) -> None:
     install_hashing_encoder(monkeypatch)
     expected, index = _score(prepared, tmp_path / "local", _params(score))
-    assert all(len(index["datasets"][d]["ids"]) > 3 for d in expected)  # several blocks per dataset
+    assert all(len(index.datasets[d].ids) > 3 for d in expected)  # several blocks per dataset
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         got, got_index = _score(prepared, tmp_path / "cluster", _params(score, cluster.scheduler_address))
         again, _ = _score(prepared, tmp_path / "local", _params(score, cluster.scheduler_address))  # warm cache
