@@ -6,7 +6,10 @@ to :class:`~ragfolio.core.answering.vendi_rag.VendiRAG`, ...). :func:`kwargs_mod
 strict pydantic model from the constructor's signature (its keyword parameters, their types and
 defaults; ``extra="forbid"``), so a misspelt key or a wrong type fails when the parameters are
 validated, naming the key, not later or never. :func:`checked_block` validates a block with it and
-hands on the block as written (validation checks; it does not rewrite what the user gave).
+hands on the block as written (validation checks; it does not rewrite what the user gave);
+:func:`kwargs_of` makes that the validator of a field::
+
+    router: Annotated[dict[str, Any], kwargs_of(Router, "router_training.router")] = Field(default_factory=dict)
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, create_model
 
 
 @functools.cache
@@ -47,3 +50,8 @@ def checked_block(model: type[BaseModel], block: Mapping[str, Any], where: str) 
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
         raise ValueError(f"{where}: {problems} (keys allowed: {sorted(model.model_fields)})") from None
     return dict(block)
+
+
+def kwargs_of(target: Callable[..., Any], where: str, skip: tuple[str, ...] = ()) -> AfterValidator:
+    """The validator of a block field (in ``Annotated``): :func:`checked_block` by ``target``'s :func:`kwargs_model`."""
+    return AfterValidator(lambda block: checked_block(kwargs_model(target, skip), block, where))

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -32,10 +32,11 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
-from ragfolio.param_blocks import checked_block, kwargs_model
+from ragfolio.param_blocks import kwargs_of
 
 logger = logging.getLogger(__name__)
 
+VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either Vendi-RAG loop
 STORE_VERSION = 1  # bumped when a stored record's meaning changes, so old rows are not reused
 
 
@@ -49,10 +50,14 @@ class AnsweringEvaluationParams(BaseModel):
     systems: list[str] | None = None
     member_timeout_s: float = Field(30.0, gt=0)
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
-    answerer: dict[str, Any] = Field(default_factory=dict)  # Answerer keyword arguments
-    vendi_rag: dict[str, Any] = Field(default_factory=dict)  # VendiRAG keyword arguments
-    # vendirag's own loop as system vendi_rag_authors (AuthorsVendiRAG keyword arguments); None: not run
-    vendi_rag_authors: dict[str, Any] | None = None
+    answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "answering_evaluation.answerer", ("backend",))] = Field(
+        default_factory=dict)
+    # the node passes the answerer, the runner and num_docs (candidate scoring's) to both Vendi-RAG loops
+    vendi_rag: Annotated[dict[str, Any], kwargs_of(
+        VendiRAG, "answering_evaluation.vendi_rag", VENDI_PASSED)] = Field(default_factory=dict)
+    # vendirag's own loop as system vendi_rag_authors; None: not run
+    vendi_rag_authors: Annotated[dict[str, Any], kwargs_of(
+        AuthorsVendiRAG, "answering_evaluation.vendi_rag_authors", VENDI_PASSED)] | None = None
     routed_l: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     retrieval_routers: bool = True
     wide_factor: int = Field(2, ge=0)
@@ -68,25 +73,6 @@ class AnsweringEvaluationParams(BaseModel):
         backend_settings(block)  # the kind and its keys, as make_backend will read them
         return block
 
-    @field_validator("answerer")
-    @classmethod
-    def _answerer(cls, block: dict[str, Any]) -> dict[str, Any]:
-        return checked_block(kwargs_model(Answerer, ("backend",)), block, "answering_evaluation.answerer")
-
-    @field_validator("vendi_rag_authors")
-    @classmethod
-    def _vendi_rag_authors(cls, block: dict[str, Any] | None) -> dict[str, Any] | None:
-        if block is None:
-            return None
-        return checked_block(kwargs_model(AuthorsVendiRAG, ("answerer", "runner", "num_docs")), block,
-                             "answering_evaluation.vendi_rag_authors")
-
-    @field_validator("vendi_rag")
-    @classmethod
-    def _vendi_rag(cls, block: dict[str, Any]) -> dict[str, Any]:
-        # the node passes the answerer, the runner and num_docs (candidate scoring's)
-        return checked_block(kwargs_model(VendiRAG, ("answerer", "runner", "num_docs")), block,
-                             "answering_evaluation.vendi_rag")
 
 
 def _test_questions(

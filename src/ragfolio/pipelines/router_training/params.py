@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
 from ragfolio.core.routing.features.query_features import TextHasher
@@ -13,7 +13,7 @@ from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.scoring.utility_index import ALL
-from ragfolio.param_blocks import checked_block, kwargs_model
+from ragfolio.param_blocks import kwargs_of
 
 
 class BundleParams(BaseModel):
@@ -35,18 +35,10 @@ class RetrievalRoutingParams(BaseModel):
 
     agreement_depth: int = Field(10, ge=1)
     query_block_size: int = Field(256, ge=1)
-    pre_retrieval: dict[str, Any] = Field(default_factory=dict)  # PreRetrievalRouter hyperparameters
-    post_retrieval: dict[str, Any] = Field(default_factory=dict)  # PostRetrievalRouter hyperparameters
-
-    @field_validator("pre_retrieval")
-    @classmethod
-    def _pre_retrieval(cls, block: dict[str, Any]) -> dict[str, Any]:
-        return checked_block(kwargs_model(PreRetrievalRouter), block, "router_training.retrieval_routing.pre_retrieval")
-
-    @field_validator("post_retrieval")
-    @classmethod
-    def _post_retrieval(cls, block: dict[str, Any]) -> dict[str, Any]:
-        return checked_block(kwargs_model(PostRetrievalRouter), block, "router_training.retrieval_routing.post_retrieval")
+    pre_retrieval: Annotated[dict[str, Any], kwargs_of(
+        PreRetrievalRouter, "router_training.retrieval_routing.pre_retrieval")] = Field(default_factory=dict)
+    post_retrieval: Annotated[dict[str, Any], kwargs_of(
+        PostRetrievalRouter, "router_training.retrieval_routing.post_retrieval")] = Field(default_factory=dict)
 
 
 PAPER_HYPERPARAMETERS = frozenset(f.name for f in fields(PaperRouter) if f.init) - {"blocks"}
@@ -87,9 +79,10 @@ class RouterTrainingParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    text_features: dict[str, Any] = Field(default_factory=dict)  # TextHasher settings
+    text_features: Annotated[dict[str, Any], kwargs_of(TextHasher, "router_training.text_features")] = Field(
+        default_factory=dict)
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
-    router: dict[str, Any] = Field(default_factory=dict)  # the learned Router's hyperparameters
+    router: Annotated[dict[str, Any], kwargs_of(Router, "router_training.router")] = Field(default_factory=dict)
     logistic_c: float = Field(1.0, gt=0)
     # The paper's router recipe (ragfolio.core.routing.routers.paper), fitted on each portfolio's train
     # questions and reported beside the others; null: not trained. Not served.
@@ -97,16 +90,6 @@ class RouterTrainingParams(BaseModel):
     retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
     bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
-
-    @field_validator("text_features")
-    @classmethod
-    def _text_features(cls, block: dict[str, Any]) -> dict[str, Any]:
-        return checked_block(kwargs_model(TextHasher), block, "router_training.text_features")
-
-    @field_validator("router")
-    @classmethod
-    def _router(cls, block: dict[str, Any]) -> dict[str, Any]:
-        return checked_block(kwargs_model(Router), block, "router_training.router")
 
     @model_validator(mode="after")
     def _paper_encoders_exist(self) -> RouterTrainingParams:
