@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 from vendirag.retriever import vrs_select
 
 from ragfolio.core.answering.answerer import Answerer
@@ -68,6 +69,16 @@ _JUDGE_DEMOS = (  # one supported and one unsupported answer, so the score's sca
     ("Big Ben: Big Ben is the nickname for the Great Bell of the clock at the Palace of Westminster.",
      "In which country was the composer of the Big Ben chimes born?", "Germany", 2),
 )
+
+
+def candidate_pool(
+    runner: PoolRunner, prefilter: str, encoder: str, query: str
+) -> tuple[list[int], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Vendi-RAG's candidate pool for ``query``: the corpus rows of base ``prefilter``'s ranking
+    (``-1`` padding dropped), their ``encoder`` embeddings and the query's."""
+    rows = [int(r) for r in runner.base(prefilter, [query]).doc_ids[0] if r >= 0]
+    query_emb = np.asarray(runner.query_embeddings(encoder, [query])[0])
+    return rows, np.asarray(runner.passage_embeddings(encoder))[rows], query_emb
 
 
 def judge_messages(
@@ -257,13 +268,10 @@ class VendiRAG:
 
     def retrieve(self, query: str, s: float) -> list[int]:
         """Corpus rows of the ``num_docs`` greedy-VRS picks for ``query`` from its candidate pool."""
-        pool = self.runner.base(self.prefilter, [query]).doc_ids[0]
-        query_emb = self.runner.query_embeddings(self.encoder, [query])[0]
-        rows = [int(r) for r in pool if r >= 0]
+        rows, passages, query_emb = candidate_pool(self.runner, self.prefilter, self.encoder, query)
         if not rows:
             return []
-        picked = vrs_select(np.asarray(self.runner.passage_embeddings(self.encoder))[rows], query_emb, k=self.num_docs, s=s)
-        return [rows[i] for i in picked]
+        return [rows[i] for i in vrs_select(passages, query_emb, k=self.num_docs, s=s)]
 
     def judge(self, question: str, answer: str, passages: Sequence[tuple[str, str]]) -> tuple[float, float | None, Completion | None]:
         """``(support, LLM score or None, the judge call or None)``; an empty answer gets no call."""

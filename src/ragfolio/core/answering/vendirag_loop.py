@@ -40,6 +40,7 @@ from ragfolio.core.answering.vendi_rag import (
     VendiRagResult,
     VendiRound,
     answer_support,
+    candidate_pool,
 )
 from ragfolio.core.llm.chat import ChatBackend, Completion
 from ragfolio.core.llm.embedded import LocalBackend
@@ -123,10 +124,8 @@ class AuthorsVendiRAG:
     def _candidates(self, query: str, n: int) -> tuple[list[Document], np.ndarray, np.ndarray]:
         """The pool for ``query``: the prefilter's ranking (its own depth; ``n`` is vendirag's 50)."""
         tick = time.perf_counter()
-        rows = [int(r) for r in self.runner.base(self.prefilter, [query]).doc_ids[0] if r >= 0]
+        rows, passages, query_emb = candidate_pool(self.runner, self.prefilter, self.encoder, query)
         docs = [Document(text=f"{self.runner.titles[r]}: {self.runner.texts[r]}", id=str(r)) for r in rows]
-        passages = np.asarray(self.runner.passage_embeddings(self.encoder))[rows]
-        query_emb = np.asarray(self.runner.query_embeddings(self.encoder, [query])[0])
         self._retrieval_s += time.perf_counter() - tick
         return docs, passages, query_emb
 
