@@ -12,7 +12,17 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "ragfolio"
 MAX_LINES = 400
-STAGES = {"data", "retrieval", "scoring", "selection", "routing", "answering"}
+def _counts() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("architecture_counts", ROOT / "scripts" / "architecture_counts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+COUNTS = _counts()  # scripts/architecture_counts.py: the stages in order, twins, arrows
+STAGES = set(COUNTS.STAGES)
 RUNTIME = {"llm"}  # the LLM runtime, used by several stages, is a package beside them
 SHARED = {"__init__.py", "bundle.py", "batching.py", "cache.py", "code_identity.py", "metrics.py", "record_checks.py", "stats.py",
           "timings.py"}
@@ -35,21 +45,12 @@ def test_core_is_stage_packages_and_a_few_shared_modules() -> None:
     assert modules <= SHARED, f"modules at core's top level that belong in a stage: {sorted(modules - SHARED)}"
 
 
-def _counts() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("architecture_counts", ROOT / "scripts" / "architecture_counts.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_no_stage_imports_a_later_one() -> None:
-    assert _counts().upward_arrows(SRC / "core") == []
+    assert COUNTS.upward_arrows(SRC / "core") == []
 
 
 def test_no_two_modules_share_a_name() -> None:
-    assert _counts().twins(SRC) == {}, "name each module for what it holds"
+    assert COUNTS.twins(SRC) == {}, "name each module for what it holds"
 
 
 def test_core_tests_mirror_the_core_packages() -> None:
