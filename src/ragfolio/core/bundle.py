@@ -7,6 +7,8 @@ A bundle is an inspectable folder; nothing in it is a pickle::
     corpus.jsonl         the passages served ({"id", "title", "text"} per line)
     router/              the router's folder: router.json (naming its kind) and any weights
     embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
+    indexes/<kind>-<i>/  every corpus index the service searches (BM25, FAISS, passage graphs),
+                         built once by the pipeline, each in its library's own format
 
 The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
 the sha256 of every file, so changing any byte of the bundle is caught by :func:`load_bundle`
@@ -17,8 +19,15 @@ corpus they measured; :func:`load_bundle` checks the corpus it reads has it. ``r
 router's kind (:mod:`ragfolio.core.routing.registry`); :func:`load_bundle` loads that kind (a
 manifest without it, from before routers had names, holds the learned router).
 
-This module is the format only: it imports no retriever, encoder or LLM, and a router's class only
-when :func:`load_bundle` loads one. The runtime is built from a bundle by
+A bundle loads memory-mapped by default (``mmap``): the embeddings and the indexes' arrays stay
+in the page cache, shared with other processes, and only the pages a query touches become
+resident, so a million-passage bundle is ready in seconds (docs/benchmarks.md, "A million
+passages"). The manifest's ``indexes`` lists each index's kind, settings and folder
+(:class:`~ragfolio.core.retrieval.indexes.saved.CorpusIndex`); a format-1 bundle (before indexes
+were saved) still loads, and the service builds its indexes at start-up as it did then.
+
+This module is the format only: it imports no encoder or LLM, the index classes only to save and
+load them, and a router's class only when :func:`load_bundle` loads one. The runtime is built from a bundle by
 :meth:`ragfolio.core.answering.rag.AdaptiveRAG.from_bundle` (and
 :meth:`ragfolio.core.retrieval.running.pool_runner.PoolRunner.from_bundle` for retrieval alone).
 """
@@ -30,6 +39,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -40,15 +50,18 @@ import numpy.typing as npt
 
 from ragfolio.core.cache import file_sha256
 from ragfolio.core.data.records import Corpus
+from ragfolio.core.retrieval.indexes.saved import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
 
-FORMAT = 1
+FORMAT = 2  # 2: indexes/ and the manifest's "indexes"
+FORMATS = (1, 2)  # formats load_bundle reads
 MANIFEST = "manifest.json"
 CORPUS = "corpus.jsonl"
 ROUTER = "router"
 EMBEDDINGS = "embeddings"
+INDEXES = "indexes"
 
 
 class BundleIntegrityError(ValueError):
@@ -70,6 +83,8 @@ class PortfolioBundle:
         embeddings: ``(n_passages, dim)`` float32 corpus embeddings by encoder name.
         default_l: Members a query is routed to when the caller does not say.
         selection: The metrics the members were selected with (train ``F`` per prefix, test best-of-k).
+        indexes: The corpus indexes the service searches, built (:func:`ragfolio.core.answering.rag.with_indexes`);
+            empty: the service builds them at start-up.
         manifest: The manifest as stored (set by :func:`load_bundle`; holds ``version`` and ``checksum``).
     """
 
@@ -82,6 +97,7 @@ class PortfolioBundle:
     embeddings: dict[str, npt.NDArray[np.float32]]
     default_l: int = 1
     selection: dict[str, Any] = field(default_factory=dict)
+    indexes: list[CorpusIndex] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -115,6 +131,12 @@ def _ragfolio_version() -> str:
         return "unknown"
 
 
+def _checksums(folder: Path, files: list[Path]) -> dict[str, str]:
+    """The sha256 of each file by its path in ``folder`` (hashed in two threads: hashlib releases the GIL)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip((p.relative_to(folder).as_posix() for p in files), pool.map(file_sha256, files), strict=True))
+
+
 def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
     """Write ``bundle`` to the folder ``path`` (replacing it) and return the manifest written.
 
@@ -131,6 +153,11 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
         (tmp / EMBEDDINGS).mkdir()
         for name, emb in bundle.embeddings.items():
             np.save(tmp / EMBEDDINGS / f"{name}.npy", np.ascontiguousarray(emb, dtype=np.float32), allow_pickle=False)
+        indexes = []
+        for i, index in enumerate(bundle.indexes):
+            folder = f"{INDEXES}/{index.kind}-{i}"
+            index.save(tmp / folder)
+            indexes.append({"kind": index.kind, "key": index.key, "path": folder})
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
         manifest: dict[str, Any] = {
             "format": FORMAT,
@@ -144,7 +171,8 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "routing": bundle.routing.to_dict(),
             "selection": bundle.selection,
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
-            "files": {p.relative_to(tmp).as_posix(): file_sha256(p) for p in files},
+            "indexes": indexes,
+            "files": _checksums(tmp, files),
         }
         manifest["checksum"] = _manifest_checksum(manifest)
         manifest["version"] = manifest["checksum"][:12]
@@ -170,8 +198,9 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
     if not (folder / MANIFEST).is_file():
         raise FileNotFoundError(f"{folder / MANIFEST} is missing: not a ragfolio bundle (run the router_training pipeline)")
     manifest = json.loads((folder / MANIFEST).read_text())
-    if manifest.get("format") != FORMAT:
-        raise BundleIntegrityError(f"{folder / MANIFEST}: bundle format {manifest.get('format')!r}, expected {FORMAT}")
+    if manifest.get("format") not in FORMATS:
+        raise BundleIntegrityError(f"{folder / MANIFEST}: bundle format {manifest.get('format')!r}, "
+                                   f"this ragfolio reads {list(FORMATS)}")
     if _manifest_checksum(manifest) != manifest.get("checksum"):
         raise BundleIntegrityError(f"{folder / MANIFEST} does not match its recorded checksum (was it edited?)")
     present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MANIFEST}
@@ -180,8 +209,10 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
         raise BundleIntegrityError(f"{folder / missing[0]} is listed in the manifest but missing")
     if extra := sorted(present - listed):
         raise BundleIntegrityError(f"{folder / extra[0]} is not part of the bundle (not in the manifest)")
-    for name in sorted(listed):
-        if file_sha256(folder / name) != manifest["files"][name]:
+    names = sorted(listed)
+    actual = _checksums(folder, [folder / name for name in names])
+    for name in names:
+        if actual[name] != manifest["files"][name]:
             raise BundleIntegrityError(f"{folder / name} does not match its recorded sha256 checksum")
     return manifest
 
@@ -199,10 +230,11 @@ def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> No
         )
 
 
-def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
+def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> PortfolioBundle:
     """The bundle saved at ``path``; with ``verify`` (the default) every file is checked first.
 
     The corpus is checked against the manifest's ``corpus.fingerprint`` even without ``verify``.
+    ``mmap`` maps the embeddings and the indexes' arrays (read-only) instead of reading them.
 
     Raises:
         BundleIntegrityError: A file differs from the manifest (see :func:`verify_bundle`), or the
@@ -215,8 +247,11 @@ def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
     corpus = Corpus.from_records(records)
     _check_corpus(corpus, manifest, folder / CORPUS)
     embeddings = {
-        p.stem: np.load(p, allow_pickle=False) for p in sorted((folder / EMBEDDINGS).glob("*.npy"))
+        p.stem: np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+        for p in sorted((folder / EMBEDDINGS).glob("*.npy"))
     }
+    indexes = [CorpusIndex.load(entry["kind"], entry["key"], folder / entry["path"], mmap=mmap)
+               for entry in manifest.get("indexes", [])]
     from ragfolio.core.routing.registry import router_class  # the routers' runtime, only when one is loaded
 
     router = router_class(manifest.get("router", LEARNED)).load(folder / ROUTER)
@@ -224,5 +259,5 @@ def load_bundle(path: str | Path, *, verify: bool = True) -> PortfolioBundle:
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
         router=router, scoring=manifest["scoring"], routing=RouterFeatures.from_dict(manifest["routing"]),
         embeddings=embeddings, default_l=int(manifest["default_l"]), selection=manifest["selection"],
-        manifest=manifest,
+        indexes=indexes, manifest=manifest,
     )

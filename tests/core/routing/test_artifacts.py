@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.answering.rag import AdaptiveRAG, with_indexes
 from ragfolio.core.bundle import BundleIntegrityError, PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import encoders_used, make_candidate
@@ -206,3 +206,34 @@ def test_a_bundle_serves_a_router_that_sees_the_retrieval(tmp_path: Path) -> Non
         assert served.retrieve(question, 1).members == original.retrieve(question, 1).members
     served.close()
     original.close()
+
+
+def test_a_bundle_carries_its_corpus_indexes_checksummed_and_serves_from_them(tmp_path: Path) -> None:
+    original = _bundle()
+    indexed = with_indexes(original)
+    assert sorted((i.kind, i.key["k1"]) for i in indexed.indexes) == [("bm25", 0.9), ("bm25", 1.5)]
+    manifest = save_bundle(indexed, tmp_path / "indexed")
+    assert manifest["format"] == 2
+    assert [entry["path"] for entry in manifest["indexes"]] == ["indexes/bm25-0", "indexes/bm25-1"]
+    assert "indexes/bm25-0/data.csc.index.npy" in manifest["files"]  # checksummed like every file
+    loaded = load_bundle(tmp_path / "indexed")
+    assert isinstance(loaded.embeddings["fake"], np.memmap)  # mapped, not read
+    rag, fresh = AdaptiveRAG.from_bundle(loaded), AdaptiveRAG.from_bundle(original)
+    for query in ("which river is long", "the highest mountain"):
+        got, want = rag.retrieve(query, 2), fresh.retrieve(query, 2)
+        assert [r.doc_ids for r in got.results.runs] == [r.doc_ids for r in want.results.runs]
+    index = tmp_path / "indexed" / "indexes" / "bm25-1" / "data.csc.index.npy"
+    index.write_bytes(index.read_bytes()[:-4] + b"\0\0\0\0")
+    with pytest.raises(BundleIntegrityError, match=r"bm25-1/data\.csc\.index\.npy does not match"):
+        load_bundle(tmp_path / "indexed")
+
+
+def test_a_format_1_bundle_without_indexes_still_loads_and_builds_them(saved: Path) -> None:
+    def as_format_1(manifest: dict) -> None:
+        manifest["format"] = 1
+        manifest.pop("indexes")
+
+    _resign(saved, as_format_1)
+    loaded = load_bundle(saved)
+    assert loaded.indexes == [] and loaded.manifest["format"] == 1
+    assert AdaptiveRAG.from_bundle(loaded).retrieve("which river is long", 1).results.ok_runs

@@ -10,6 +10,7 @@ Latency is recorded per stage and tokens per call, so a caller can report both p
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -300,3 +301,20 @@ class AdaptiveRAG:
 
     def close(self) -> None:
         self.executor.close()
+
+
+def with_indexes(bundle: PortfolioBundle) -> PortfolioBundle:
+    """``bundle`` holding every corpus index its service searches, so a service maps them instead of
+    building them at start-up.
+
+    What the service builds is found by doing what its warm-up does: one query routed to all k
+    members (the router's own features included), then the runner's
+    :meth:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner.corpus_indexes`. Indexes the
+    bundle already holds are reused, not rebuilt.
+    """
+    rag = AdaptiveRAG.from_bundle(bundle)
+    try:
+        rag.retrieve("warm-up", bundle.k)
+        return dataclasses.replace(bundle, indexes=rag.runner.corpus_indexes(), manifest={})
+    finally:
+        rag.close()

@@ -33,7 +33,7 @@ F = TypeVar("F", bound="Family")
 
 @dataclass(frozen=True)
 class DenseIndex:
-    """A dense index over ``encoder``'s passage embeddings (``index_type`` flat | hnsw)."""
+    """A dense index over ``encoder``'s passage embeddings (``index_type`` flat | hnsw | auto)."""
 
     encoder: str
     index_type: str = "flat"
@@ -135,8 +135,8 @@ class Parts(Protocol):
         """A BM25 index with ``params`` over the runner's default BM25 (``backend`` included)."""
         ...
 
-    def dense(self, encoder: str, index_type: str = "flat", backend: str = "inprocess") -> VectorIndex:
-        """A dense index over ``encoder``'s passage embeddings."""
+    def dense(self, encoder: str, index_type: str = "auto", backend: str = "inprocess") -> VectorIndex:
+        """A dense index over ``encoder``'s passage embeddings (``auto``: flat or HNSW by corpus size)."""
         ...
 
     def graph(self, max_entity_df: int | None = None) -> PassageGraph:

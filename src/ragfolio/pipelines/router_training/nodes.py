@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from ragfolio.core.answering.rag import with_indexes
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
@@ -334,7 +335,8 @@ def build_bundle(
     train questions, or it was named): the learned one (query features only), or a router that sees
     the retrieval (``pre_retrieval``, ``post_retrieval``; the bundle's ``routing`` carries their
     featurizer). ``selection.served_router`` records the choice, its reason and the validation
-    values compared, and what the report measured of it on test.
+    values compared, and what the report measured of it on test. The bundle carries every corpus
+    index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
     """
     p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
     key = p.bundle.portfolio
@@ -370,6 +372,8 @@ def build_bundle(
         routing=router_features,
         embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), selection=selection,
     )
-    logger.info("bundle %r: %d members, %s router, %d passages (corpus %s), encoders %s", key, bundle.k,
-                name, len(bundle.corpus), corpus.fingerprint, encoders)
+    bundle = with_indexes(bundle)
+    logger.info("bundle %r: %d members, %s router, %d passages (corpus %s), encoders %s, indexes %s", key,
+                bundle.k, name, len(bundle.corpus), corpus.fingerprint, encoders,
+                ", ".join(f"{index.kind} {index.key}" for index in bundle.indexes))
     return bundle

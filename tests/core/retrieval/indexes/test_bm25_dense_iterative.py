@@ -55,3 +55,47 @@ def test_two_hop_expands_with_title_and_merges() -> None:
     assert merge_hops(first, second, 4, "first1").doc_ids.tolist() == [[2, 0, 3, 4]]
     assert merge_hops(first, second, 4, "first2").doc_ids.tolist() == [[2, 0, 3, 4]]
     assert merge_hops(first, second, 2, "first2").doc_ids.tolist() == [[2, 0]]
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_bm25_saved_with_bm25s_loads_and_ranks_alike(tmp_path, mmap: bool) -> None:
+    built = BM25Retriever(k1=0.9, b=0.4, stopwords="none").index(CORPUS)
+    built.save(tmp_path / "bm25")
+    assert (tmp_path / "bm25" / "retriever.json").is_file() and (tmp_path / "bm25" / "vocab.index.json").is_file()
+    loaded = BM25Retriever.load(tmp_path / "bm25", mmap=mmap)
+    assert (loaded.k1, loaded.b, loaded.stopwords) == (0.9, 0.4, "none")
+    queries = ["cherry apple", "durian", "nothing known"]
+    want, got = built.retrieve(queries, 3), loaded.retrieve(queries, 3)
+    np.testing.assert_array_equal(got.doc_ids, want.doc_ids)
+    np.testing.assert_array_equal(got.scores, want.scores)
+
+
+def _unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("index_type", ["flat", "hnsw"])
+@pytest.mark.parametrize("mmap", [True, False])
+def test_dense_saved_with_faiss_loads_and_ranks_alike(tmp_path, index_type: str, mmap: bool) -> None:
+    passages, queries = _unit_rows(500, 16, 0), _unit_rows(20, 16, 1)
+    built = DenseRetriever(index_type=index_type, hnsw_ef_search=64).index(passages)
+    built.save(tmp_path / "dense")
+    loaded = DenseRetriever.load(tmp_path / "dense", mmap=mmap)
+    assert loaded.built_type == index_type and loaded.n_passages == 500 and loaded.hnsw_ef_search == 64
+    want, got = built.retrieve_embedded(queries, 4), loaded.retrieve_embedded(queries, 4)
+    np.testing.assert_array_equal(got.doc_ids, want.doc_ids)
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
+
+
+def test_dense_auto_is_flat_up_to_hnsw_above_then_hnsw_close_to_exact() -> None:
+    passages, queries = _unit_rows(2000, 16, 2), _unit_rows(50, 16, 3)
+    assert DenseRetriever(index_type="auto", hnsw_above=2000).index(passages).built_type == "flat"
+    approx = DenseRetriever(index_type="auto", hnsw_above=1999).index(passages)
+    assert approx.built_type == "hnsw"
+    exact = DenseRetriever(index_type="flat").index(passages).retrieve_embedded(queries, 4).doc_ids
+    found = approx.retrieve_embedded(queries, 4).doc_ids
+    overlap = np.mean([len(set(a) & set(b)) / 4 for a, b in zip(exact, found, strict=True)])
+    assert overlap > 0.95, overlap
+    with pytest.raises(ValueError, match="index_type='ivf' must be one of"):
+        DenseRetriever(index_type="ivf")

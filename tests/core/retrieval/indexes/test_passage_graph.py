@@ -50,14 +50,25 @@ def test_build_caps_degree_keeping_the_longest_titles() -> None:
     assert np.diff(capped.adjacency.indptr).max() <= 2
 
 
-def test_save_and_load_round_trip(tmp_path) -> None:
+def mapped(array: object) -> bool:
+    """Whether ``array`` is a view of a memory-mapped file."""
+    while array is not None:
+        if isinstance(array, np.memmap):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_save_and_load_round_trip_as_plain_arrays(tmp_path, mmap: bool) -> None:
     graph = graph_of(4, [(0, 1), (1, 2)])
-    path = tmp_path / "graph.npz"
-    graph.save(path)
-    with np.load(path, allow_pickle=False) as raw:  # plain arrays, no pickle
-        assert "indptr" in raw
-    loaded = PassageGraph.load(path)
+    graph.save(tmp_path / "graph")
+    assert sorted(p.name for p in (tmp_path / "graph").iterdir()) == ["data.npy", "indices.npy", "indptr.npy"]
+    loaded = PassageGraph.load(tmp_path / "graph", mmap=mmap)
     assert edges(loaded) == {(0, 1), (1, 2)}
+    arrays = (loaded.adjacency.data, loaded.adjacency.indices, loaded.adjacency.indptr)
+    assert all(mapped(a) == mmap for a in arrays)  # views of the mapped files, not copies
+    assert loaded.neighbors(1).tolist() == [0, 2]
 
 
 def test_graph_rejects_asymmetric_adjacency() -> None:

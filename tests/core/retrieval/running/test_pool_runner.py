@@ -184,3 +184,35 @@ def test_memo_counts_hits_and_misses_and_hits_on_another_scopes_parts(tiny_dir, 
     stats = runner.memo_stats()
     assert (stats["query_misses"], stats["foreign_query_hits"]) == (2, 1)
     assert len(_query_encodings(calls)) == 2
+
+
+def test_saved_indexes_are_loaded_mapped_and_used_instead_of_built(tiny_dir, calls, small_grid, tmp_path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever
+    from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
+    from ragfolio.core.retrieval.indexes.passage_graph import PassageGraph
+    from ragfolio.core.retrieval.indexes.saved import CorpusIndex
+
+    candidates = expand_grid({**small_grid, "graph": [{"seeds": "bm25", "n_seeds": 2, "max_entity_df": [None, 3]}]})
+    built, queries = tiny_runner(tiny_dir)
+    built.prepare(candidates, queries)
+    want = [built.run(c, queries) for c in candidates]
+    indexes = built.corpus_indexes()
+    kinds = sorted((index.kind, str(index.key)) for index in indexes)
+    assert [kind for kind, _ in kinds] == ["bm25", "bm25", "bm25", "dense", "dense", "graph", "graph"]
+    assert ("dense", "{'encoder': 'e5', 'index_type': 'flat'}") in kinds  # auto is flat on a small corpus
+    for i, index in enumerate(indexes):
+        index.save(tmp_path / str(i))
+    loaded = [CorpusIndex.load(index.kind, index.key, tmp_path / str(i)) for i, index in enumerate(indexes)]
+
+    def no_building(*args, **kwargs):
+        raise AssertionError("a saved index was built again")
+
+    for cls, method in ((BM25Retriever, "index"), (DenseRetriever, "index"), (PassageGraph, "build")):
+        monkeypatch.setattr(cls, method, no_building)
+    given, _ = tiny_runner(tiny_dir, indexes=loaded)
+    for candidate, expected in zip(candidates, want, strict=True):
+        got = given.run(candidate, queries)
+        np.testing.assert_array_equal(got.doc_ids, expected.doc_ids, err_msg=candidate.name)
+        np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-6, err_msg=candidate.name)
+    assert sorted((index.kind, str(index.key)) for index in given.corpus_indexes()) == kinds

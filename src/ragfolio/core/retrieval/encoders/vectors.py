@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-
 DEVICES = ("auto", "cpu", "cuda")
 
 

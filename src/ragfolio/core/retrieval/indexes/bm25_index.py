@@ -2,13 +2,19 @@
 
 Knobs of the family: ``k1`` and ``b`` (the BM25 saturation and length normalisation), ``method``
 (bm25s's variant, ``lucene`` by default) and ``stopwords`` (``english`` or ``none``).
+
+An index is saved to a folder with bm25s's own ``save`` (its score matrix as ``.npy`` arrays, the
+vocabulary and parameters as JSON; no pickle) plus ``retriever.json`` with the knobs bm25s does not
+keep, and loaded memory-mapped (:meth:`BM25Retriever.load`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +39,7 @@ def tokenize(texts: Sequence[str], stopwords: str = "english") -> list[list[str]
 # The BM25 defaults, defined once: the in-process and Elasticsearch retrievers, the ``bm25`` family's
 # grid defaults and the pool's shared BM25 base all read them.
 BM25_DEFAULTS: dict[str, Any] = {"k1": 1.2, "b": 0.75, "method": "lucene", "stopwords": "english"}
+RETRIEVER_FILE = "retriever.json"  # beside bm25s's own files in a saved index
 
 
 @dataclass
@@ -70,6 +77,28 @@ class BM25Retriever:
         self._index.index(tokens, show_progress=False)
         self._n_docs = len(texts)
         return self
+
+    def save(self, folder: str | Path) -> None:
+        """Write the index to ``folder`` (created): bm25s's files and ``retriever.json``."""
+        if self._index is None:
+            raise RuntimeError("call index() before save()")
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._index.save(str(folder), show_progress=False)
+        (folder / RETRIEVER_FILE).write_text(json.dumps({**asdict(self), "n_docs": self._n_docs}, indent=1))
+
+    @classmethod
+    def load(cls, folder: str | Path, *, mmap: bool = True) -> BM25Retriever:
+        """The index :meth:`save` wrote to ``folder``; ``mmap`` maps its arrays instead of reading them."""
+        import bm25s
+
+        folder = Path(folder)
+        settings = json.loads((folder / RETRIEVER_FILE).read_text())
+        n_docs = settings.pop("n_docs")
+        retriever = cls(**settings)
+        retriever._index = bm25s.BM25.load(str(folder), mmap=mmap, show_progress=False)
+        retriever._n_docs = n_docs
+        return retriever
 
     def retrieve(self, queries: Sequence[str], k: int) -> RetrievalResult:
         """Top-``k`` corpus rows per query, ``-1``-padded where a query matches fewer passages."""

@@ -16,8 +16,9 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from os import PathLike
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,7 @@ __all__ = ["PassageGraph"]
 logger = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r"\w+")
+_ARRAYS = ("data", "indices", "indptr")  # a saved graph's CSR arrays, one .npy each
 # Same-title links (chunks of one article) outrank every mention when the degree is capped.
 _SAME_TITLE_PRIORITY = np.inf
 
@@ -42,17 +44,20 @@ class PassageGraph:
 
     Attributes:
         adjacency: ``(n, n)`` symmetric ``scipy.sparse.csr_matrix`` of float32 ones, no self-loops.
+        check_symmetry: Check that ``adjacency`` is symmetric (seconds at a million passages;
+            :meth:`load` skips it for a graph a checksummed bundle holds).
     """
 
     adjacency: sp.csr_matrix
+    check_symmetry: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, check_symmetry: bool) -> None:
         a = self.adjacency
         if not sp.issparse(a) or a.format != "csr":
             raise ValueError(f"adjacency must be a scipy.sparse CSR matrix, got {type(a).__name__}")
         if a.shape[0] != a.shape[1]:
             raise ValueError(f"adjacency shape {a.shape} must be square")
-        if (a != a.T).nnz:
+        if check_symmetry and (a != a.T).nnz:
             raise ValueError("adjacency must be symmetric")
 
     @property
@@ -66,14 +71,22 @@ class PassageGraph:
         a = self.adjacency
         return np.sort(a.indices[a.indptr[i] : a.indptr[i + 1]]).astype(np.int64)
 
-    def save(self, path: str | PathLike[str]) -> None:
-        """Write the adjacency as a ``.npz`` (``scipy.sparse.save_npz``; no pickle)."""
-        sp.save_npz(path, self.adjacency, compressed=True)
+    def save(self, folder: str | PathLike[str]) -> None:
+        """Write the adjacency's CSR arrays to ``folder`` (created) as ``.npy`` files (no pickle)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        a = self.adjacency
+        for name in _ARRAYS:
+            np.save(folder / f"{name}.npy", np.ascontiguousarray(getattr(a, name)), allow_pickle=False)
 
     @classmethod
-    def load(cls, path: str | PathLike[str]) -> PassageGraph:
-        """Read a graph written by :meth:`save`."""
-        return cls(sp.csr_matrix(sp.load_npz(path)))
+    def load(cls, folder: str | PathLike[str], *, mmap: bool = True, check_symmetry: bool = False) -> PassageGraph:
+        """The graph :meth:`save` wrote to ``folder``; ``mmap`` maps its arrays instead of reading them."""
+        folder = Path(folder)
+        data, indices, indptr = (np.load(folder / f"{name}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+                                 for name in _ARRAYS)
+        n = len(indptr) - 1
+        return cls(sp.csr_matrix((data, indices, indptr), shape=(n, n), copy=False), check_symmetry)
 
     @classmethod
     def build(

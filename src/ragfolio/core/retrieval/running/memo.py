@@ -117,6 +117,11 @@ class PartsMemo:
                 **self._counts,
             }
 
+    def corpus_items(self) -> dict[Hashable, Any]:
+        """The corpus parts computed so far, by key (query parts are not included)."""
+        with self._lock:
+            return {key: slot.value for key, slot in self._corpus.items() if slot.done}
+
     def clear_batches(self) -> None:
         """Drop every query batch (a computation in flight still returns its value)."""
         with self._lock:

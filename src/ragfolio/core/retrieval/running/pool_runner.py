@@ -9,7 +9,9 @@ Base names: ``bm25`` (the pool's default BM25), ``dense:<encoder>``, ``hybrid:<e
 the two, equal weights).
 
 Memory and threads: corpus parts (tokens, indexes, passage embeddings, the graph) stay for the
-runner's lifetime; parts of a query batch (query embeddings, bases, expanded queries) live in an
+runner's lifetime; the indexes among them (BM25, FAISS, the passage graphs) are listed by
+:meth:`PoolRunner.corpus_indexes` for a bundle to save, and a runner given them (``indexes``, a saved
+bundle's) uses them instead of building its own; parts of a query batch (query embeddings, bases, expanded queries) live in an
 LRU of ``max_query_batches`` batches, so a service answering one query at a time stays bounded.
 ``run`` may be called from several threads at once: each shared part is computed by one of them
 while the others wait for it. For online use build the runner on ``ArrayCache(path,
@@ -37,7 +39,8 @@ from ragfolio.core.retrieval.family import Expansion, Family, SharedParts, famil
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
 from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
-from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
+from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever, resolved_index_type
+from ragfolio.core.retrieval.indexes.saved import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.ranking.completion import check_full, complete_rows
 from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion
@@ -57,6 +60,14 @@ COMPLETION_VERSION = 1  # bumped when completion.py changes: documentation; keys
 T = TypeVar("T")
 # Depth of the shared first-stage rankings that rerankers reorder (candidate_scoring.prefilter_depth).
 DEFAULT_PREFILTER_DEPTH = 50
+
+
+_INDEX_PARTS = ("bm25", "dense", "graph")  # the corpus parts a bundle saves (CorpusIndex kinds)
+
+
+def _memo_key(kind: str, key: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The memo key of a corpus index: its kind and its settings, sorted."""
+    return (kind, tuple(sorted(key.items())))
 
 
 def passage_texts(titles: Sequence[str], texts: Sequence[str]) -> list[str]:
@@ -85,6 +96,8 @@ class PoolRunner:
         elasticsearch: Connection settings of ``backend: elasticsearch`` candidates (keys of
             :class:`ElasticsearchSettings`); unset keys come from ``ELASTICSEARCH_*`` variables (which a
             Kedro run sets from ``conf/local/credentials.yml``, :mod:`ragfolio.hooks`).
+        indexes: Built corpus indexes (a saved bundle's, :meth:`corpus_indexes`), used instead of
+            building the ones they match.
     """
 
     def __init__(
@@ -101,6 +114,7 @@ class PoolRunner:
         max_query_batches: int = 256,
         passage_embeddings: Mapping[str, Embedding] | None = None,
         elasticsearch: Mapping[str, Any] | None = None,
+        indexes: Sequence[CorpusIndex] = (),
     ) -> None:
         if num_docs < 1:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
@@ -124,13 +138,15 @@ class PoolRunner:
         self._memo = PartsMemo(max_query_batches)
         self._given_embeddings = dict(passage_embeddings or {})
         self.elasticsearch = dict(elasticsearch or {})
+        self._given_indexes = {_memo_key(index.kind, index.key): index.index for index in indexes}
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
 
     @classmethod
     def from_bundle(cls, bundle: PortfolioBundle, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
-        """A runner over ``bundle``'s corpus, with its embeddings: encodes no passage, writes nothing to disk."""
+        """A runner over ``bundle``'s corpus, with its embeddings and indexes: encodes no passage,
+        builds no index the bundle holds, writes nothing to disk."""
         s = bundle.scoring
         import_families(s.get("family_modules", []))
         num_docs = num_docs or s["num_docs"]
@@ -138,7 +154,7 @@ class PoolRunner:
             bundle.corpus.titles, bundle.corpus.texts, s["encoders"], ArrayCache(tempfile.gettempdir(), enabled=False),
             num_docs=num_docs, prefilter_depth=max(s["prefilter_depth"], num_docs),
             bm25_params=s.get("bm25_base") or None, graph_max_degree=s["graph_max_degree"],
-            max_query_batches=max_query_batches, passage_embeddings=bundle.embeddings,
+            max_query_batches=max_query_batches, passage_embeddings=bundle.embeddings, indexes=bundle.indexes,
         )
 
     # --- shared parts -------------------------------------------------------------------------
@@ -199,22 +215,40 @@ class PoolRunner:
                 ElasticsearchSettings.resolve(self.elasticsearch), **full
             ).index(self.passage_texts, corpus_key=self.corpus_key))
         stopwords = full["stopwords"]
-        tokens = self._remember(("tokens", stopwords), lambda: tokenize(self.passage_texts, stopwords))
-        key = ("bm25", tuple(sorted(full.items())))
-        return self._remember(key, lambda: BM25Retriever(**full).index(self.texts, tokens=tokens))
+
+        def build() -> BM25Retriever:
+            tokens = self._remember(("tokens", stopwords), lambda: tokenize(self.passage_texts, stopwords))
+            return BM25Retriever(**full).index(self.texts, tokens=tokens)
+
+        return self._index(_memo_key("bm25", full), build)
 
     def dense(
-        self, encoder: str, index_type: str = "flat", backend: str = "inprocess"
+        self, encoder: str, index_type: str = "auto", backend: str = "inprocess"
     ) -> DenseRetriever | ElasticsearchDenseRetriever:
-        """A dense index over ``encoder``'s passage embeddings, built once."""
+        """A dense index over ``encoder``'s passage embeddings, built once (``auto``: flat or HNSW
+        by the corpus's size, :func:`~ragfolio.core.retrieval.indexes.faiss_index.resolved_index_type`)."""
+        index_type = resolved_index_type(index_type, len(self.texts))
         if backend == "elasticsearch":
             return self._remember(("es_dense", encoder, index_type), lambda: ElasticsearchDenseRetriever(
                 ElasticsearchSettings.resolve(self.elasticsearch), index_type=index_type
             ).index(self.passage_embeddings(encoder)))
-        return self._remember(
-            ("dense", encoder, index_type),
+        return self._index(
+            _memo_key("dense", {"encoder": encoder, "index_type": index_type}),
             lambda: DenseRetriever(index_type=index_type).index(self.passage_embeddings(encoder)),
         )
+
+    def _index(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
+        """The corpus index under ``key``: the one given to the runner, else built once."""
+        return self._remember(key, lambda: self._given_indexes[key] if key in self._given_indexes else build())
+
+    def corpus_indexes(self) -> list[CorpusIndex]:
+        """Every in-process corpus index built or given so far (BM25, FAISS, passage graphs), for a
+        bundle to save (:func:`ragfolio.core.answering.rag.with_indexes`)."""
+        built = []
+        for key, value in self._memo.corpus_items().items():
+            if isinstance(key, tuple) and key and key[0] in _INDEX_PARTS:
+                built.append(CorpusIndex(key[0], dict(key[1]), value))
+        return built
 
     def _cached_result(
         self, namespace: str, key: Mapping[str, Any], compute: Callable[[], RetrievalResult]
@@ -269,10 +303,10 @@ class PoolRunner:
         dropped and no degree cap applies, since a degree cap of 50 would hide caps of hundreds.
         """
         if max_entity_df is None:
-            return self._remember(
-                ("graph",), lambda: PassageGraph.build(self.titles, self.texts, max_degree=self.graph_max_degree)
-            )
-        return self._remember(("graph", "max_entity_df", max_entity_df), lambda: PassageGraph.build(
+            return self._index(_memo_key("graph", {"max_entity_df": None}), lambda: PassageGraph.build(
+                self.titles, self.texts, max_degree=self.graph_max_degree
+            ))
+        return self._index(_memo_key("graph", {"max_entity_df": max_entity_df}), lambda: PassageGraph.build(
             self.titles, self.texts, max_degree=None, max_entity_df=max_entity_df
         ))
 
