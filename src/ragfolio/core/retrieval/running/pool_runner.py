@@ -35,12 +35,12 @@ from tqdm.auto import tqdm
 from ragfolio.core.cache import ArrayCache, fingerprint
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
-from ragfolio.core.retrieval.family import Expansion, Family, SharedParts, families, import_families
+from ragfolio.core.retrieval.family import Family, families, import_families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
+from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
 from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever, resolved_index_type
-from ragfolio.core.retrieval.indexes.saved import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.ranking.completion import check_full, complete_rows
 from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion
@@ -48,6 +48,7 @@ from ragfolio.core.retrieval.ranking.graph_expansion import PassageGraph
 from ragfolio.core.retrieval.ranking.hops import expand_queries
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running.memo import PartsMemo
+from ragfolio.core.retrieval.running.shared_parts import run_parts, shared_part_calls
 
 if TYPE_CHECKING:
     from ragfolio.core.bundle import PortfolioBundle
@@ -341,45 +342,7 @@ class PoolRunner:
             executor: Where to compute independent parts in parallel (the calling thread helps,
                 so this finishes even when every worker is busy); None computes them in turn.
         """
-        registered = families()  # a candidate of an unknown family fails in run, alone
-        needed = SharedParts.union(self._needs(registered[c.family], c) for c in candidates if c.family in registered)
-        encoders = dict.fromkeys(needed.query_encoders)  # a dict as an ordered set
-        for base in needed.bases:  # a dense or hybrid base needs its encoder's query embeddings too
-            family, _, encoder = base.partition(":")
-            if family in ("dense", "hybrid") and encoder:
-                encoders[encoder] = None
-        parts: list[Callable[[], object]] = [partial(self.query_embeddings, encoder, queries) for encoder in encoders]
-        parts += [partial(self.base, base, queries) for base in needed.bases]
-        parts += [partial(self._expand_and_embed, expansion, queries) for expansion in needed.expansions]
-        parts += [partial(self.bm25, params) for params in needed.bm25]
-        parts += [partial(self.dense, index.encoder, index.index_type, index.backend) for index in needed.dense]
-        parts += [partial(self.passage_embeddings, encoder) for encoder in needed.passage_encoders]
-        if needed.graph:
-            parts.append(self.graph)
-        parts += [partial(self.graph, cap) for cap in needed.entity_graphs]
-        if executor is None:
-            for part in parts:
-                part()
-            return
-        # Parts wait for each other through the memo's per-key locks, never for a queued task, so
-        # this cannot deadlock; a part no worker has started yet is run by the calling thread.
-        futures = [executor.submit(part) for part in parts]
-        for part, future in zip(parts, futures, strict=True):
-            if future.cancel():
-                part()
-            else:
-                future.result()
-
-    @staticmethod
-    def _needs(family: Family, candidate: CandidateSpec) -> SharedParts:
-        return family.needs(family.full_params(candidate.params))
-
-    def _expand_and_embed(self, expansion: Expansion, queries: Sequence[str]) -> None:
-        expanded = self.expanded_queries(expansion.first, expansion.append, queries)
-        family, _, encoder = expansion.second.partition(":")
-        if family == "dense" and encoder:
-            self.dense(encoder)
-            self.query_embeddings(encoder, expanded)
+        run_parts(shared_part_calls(self, candidates, queries), executor)
 
     # --- candidates ---------------------------------------------------------------------------
     def run(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult:
