@@ -17,6 +17,11 @@ The phases start once the LLM has answered a first ``/answer`` (its process load
 the service is ready, and that load would compete with the first phase for the cores); the time
 to that first answer is reported.
 
+After the phases, with the service idle, the bundle's encoders run alone in the benchmark's own
+process on batches of 16 and of 64 queries: their queries/s through both encoders is the floor of
+the query path, and the report gives the share of it that ``/retrieve`` at 16 in flight reached.
+``--bundle`` serves another bundle (a run's), ``--questions`` draws queries from its questions.
+
 Queries are the sample's questions (data/02_intermediate/questions.json, 300 of them) in a fixed
 shuffled order, cycled, each phase from its own offset. Per-query parts are memoised per batch of
 queries (the last 256 batches), and concurrent requests form batches of varying make-up, so these
@@ -37,6 +42,7 @@ import asyncio
 import contextlib
 import shlex
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +50,17 @@ from urllib.parse import urlparse
 
 import httpx
 import numpy as np
-from service_harness import LOOPBACK, load_average, machine, memory, questions, serve, wait_for_llm
+from service_harness import (
+    LOOPBACK,
+    encoder_rates,
+    load_average,
+    machine,
+    memory,
+    questions,
+    serve,
+    serving_config,
+    wait_for_llm,
+)
 
 
 @dataclass
@@ -143,12 +159,14 @@ def main() -> None:
     parser.add_argument("--llm-timeout-s", type=float, default=600.0, help="longest wait for the LLM to answer")
     parser.add_argument("--max-phase-s", type=float, default=900.0, help="stop sending after this many seconds")
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
+    parser.add_argument("--bundle", type=Path, help="serve this bundle (default: conf/base/serving.yml's)")
+    parser.add_argument("--questions", type=Path, help="questions.json to draw queries from (default: the sample's)")
     parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
     args = parser.parse_args()
     if args.url and urlparse(args.url).hostname not in LOOPBACK:
         parser.error(f"--url {args.url}: only loopback addresses ({sorted(LOOPBACK)}) are benchmarked")
 
-    queries = questions()
+    queries = questions(args.questions)
     loads = [load_average()]
     extra: list[str] = []
     with contextlib.ExitStack() as stack:
@@ -156,7 +174,11 @@ def main() -> None:
         if args.url:
             url, ready_s = args.url.rstrip("/"), None
         else:
-            served = stack.enter_context(serve(args.ready_timeout_s))
+            env = {}
+            if args.bundle:
+                config = serving_config(Path(tempfile.mkdtemp()) / "serving.yml", bundle=str(args.bundle.resolve()))
+                env["RAGFOLIO_SERVING_CONFIG"] = str(config)
+            served = stack.enter_context(serve(args.ready_timeout_s, env))
             url, ready_s, pid = served.url, served.ready_s, served.pid
             print(f"ready after {ready_s:.1f} s at {url}", flush=True)
         portfolio = httpx.get(f"{url}/portfolio", timeout=30).json()
@@ -179,6 +201,15 @@ def main() -> None:
                 phases.append(asyncio.run(run_phase(url, phase, queries, args.max_phase_s)))
                 print(phase.row(), flush=True)
         extra.append(f"- Resident memory at the end: {memory(pid)}.")
+        bundle_dir = args.bundle or Path("data/06_models/bundle")
+        rates = {batch: encoder_rates(bundle_dir, queries[200:], batch) for batch in (args.retrieve_concurrency, 64)}
+        busy = phases[1]
+        service_rate = len(busy.statuses) / busy.wall_s if busy.wall_s else float("nan")
+        for batch, rate in rates.items():
+            each = ", ".join(f"{name} {value:.0f}" for name, value in rate.items() if name != "together")
+            extra.append(f"- The encoders alone, in the client's process after the phases (service idle), batches of "
+                         f"{batch}: {rate['together']:.1f} queries/s through both ({each}); `/retrieve` at "
+                         f"{args.retrieve_concurrency} in flight reached {100 * service_rate / rate['together']:.0f}% of it.")
     loads.append(load_average())
     text = report(phases, ready_s, url, portfolio, (loads[0], loads[1]), extra)
     print(text)

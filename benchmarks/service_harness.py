@@ -34,9 +34,10 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 LLM_SERVER_MODULE = "ragfolio.core.llm.server"  # the LLM process runs `python -m ragfolio.core.llm.server`
 
 
-def questions() -> list[str]:
-    """The sample's questions (data/02_intermediate/questions.json) in a fixed shuffled order."""
-    path = ROOT / "data" / "02_intermediate" / "questions.json"
+def questions(path: Path | None = None) -> list[str]:
+    """The questions of ``path`` (default: the sample's, data/02_intermediate/questions.json) in a
+    fixed shuffled order."""
+    path = path or ROOT / "data" / "02_intermediate" / "questions.json"
     if path.is_file():
         texts = [q["question"] for q in json.loads(path.read_text())]
     else:  # a fresh clone before `kedro run`: the test fixtures' questions
@@ -44,6 +45,26 @@ def questions() -> list[str]:
                  for line in f.read_text().splitlines() if line.strip()]
     random.Random(0).shuffle(texts)
     return texts
+
+
+def encoder_rates(bundle: Path, queries: list[str], batch: int, n: int = 320) -> dict[str, float]:
+    """Queries/s of each encoder of ``bundle`` alone, in this process, on ``n`` of ``queries`` in
+    batches of ``batch``, and ``together``: one query through every encoder in turn (what the
+    service's query path must at least do per query)."""
+    from ragfolio.core.retrieval.encoders.kinds import make_encoder
+
+    specs = json.loads((bundle / "manifest.json").read_text())["scoring"]["encoders"]
+    n = min(n, len(queries))
+    rates = {}
+    for name, spec in specs.items():
+        encoder = make_encoder({**spec, "show_progress": False})
+        encoder.encode_queries(queries[:8])  # the model loads outside the timing
+        start = time.perf_counter()
+        for at in range(0, n, batch):
+            encoder.encode_queries(queries[at : at + batch])
+        rates[name] = n / (time.perf_counter() - start)
+    rates["together"] = 1 / sum(1 / rate for rate in rates.values())
+    return rates
 
 
 def free_port() -> int:

@@ -11,6 +11,7 @@ the graph's CSR arrays; no pickle), so the service maps a saved index instead of
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,3 +52,14 @@ class CorpusIndex:
         if kind not in INDEX_KINDS:
             raise ValueError(f"{folder}: index kind={kind!r} is not one of {sorted(INDEX_KINDS)}")
         return cls(kind, dict(key), INDEX_KINDS[kind].load(folder, mmap=mmap))
+
+
+def index_key(kind: str, key: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The key a pool runner keeps a corpus index under: its kind and its settings, sorted."""
+    return (kind, tuple(sorted(key.items())))
+
+
+def indexes_among(parts: Mapping[Hashable, Any]) -> list[CorpusIndex]:
+    """The corpus indexes among a runner's corpus parts (keyed by :func:`index_key`; others are skipped)."""
+    return [CorpusIndex(key[0], dict(key[1]), value) for key, value in parts.items()
+            if isinstance(key, tuple) and len(key) == 2 and key[0] in INDEX_KINDS]

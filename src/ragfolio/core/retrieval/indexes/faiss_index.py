@@ -49,7 +49,7 @@ class DenseRetriever:
     index_type: str = "flat"
     hnsw_m: int = 32
     hnsw_ef_construction: int = 40
-    hnsw_ef_search: int = 128
+    hnsw_ef_search: int = 256
     hnsw_above: int = HNSW_ABOVE
 
     def __post_init__(self) -> None:

@@ -9,10 +9,10 @@ Base names: ``bm25`` (the pool's default BM25), ``dense:<encoder>``, ``hybrid:<e
 the two, equal weights).
 
 Memory and threads: corpus parts (tokens, indexes, passage embeddings, the graph) stay for the
-runner's lifetime; the indexes among them (BM25, FAISS, the passage graphs) are listed by
-:meth:`PoolRunner.corpus_indexes` for a bundle to save, and a runner given them (``indexes``, a saved
-bundle's) uses them instead of building its own; parts of a query batch (query embeddings, bases, expanded queries) live in an
-LRU of ``max_query_batches`` batches, so a service answering one query at a time stays bounded.
+runner's lifetime (the indexes among them, :meth:`PoolRunner.corpus_indexes`, are what a bundle
+saves, and a runner given a bundle's uses them instead of building its own); parts of a query
+batch (query embeddings, bases, expanded queries) live in an LRU of ``max_query_batches``
+batches, so a service answering one query at a time stays bounded.
 ``run`` may be called from several threads at once: each shared part is computed by one of them
 while the others wait for it. For online use build the runner on ``ArrayCache(path,
 enabled=False)`` so per-query parts and results are not written to disk.
@@ -25,7 +25,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -37,7 +37,7 @@ from ragfolio.core.code_identity import source_digest
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
 from ragfolio.core.retrieval.family import Family, families, import_families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
-from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
+from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex, index_key, indexes_among
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
 from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever, resolved_index_type
@@ -61,14 +61,6 @@ COMPLETION_VERSION = 1  # bumped when completion.py changes: documentation; keys
 T = TypeVar("T")
 # Depth of the shared first-stage rankings that rerankers reorder (candidate_scoring.prefilter_depth).
 DEFAULT_PREFILTER_DEPTH = 50
-
-
-_INDEX_PARTS = ("bm25", "dense", "graph")  # the corpus parts a bundle saves (CorpusIndex kinds)
-
-
-def _memo_key(kind: str, key: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The memo key of a corpus index: its kind and its settings, sorted."""
-    return (kind, tuple(sorted(key.items())))
 
 
 def passage_texts(titles: Sequence[str], texts: Sequence[str]) -> list[str]:
@@ -134,12 +126,10 @@ class PoolRunner:
         self.prefilter_depth = prefilter_depth
         self.bm25_params = dict(bm25_params or BM25_DEFAULTS)
         self.graph_max_degree = graph_max_degree
-        self.passage_texts = passage_texts(self.titles, self.texts)  # what every retriever sees
-        self.corpus_key = fingerprint(self.passage_texts)
         self._memo = PartsMemo(max_query_batches)
         self._given_embeddings = dict(passage_embeddings or {})
         self.elasticsearch = dict(elasticsearch or {})
-        self._given_indexes = {_memo_key(index.kind, index.key): index.index for index in indexes}
+        self._given_indexes = {index_key(index.kind, index.key): index.index for index in indexes}
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
@@ -157,6 +147,17 @@ class PoolRunner:
             bm25_params=s.get("bm25_base") or None, graph_max_degree=s["graph_max_degree"],
             max_query_batches=max_query_batches, passage_embeddings=bundle.embeddings, indexes=bundle.indexes,
         )
+
+    @cached_property
+    def passage_texts(self) -> list[str]:
+        """What every retriever sees of each passage; built on first use (a service whose bundle
+        holds the indexes never needs it: a second copy of the corpus's text)."""
+        return passage_texts(self.titles, self.texts)
+
+    @cached_property
+    def corpus_key(self) -> str:
+        """The corpus's fingerprint in cache keys."""
+        return fingerprint(self.passage_texts)
 
     # --- shared parts -------------------------------------------------------------------------
     def memo_stats(self) -> dict[str, int]:
@@ -221,7 +222,7 @@ class PoolRunner:
             tokens = self._remember(("tokens", stopwords), lambda: tokenize(self.passage_texts, stopwords))
             return BM25Retriever(**full).index(self.texts, tokens=tokens)
 
-        return self._index(_memo_key("bm25", full), build)
+        return self._index(index_key("bm25", full), build)
 
     def dense(
         self, encoder: str, index_type: str = "auto", backend: str = "inprocess"
@@ -234,7 +235,7 @@ class PoolRunner:
                 ElasticsearchSettings.resolve(self.elasticsearch), index_type=index_type
             ).index(self.passage_embeddings(encoder)))
         return self._index(
-            _memo_key("dense", {"encoder": encoder, "index_type": index_type}),
+            index_key("dense", {"encoder": encoder, "index_type": index_type}),
             lambda: DenseRetriever(index_type=index_type).index(self.passage_embeddings(encoder)),
         )
 
@@ -245,11 +246,7 @@ class PoolRunner:
     def corpus_indexes(self) -> list[CorpusIndex]:
         """Every in-process corpus index built or given so far (BM25, FAISS, passage graphs), for a
         bundle to save (:func:`ragfolio.core.answering.rag.with_indexes`)."""
-        built = []
-        for key, value in self._memo.corpus_items().items():
-            if isinstance(key, tuple) and key and key[0] in _INDEX_PARTS:
-                built.append(CorpusIndex(key[0], dict(key[1]), value))
-        return built
+        return indexes_among(self._memo.corpus_items())
 
     def _cached_result(
         self, namespace: str, key: Mapping[str, Any], compute: Callable[[], RetrievalResult]
@@ -258,6 +255,8 @@ class PoolRunner:
             result = compute()
             return {"doc_ids": result.doc_ids, "scores": result.scores}
 
+        if not self.cache.enabled:  # online: no key to build (the corpus key hashes every passage)
+            return compute()
         arrays = self.cache.get_or_compute(namespace, {"corpus": self.corpus_key, **key}, as_arrays)
         return RetrievalResult(arrays["doc_ids"], arrays["scores"])
 
@@ -304,10 +303,10 @@ class PoolRunner:
         dropped and no degree cap applies, since a degree cap of 50 would hide caps of hundreds.
         """
         if max_entity_df is None:
-            return self._index(_memo_key("graph", {"max_entity_df": None}), lambda: PassageGraph.build(
+            return self._index(index_key("graph", {"max_entity_df": None}), lambda: PassageGraph.build(
                 self.titles, self.texts, max_degree=self.graph_max_degree
             ))
-        return self._index(_memo_key("graph", {"max_entity_df": max_entity_df}), lambda: PassageGraph.build(
+        return self._index(index_key("graph", {"max_entity_df": max_entity_df}), lambda: PassageGraph.build(
             self.titles, self.texts, max_degree=None, max_entity_df=max_entity_df
         ))
 
