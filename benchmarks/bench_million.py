@@ -202,20 +202,23 @@ def sample_questions(path: Path, n: int) -> list[Question]:
 
 def run_size(base: PortfolioBundle, n: int, args: argparse.Namespace, questions: list[Question]) -> dict[str, Any]:
     work = args.work / f"n{n}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    start = time.perf_counter()
-    grown, notes = (base, {}) if n <= len(base.corpus) else grown_bundle(base, n, args.encode_sample)
-    filler_s = time.perf_counter() - start
-    start = time.perf_counter()
-    indexed = with_indexes(grown)
-    build_s = time.perf_counter() - start
-    start = time.perf_counter()
-    save_bundle(indexed, work / "bundle")
-    save_s = time.perf_counter() - start
+    filler_s = build_s = save_s = float("nan")
+    notes: dict[str, Any] = {}
+    if not (args.reuse and (work / "bundle" / "manifest.json").is_file()):
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        start = time.perf_counter()
+        grown, notes = (base, {}) if n <= len(base.corpus) else grown_bundle(base, n, args.encode_sample)
+        filler_s = time.perf_counter() - start
+        start = time.perf_counter()
+        indexed = with_indexes(grown)
+        build_s = time.perf_counter() - start
+        start = time.perf_counter()
+        save_bundle(indexed, work / "bundle")
+        save_s = time.perf_counter() - start
+        del grown, indexed
     sizes = {part: folder_bytes(work / "bundle" / part) for part in ("embeddings", "indexes")}
     sizes["all"] = folder_bytes(work / "bundle")
-    del grown, indexed
     start = time.perf_counter()
     loaded = load_bundle(work / "bundle")  # as the service does: verify every checksum, map the arrays
     load_s = time.perf_counter() - start
@@ -299,6 +302,8 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=400)
     parser.add_argument("--work", type=Path, default=Path("/tmp/ragfolio_rig"))
     parser.add_argument("--keep", action="store_true", help="keep each size's bundle")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure a size's bundle kept by an earlier --keep run instead of building it")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     loads = [load_average()]
