@@ -20,7 +20,9 @@ to that first answer is reported.
 After the phases, with the service idle, the bundle's encoders run alone in the benchmark's own
 process on batches of 16 and of 64 queries: their queries/s through both encoders is the floor of
 the query path, and the report gives the share of it that ``/retrieve`` at 16 in flight reached.
-``--bundle`` serves another bundle (a run's), ``--questions`` draws queries from its questions.
+``--bundle`` serves another bundle (a run's), ``--questions`` draws queries from its questions;
+with no ``/answer`` phase (``--answer-lone-requests 0 --answer-requests 0``) the LLM is an
+unreachable endpoint, so no LLM process loads and shares the cores.
 
 Queries are the sample's questions (data/02_intermediate/questions.json, 300 of them) in a fixed
 shuffled order, cycled, each phase from its own offset. Per-query parts are memoised per batch of
@@ -174,9 +176,13 @@ def main() -> None:
         if args.url:
             url, ready_s = args.url.rstrip("/"), None
         else:
-            env = {}
+            env, overrides = {}, {}
             if args.bundle:
-                config = serving_config(Path(tempfile.mkdtemp()) / "serving.yml", bundle=str(args.bundle.resolve()))
+                overrides["bundle"] = str(args.bundle.resolve())
+            if not (args.answer_lone_requests or args.answer_requests):  # retrieval only: no LLM process
+                overrides["llm"] = {"kind": "openai", "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "none"}}
+            if overrides:
+                config = serving_config(Path(tempfile.mkdtemp()) / "serving.yml", **overrides)
                 env["RAGFOLIO_SERVING_CONFIG"] = str(config)
             served = stack.enter_context(serve(args.ready_timeout_s, env))
             url, ready_s, pid = served.url, served.ready_s, served.pid
