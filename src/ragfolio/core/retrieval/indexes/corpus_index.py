@@ -61,5 +61,6 @@ def index_key(kind: str, key: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def indexes_among(parts: Mapping[Hashable, Any]) -> list[CorpusIndex]:
     """The corpus indexes among a runner's corpus parts (keyed by :func:`index_key`; others are skipped)."""
-    return [CorpusIndex(key[0], dict(key[1]), value) for key, value in parts.items()
-            if isinstance(key, tuple) and len(key) == 2 and key[0] in INDEX_KINDS]
+    found = [CorpusIndex(key[0], dict(key[1]), value) for key, value in parts.items()
+             if isinstance(key, tuple) and len(key) == 2 and key[0] in INDEX_KINDS]
+    return sorted(found, key=lambda index: (index.kind, repr(sorted(index.key.items()))))  # not thread order
