@@ -1,6 +1,10 @@
 """BM25, dense and two-hop retrieval on a hand-made corpus with hand-computed answers."""
 
+import gc
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -70,6 +74,24 @@ def test_bm25_saved_with_bm25s_loads_and_ranks_alike(tmp_path, mmap: bool) -> No
     np.testing.assert_array_equal(got.scores, want.scores)
 
 
+_SAVE_BM25 = """
+import sys
+from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever
+BM25Retriever().index(["the apple and the banana", "apple cherry", "durian fig grape"]).save(sys.argv[1])
+"""
+
+
+def test_bm25_saved_bytes_do_not_depend_on_the_hash_seed(tmp_path) -> None:
+    # Each pipeline step runs in its own process, with its own hash seed: a rerun must save the same files.
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", _SAVE_BM25, str(tmp_path / seed)], env=env, check=True, timeout=120)
+    files = sorted(p.name for p in (tmp_path / "1").iterdir())
+    assert "vocab.index.json" in files and files == sorted(p.name for p in (tmp_path / "2").iterdir())
+    for name in files:
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), name
+
+
 def _unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
     x = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
@@ -86,6 +108,11 @@ def test_dense_saved_with_faiss_loads_and_ranks_alike(tmp_path, index_type: str,
     want, got = built.retrieve_embedded(queries, 4), loaded.retrieve_embedded(queries, 4)
     np.testing.assert_array_equal(got.doc_ids, want.doc_ids)
     np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
+    rows = loaded.vectors()  # the stored vectors, not a copy; the array keeps the index alive
+    assert rows.shape == (500, 16) and not rows.flags.writeable
+    del loaded
+    gc.collect()
+    np.testing.assert_array_equal(rows, passages)
 
 
 def test_dense_auto_is_flat_up_to_hnsw_above_then_hnsw_close_to_exact() -> None:

@@ -216,3 +216,15 @@ def test_saved_indexes_are_loaded_mapped_and_used_instead_of_built(tiny_dir, cal
         np.testing.assert_array_equal(got.doc_ids, expected.doc_ids, err_msg=candidate.name)
         np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-6, err_msg=candidate.name)
     assert sorted((index.kind, str(index.key)) for index in given.corpus_indexes()) == kinds
+
+    # Given the bundle's embeddings too, the runner reads the passage vectors from the dense
+    # indexes' mapped storage instead of holding them a second time, and ranks alike.
+    embeddings = {name: np.array(built.passage_embeddings(name)) for name in ("e5", "minilm")}
+    both, _ = tiny_runner(tiny_dir, indexes=loaded, passage_embeddings=embeddings)
+    for name, emb in embeddings.items():
+        dense = next(i.index for i in loaded if i.kind == "dense" and i.key["encoder"] == name)
+        rows = both.passage_embeddings(name)
+        assert np.shares_memory(rows, dense.vectors()) and not np.shares_memory(rows, emb)
+        np.testing.assert_array_equal(rows, emb)
+    for candidate, expected in zip(candidates, want, strict=True):
+        np.testing.assert_array_equal(both.run(candidate, queries).doc_ids, expected.doc_ids, err_msg=candidate.name)

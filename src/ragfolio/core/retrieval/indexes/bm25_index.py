@@ -73,8 +73,12 @@ class BM25Retriever:
         if not texts:
             raise ValueError("cannot index an empty corpus")
         tokens = tokenize(texts, self.stopwords) if tokens is None else tokens
+        # Token ids in order of first appearance: given strings, bm25s numbers its vocabulary in a
+        # set's order, which changes with the process's hash seed, and so would a saved index's bytes.
+        vocab: dict[str, int] = {}
+        ids = [[vocab.setdefault(token, len(vocab)) for token in doc] for doc in tokens]
         self._index = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        self._index.index(tokens, show_progress=False)
+        self._index.index((ids, vocab), show_progress=False)
         self._n_docs = len(texts)
         return self
 

@@ -64,3 +64,13 @@ def indexes_among(parts: Mapping[Hashable, Any]) -> list[CorpusIndex]:
     found = [CorpusIndex(key[0], dict(key[1]), value) for key, value in parts.items()
              if isinstance(key, tuple) and len(key) == 2 and key[0] in INDEX_KINDS]
     return sorted(found, key=lambda index: (index.kind, repr(sorted(index.key.items()))))  # not thread order
+
+
+def stored_vectors(indexes: Mapping[tuple[Any, ...], Any], encoder: str) -> Any:
+    """The passage vectors of ``encoder`` as held by a dense index among ``indexes`` (keyed by
+    :func:`index_key`), or None: a runner given both a bundle's embeddings and its indexes reads
+    the vectors from the index, so they are held once in memory, not twice."""
+    for key, index in indexes.items():
+        if key[0] == "dense" and dict(key[1]).get("encoder") == encoder:
+            return index.vectors()
+    return None

@@ -108,6 +108,19 @@ class DenseRetriever:
         retriever.built_type = built_type
         return retriever
 
+    def vectors(self) -> npt.NDArray[np.float32]:
+        """The ``(n_passages, dim)`` vectors the index stores, read-only and not copied: a loaded
+        index's rows stay in its mapped file, so a caller that also needs the passage vectors (a
+        member reranking by similarity) reads the same pages as the search instead of a second copy."""
+        import faiss
+
+        if self._index is None:
+            raise RuntimeError("call index() or load() before vectors()")
+        flat: Any = faiss.downcast_index(self._index.storage) if self.built_type == "hnsw" else self._index
+        n, dim = int(flat.ntotal), int(flat.d)
+        view = faiss.rev_swig_ptr(flat.get_xb(), n * dim)
+        return np.asarray(_Rows(self._index, view.__array_interface__["data"][0], (n, dim)))
+
     def retrieve_embedded(self, query_emb: npt.NDArray[np.float32], k: int) -> RetrievalResult:
         """Top-``k`` rows for each of ``query_emb``'s ``(n_queries, dim)`` rows."""
         if self._index is None:
@@ -118,3 +131,12 @@ class DenseRetriever:
         scores = scores.astype(np.float32)
         scores[ids < 0] = -np.inf
         return RetrievalResult(ids.astype(np.int64), scores)
+
+
+class _Rows:
+    """A read-only numpy view of vectors held by a FAISS index; being the array's base, it keeps the
+    index (and so the memory the view points into) alive as long as the array."""
+
+    def __init__(self, index: Any, address: int, shape: tuple[int, int]) -> None:
+        self.index = index
+        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": "<f4", "data": (address, True)}

@@ -37,7 +37,7 @@ from ragfolio.core.code_identity import source_digest
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
 from ragfolio.core.retrieval.family import Family, families, import_families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
-from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex, index_key, indexes_among
+from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex, index_key, indexes_among, stored_vectors
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
 from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever, resolved_index_type
@@ -184,7 +184,8 @@ class PoolRunner:
 
         def compute() -> Embedding:
             if encoder in self._given_embeddings:
-                return self._given_embeddings[encoder]
+                given, stored = self._given_embeddings[encoder], stored_vectors(self._given_indexes, encoder)
+                return stored if stored is not None and stored.shape == np.shape(given) else given
             key = {"corpus": self.corpus_key, "encoder": self.encoder_ids.get(encoder), "name": encoder}
             texts = self.passage_texts
 
