@@ -138,8 +138,9 @@ def worker_memory(pid: int) -> dict[str, float]:
     return out
 
 
-def measure_service(bundle_dir: Path, queries: list[str], lone: int, concurrent: int, work: Path) -> dict[str, Any]:
-    config = serving_config(work / "serving.yml", bundle=str(bundle_dir.resolve()), llm=NO_LLM)
+def measure_service(bundle_dir: Path, queries: list[str], lone: int, concurrent: int, work: Path,
+                    query_engine: str | None = None) -> dict[str, Any]:
+    config = serving_config(work / "serving.yml", bundle=str(bundle_dir.resolve()), llm=NO_LLM, query_engine=query_engine)
     with serve(timeout_s=900, env={"RAGFOLIO_SERVING_CONFIG": str(config)}) as served:
         memory_ready = worker_memory(served.pid)
         lone_phase = asyncio.run(run_phase(served.url, Phase("/retrieve", lone, 1), queries, 600))
@@ -224,7 +225,7 @@ def run_size(base: PortfolioBundle, n: int, args: argparse.Namespace, questions:
     load_s = time.perf_counter() - start
     recall = dense_recall(loaded, questions)
     texts = [q.question for q in questions]
-    service = measure_service(work / "bundle", texts, args.lone, args.concurrent, work)
+    service = measure_service(work / "bundle", texts, args.lone, args.concurrent, work, args.query_engine)
     kinds = [f"{i.kind} {json.dumps(i.key)}" for i in loaded.indexes]
     result = {"n": len(loaded.corpus), "filler_s": filler_s, "build_s": build_s, "save_s": save_s, "load_s": load_s,
               "sizes": sizes, "notes": notes, "recall": recall, "service": service, "indexes": kinds}
@@ -244,9 +245,10 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, loads: tuple
         f"- Base bundle: `{base.name}` (k={base.k}, router `{base.router.name}`, default l={base.default_l}, "
         f"{len(base.corpus):,} passages), members {', '.join(m.name for m in base.members)}.",
         "- Filler passages and their stand-in vectors: see the module docstring of `benchmarks/bench_million.py`.",
+        f"- Query engine: {args.query_engine or 'as the bundle says'}. Worker RSS is read after the load phases.",
         "",
         "| passages | build indexes (s) | write bundle (s) | on disk (GiB): all / embeddings / indexes | "
-        "load + verify in process (s) | service ready (s) | worker RSS after load, MiB (anon + file) | "
+        "load + verify in process (s) | service ready (s) | worker RSS, MiB (anon + file) | "
         "`/retrieve` lone p50 / p95 (ms) | at 16 in flight: req/s, p99 (ms) | errors |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -299,6 +301,7 @@ def main() -> None:
     parser.add_argument("--n-questions", type=int, default=600)
     parser.add_argument("--encode-sample", type=int, default=512)
     parser.add_argument("--lone", type=int, default=100)
+    parser.add_argument("--query-engine", choices=["torch", "onnxruntime"], help="serving.query_engine (default: the bundle's)")
     parser.add_argument("--concurrent", type=int, default=400)
     parser.add_argument("--work", type=Path, default=Path("/tmp/ragfolio_rig"))
     parser.add_argument("--keep", action="store_true", help="keep each size's bundle")

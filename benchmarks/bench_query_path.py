@@ -1,12 +1,14 @@
-"""The query path's first measurement (issue 26): E5 query encoding in fp32 and torch int8, alone and batched.
+"""The query path (issue 26): each served encoder's queries in torch fp32, torch int8 and ONNX Runtime.
 
-For every question of a run with contexts, encodes the query with the served E5 (``e5_torch``) as
-it is today (fp32) and with its linear layers dynamically quantised to int8
-(:func:`torch.ao.quantization.quantize_dynamic`, queries only: the passages keep their fp32
-embeddings from the bundle), then retrieves the top ``k`` passages by inner product over the
-bundle's passage embeddings. Prints, per setting: ms per lone query (batch 1, the service's lone
-request), queries/s in batches of 64, the smallest cosine between its query embeddings and fp32's,
-support recall@k, and its paired difference from fp32 with a 95% bootstrap interval.
+For every question of a run with contexts (or a seeded sample, ``--n-questions``), encodes the query
+with each encoder of the bundle as torch runs it (fp32), with E5's linear layers dynamically
+quantised to int8 (:func:`torch.ao.quantization.quantize_dynamic`), and with the same weights
+exported to ONNX and run by ONNX Runtime (``query_engine: onnxruntime``,
+:mod:`ragfolio.core.retrieval.encoders.onnx_queries`); queries only: the passages keep the bundle's
+fp32 embeddings. Retrieves the top ``k`` passages by inner product over them. Prints, per encoder and
+setting: ms per lone query (batch 1, the service's lone request), queries/s in batches of 16 and 64,
+the smallest cosine between its query embeddings and torch fp32's, support recall@k, and its paired
+difference from torch fp32 with a 95% bootstrap interval.
 
     .venv/bin/python benchmarks/bench_query_path.py --bundle data/06_models/bundle \\
         --questions data/02_intermediate/questions.json
@@ -28,6 +30,7 @@ from ragfolio.core.bundle import load_bundle
 from ragfolio.core.data.records import Question
 from ragfolio.core.metrics import support_recall
 from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
+from ragfolio.core.retrieval.encoders.kinds import make_encoder, with_query_engine
 from ragfolio.core.stats import mean_intervals, paired_differences
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +44,7 @@ def int8(encoder: E5TorchEncoder) -> E5TorchEncoder:
     return quantised
 
 
-def timed(encoder: E5TorchEncoder, texts: list[str], batch: int) -> tuple[np.ndarray, float]:
+def timed(encoder: Any, texts: list[str], batch: int) -> tuple[np.ndarray, float]:
     """Embeddings of ``texts`` encoded ``batch`` at a time, and the seconds it took (after one warm-up)."""
     encoder.batch_size = batch
     encoder.encode_queries(texts[:batch])
@@ -50,40 +53,54 @@ def timed(encoder: E5TorchEncoder, texts: list[str], batch: int) -> tuple[np.nda
     return np.concatenate(parts), time.perf_counter() - start
 
 
+def settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """The settings measured for one encoder: torch fp32 first (the reference), then the others."""
+    engines = {engine: with_query_engine({"x": {**spec, "show_progress": False}}, engine)["x"]
+               for engine in ("torch", "onnxruntime")}
+    out: dict[str, Any] = {"torch fp32": make_encoder(engines["torch"])}
+    if spec["kind"] == "e5_torch":
+        out["torch int8"] = int8(out["torch fp32"])
+    out["onnxruntime fp32"] = make_encoder(engines["onnxruntime"])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", type=Path, default=ROOT / "data/06_models/bundle")
     parser.add_argument("--questions", type=Path, default=ROOT / "data/02_intermediate/questions.json")
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--n-questions", type=int, default=0, help="a seeded sample of this many questions (0: all)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bundle = load_bundle(args.bundle)
     row_of = bundle.corpus.row_of()
     questions = [Question.from_record(r, source="questions") for r in json.loads(args.questions.read_text())]
     questions = [q for q in questions if q.has_contexts and all(g in row_of for g in q.gold_passage_ids())]
+    if 0 < args.n_questions < len(questions):
+        picks = np.random.default_rng(0).choice(len(questions), size=args.n_questions, replace=False)
+        questions = [questions[i] for i in sorted(picks)]
     texts = [q.question for q in questions]
     gold = [[row_of[g] for g in q.gold_passage_ids()] for q in questions]
-    passages = bundle.embeddings["e5"]
-    options: dict[str, Any] = bundle.scoring["encoders"]["e5"]
-    base = E5TorchEncoder(max_words=options.get("max_words", 48), show_progress=False)
-    settings = {"fp32": base, "int8 (queries)": int8(base)}
-    recalls, rows, reference = {}, [], None
-    for name, encoder in settings.items():
-        emb, batched_s = timed(encoder, texts, 64)
-        _, lone_s = timed(encoder, texts, 1)
-        reference = emb if reference is None else reference
-        top = np.argsort(-(emb @ passages.T), axis=1, kind="stable")[:, : args.k]
-        recalls[name] = np.array([support_recall(t.tolist(), g, args.k) for t, g in zip(top, gold, strict=True)])
-        rows.append((name, 1000 * lone_s / len(texts), len(texts) / batched_s, float((emb * reference).sum(1).min())))
-    print(f"{len(texts)} questions, {len(passages)} passages, torch threads {args.threads}\n")
-    print(f"| setting | ms / lone query | queries/s, batches of 64 | min cosine to fp32 | recall@{args.k} [95%] "
-          f"| minus fp32 [95%] |\n|---|---|---|---|---|---|")
-    for name, lone_ms, qps, cosine in rows:
-        mean = mean_intervals(recalls[name][:, None])[0].to_dict()
-        diff = paired_differences(recalls[name][:, None], recalls["fp32"][:, None])[0].to_dict()
-        print(f"| {name} | {lone_ms:.1f} | {qps:.0f} | {cosine:.4f} | {interval_text(mean).replace('+', '')} "
-              f"| {interval_text(diff)} |")
+    print(f"{len(texts)} questions, {len(bundle.corpus)} passages, torch threads {args.threads}\n")
+    print(f"| encoder | setting | ms / lone query | queries/s, batches of 16 | of 64 | min cosine to torch fp32 "
+          f"| recall@{args.k} [95%] | minus torch fp32 [95%] |\n|---|---|---|---|---|---|---|---|", flush=True)
+    for name, spec in bundle.scoring["encoders"].items():
+        passages = np.asarray(bundle.embeddings[name])
+        reference, reference_hits = None, None
+        for label, encoder in settings(spec).items():
+            emb, batched_s = timed(encoder, texts, 64)
+            _, sixteen_s = timed(encoder, texts, 16)
+            _, lone_s = timed(encoder, texts, 1)
+            reference = emb if reference is None else reference
+            top = np.argsort(-(emb @ passages.T), axis=1, kind="stable")[:, : args.k]
+            hits = np.array([support_recall(t.tolist(), g, args.k) for t, g in zip(top, gold, strict=True)])
+            reference_hits = hits if reference_hits is None else reference_hits
+            mean = mean_intervals(hits[:, None])[0].to_dict()
+            diff = paired_differences(hits[:, None], reference_hits[:, None])[0].to_dict()
+            print(f"| {name} | {label} | {1000 * lone_s / len(texts):.1f} | {len(texts) / sixteen_s:.0f} | "
+                  f"{len(texts) / batched_s:.0f} | {float((emb * reference).sum(1).min()):.7f} | "
+                  f"{interval_text(mean).replace('+', '')} | {interval_text(diff)} |", flush=True)
 
 
 if __name__ == "__main__":

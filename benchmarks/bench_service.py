@@ -54,6 +54,7 @@ import httpx
 import numpy as np
 from service_harness import (
     LOOPBACK,
+    encoder_engines,
     encoder_rates,
     load_average,
     machine,
@@ -163,6 +164,8 @@ def main() -> None:
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
     parser.add_argument("--bundle", type=Path, help="serve this bundle (default: conf/base/serving.yml's)")
     parser.add_argument("--questions", type=Path, help="questions.json to draw queries from (default: the sample's)")
+    parser.add_argument("--query-engine", choices=["torch", "onnxruntime"],
+                        help="serving.query_engine for the service and the encoders' own rates (default: the bundle's)")
     parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
     args = parser.parse_args()
     if args.url and urlparse(args.url).hostname not in LOOPBACK:
@@ -179,6 +182,8 @@ def main() -> None:
             env, overrides = {}, {}
             if args.bundle:
                 overrides["bundle"] = str(args.bundle.resolve())
+            if args.query_engine:
+                overrides["query_engine"] = args.query_engine
             if not (args.answer_lone_requests or args.answer_requests):  # retrieval only: no LLM process
                 overrides["llm"] = {"kind": "openai", "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "none"}}
             if overrides:
@@ -208,7 +213,10 @@ def main() -> None:
                 print(phase.row(), flush=True)
         extra.append(f"- Resident memory at the end: {memory(pid)}.")
         bundle_dir = args.bundle or Path("data/06_models/bundle")
-        rates = {batch: encoder_rates(bundle_dir, queries[200:], batch) for batch in (args.retrieve_concurrency, 64)}
+        rates = {batch: encoder_rates(bundle_dir, queries[200:], batch, query_engine=args.query_engine)
+                 for batch in (args.retrieve_concurrency, 64)}
+        extra.append(f"- Query engine: {args.query_engine or 'as the bundle says'} "
+                     f"({', '.join(f'{n}: {e}' for n, e in encoder_engines(bundle_dir, args.query_engine).items())}).")
         busy = phases[1]
         service_rate = len(busy.statuses) / busy.wall_s if busy.wall_s else float("nan")
         for batch, rate in rates.items():

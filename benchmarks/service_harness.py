@@ -47,16 +47,29 @@ def questions(path: Path | None = None) -> list[str]:
     return texts
 
 
-def encoder_rates(bundle: Path, queries: list[str], batch: int, n: int = 320) -> dict[str, float]:
+def encoder_specs(bundle: Path, query_engine: str | None = None) -> dict[str, dict[str, Any]]:
+    """The encoders of ``bundle``'s manifest, with ``query_engine`` set as the service sets it."""
+    from ragfolio.core.retrieval.encoders.kinds import with_query_engine
+
+    specs = json.loads((bundle / "manifest.json").read_text())["scoring"]["encoders"]
+    return with_query_engine(specs, query_engine) if query_engine else specs
+
+
+def encoder_engines(bundle: Path, query_engine: str | None = None) -> dict[str, str]:
+    """What encodes each encoder's queries (``torch`` where the spec does not say)."""
+    return {name: str(spec.get("query_engine", "torch")) for name, spec in encoder_specs(bundle, query_engine).items()}
+
+
+def encoder_rates(bundle: Path, queries: list[str], batch: int, n: int = 320,
+                  query_engine: str | None = None) -> dict[str, float]:
     """Queries/s of each encoder of ``bundle`` alone, in this process, on ``n`` of ``queries`` in
     batches of ``batch``, and ``together``: one query through every encoder in turn (what the
     service's query path must at least do per query)."""
     from ragfolio.core.retrieval.encoders.kinds import make_encoder
 
-    specs = json.loads((bundle / "manifest.json").read_text())["scoring"]["encoders"]
     n = min(n, len(queries))
     rates = {}
-    for name, spec in specs.items():
+    for name, spec in encoder_specs(bundle, query_engine).items():
         encoder = make_encoder({**spec, "show_progress": False})
         encoder.encode_queries(queries[:8])  # the model loads outside the timing
         start = time.perf_counter()

@@ -119,6 +119,14 @@ def test_limits_past_the_schemas_ceilings_are_refused(field, value) -> None:
         ServingConfig(**{field: value})
 
 
+def test_query_engine_is_a_choice_of_two_and_the_service_starts_with_it(tiny_bundle, fake_llm_url, tmp_path) -> None:
+    with pytest.raises(ValidationError, match="query_engine"):
+        ServingConfig(query_engine="tensorrt")
+    config = write_config(tmp_path / "serving.yml", tiny_bundle, fake_llm_url, query_engine="onnxruntime")
+    with service_client(config) as client:  # the tiny bundle's counting encoders have no engine: left as they are
+        assert client.post("/retrieve", json={"query": questions()[0]}).status_code == 200
+
+
 def test_refuses_to_start_when_a_bundle_file_was_altered(tiny_bundle, fake_llm_url, tmp_path) -> None:
     altered = tmp_path / "bundle"
     shutil.copytree(tiny_bundle, altered)

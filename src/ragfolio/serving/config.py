@@ -122,6 +122,9 @@ class ServingConfig(BaseModel):
         answer_threads: ``/answer`` requests in progress at once.
         warm_up: Build the corpus parts (indexes, passage graph, encoders) before the service
             reports ready (the LLM loads meanwhile or after, never on the readiness path).
+        query_engine: What encodes queries for every encoder that has the setting (``torch`` or
+            ``onnxruntime``: the same vectors to float32 rounding, docs/benchmarks.md, "The query
+            path"); None: as the bundle's encoders say.
         batching: How concurrent retrieval queries are batched.
         llm: A :func:`ragfolio.core.llm.backends.make_backend` config.
         llm_process: How an in-process LLM kind runs (its own process by default).
@@ -142,6 +145,7 @@ class ServingConfig(BaseModel):
     answer_timeout_s: float = Field(120.0, gt=0)
     answer_threads: int = Field(4, ge=1)
     warm_up: bool = True
+    query_engine: Literal["torch", "onnxruntime"] | None = None
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
     llm_process: LLMProcessConfig = Field(default_factory=LLMProcessConfig)

@@ -41,7 +41,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ragfolio.core.answering.answerer import Answerer
@@ -51,6 +51,7 @@ from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend
 from ragfolio.core.llm.embedded import LocalBackend
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
+from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 from ragfolio.core.retrieval.running.member_executor import MemberResults
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
@@ -110,8 +111,11 @@ class ServingEngine:
     def __init__(self, config: ServingConfig) -> None:
         start = time.perf_counter()
         self.config = config
-        self.bundle: PortfolioBundle = load_bundle(config.bundle, verify=True)
-        bundle = self.bundle
+        bundle = load_bundle(config.bundle, verify=True)
+        if config.query_engine is not None:  # a runtime choice, like the device: the same vectors
+            encoders = with_query_engine(bundle.scoring["encoders"], config.query_engine)
+            bundle = replace(bundle, scoring={**bundle.scoring, "encoders": encoders})
+        self.bundle: PortfolioBundle = bundle
         self.default_l = config.default_l or bundle.default_l
         if not 1 <= self.default_l <= bundle.k:
             raise ValueError(f"default_l={self.default_l} must be in 1..{bundle.k} (the bundle's members)")

