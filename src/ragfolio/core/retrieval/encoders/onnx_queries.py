@@ -102,6 +102,10 @@ class OnnxQueries:
             export(model(), path)
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # warnings about unused initialisers are noise here
+        # No busy-waiting between runs: the service encodes with both encoders while the members and
+        # searches run in other threads, and spinning threads took their cores (a lone /retrieve on the
+        # full run's bundle, in process: 102 ms with spinning, 52 ms without; docs/benchmarks.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.pad = int(pad_token_id)
 
