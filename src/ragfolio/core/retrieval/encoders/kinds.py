@@ -27,8 +27,8 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.code_identity import package_version, source_digest
-from ragfolio.core.retrieval.encoders.e5_torch import QUERY_ENGINES, E5TorchEncoder
-from ragfolio.core.retrieval.encoders.onnx_queries import OnnxQueries, onnx_path, weights_digest
+from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
+from ragfolio.core.retrieval.encoders.onnx_queries import QUERY_ENGINES, OnnxQueries, onnx_path, weights_digest
 from ragfolio.core.retrieval.encoders.split_models import SPLIT_MODELS, assemble
 from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
 
@@ -125,8 +125,7 @@ class SentenceTransformerEncoder:
             features = model.tokenize([prefix + t for t in texts])  # sentence-transformers' own: strip, cut, pad
             lengths = features["attention_mask"].sum(1).tolist()
             ids = [row[:n] for row, n in zip(features["input_ids"].tolist(), lengths, strict=True)]
-            step = self.batch_size
-            return l2_normalise(np.concatenate([onnx.pooled(ids[i : i + step]) for i in range(0, len(ids), step)]))
+            return onnx.encode(ids, self.batch_size)
         emb = model.encode(
             [prefix + t for t in texts],
             batch_size=self.batch_size,

@@ -29,6 +29,7 @@ import numpy.typing as npt
 logger = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "attention_mask")
+QUERY_ENGINES = ("torch", "onnxruntime")  # what encodes queries: an encoder's ``query_engine``
 
 
 def weights_digest(model: Any) -> str:
@@ -116,3 +117,13 @@ class OnnxQueries:
         for j, row in enumerate(ids):
             batch[j, : len(row)], mask[j, : len(row)] = row, 1
         return np.asarray(self.session.run(None, dict(zip(_INPUTS, (batch, mask), strict=True)))[0], dtype=np.float32)
+
+    def encode(self, ids: list[list[int]], batch_size: int) -> npt.NDArray[np.float32]:
+        """L2-normalised vectors of token-id rows, run ``batch_size`` at a time in order of length (so a
+        batch pads little) and returned in the rows' order."""
+        from ragfolio.core.retrieval.encoders.vectors import l2_normalise
+
+        order = np.argsort([len(row) for row in ids], kind="stable")
+        batches = [order[start : start + batch_size] for start in range(0, len(ids), batch_size)]
+        pooled = np.concatenate([self.pooled([ids[r] for r in rows]) for rows in batches])
+        return l2_normalise(pooled[np.argsort(order, kind="stable")])
