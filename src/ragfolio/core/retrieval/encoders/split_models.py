@@ -77,7 +77,7 @@ def assemble(name: str, cache_dir: Path | None = None) -> Path:
     """
     if name not in SPLIT_MODELS:
         raise ValueError(f"model={name!r} is not a split model; known: {sorted(SPLIT_MODELS)}")
-    from ragfolio.core.llm.embedded import model_cache_dir  # the LLM's conversions share the cache
+    from ragfolio.core.model_cache import model_cache_dir  # the LLMs' models share the cache
 
     tag = "-".join(versions(name).values())
     target = (cache_dir or model_cache_dir()) / f"{name}-{tag}"

