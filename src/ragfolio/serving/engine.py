@@ -48,8 +48,7 @@ from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.llm.backends import make_backend
-from ragfolio.core.llm.chat import PLAIN, ChatBackend
-from ragfolio.core.llm.embedded import LocalBackend
+from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 from ragfolio.core.retrieval.running.member_executor import MemberResults
@@ -144,7 +143,7 @@ class ServingEngine:
     def _backend(self, config: ServingConfig) -> ChatBackend:
         """The answerer's LLM: the configured one, or a client of its supervised process."""
         backend = make_backend(config.llm)  # checks the settings; loads nothing
-        if not isinstance(backend, LocalBackend) or config.llm_process.mode == "in_process":
+        if not isinstance(backend, LocalModel) or config.llm_process.mode == "in_process":
             return backend
         settings = config.llm_process
         self.llm_process = LLMProcess(
@@ -152,7 +151,7 @@ class ServingEngine:
             health_interval_s=settings.health_interval_s, unhealthy_after=settings.unhealthy_after,
             max_call_s=settings.max_call_s, backoff_s=settings.backoff_s, max_backoff_s=settings.max_backoff_s,
         )
-        return ProcessBackend(self.llm_process, api="completions" if backend.chat_format == PLAIN else "chat",
+        return ProcessBackend(self.llm_process, api="completions" if getattr(backend, "chat_format", None) == PLAIN else "chat",
                               timeout_s=settings.call_timeout_s)
 
     def start_llm(self) -> None:
@@ -163,11 +162,11 @@ class ServingEngine:
         """
         if self.llm_process is not None:
             self.llm_process.start()
-        elif isinstance(backend := self.answerer.backend, LocalBackend):
+        elif isinstance(backend := self.answerer.backend, LocalModel):
             threading.Thread(target=self._load_in_process, args=(backend,), name="llm-load", daemon=True).start()
 
     @staticmethod
-    def _load_in_process(backend: LocalBackend) -> None:
+    def _load_in_process(backend: LocalModel) -> None:
         try:
             backend.load()
         except Exception as exc:  # /retrieve must still work; /answer reports the cause per request
@@ -306,7 +305,7 @@ class ServingEngine:
                     "request_timeout_s": self.config.request_timeout_s,
                     "answer_timeout_s": self.config.answer_timeout_s, "llm": self.config.llm.get("kind"),
                     "llm_process": self.config.llm_process.mode
-                    if isinstance(self.answerer.backend, LocalBackend | ProcessBackend) else None,
+                    if isinstance(self.answerer.backend, LocalModel | ProcessBackend) else None,
                     "batching": self.config.batching.model_dump()},
         )
 

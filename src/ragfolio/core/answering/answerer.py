@@ -1,8 +1,8 @@
 """The answerer: answers from passages and, given several members' answers, the selector's choice.
 
-:class:`Answerer` builds the prompts (:mod:`~ragfolio.core.answering.prompts`), cleans the replies
-and, given the answers of several portfolio members, asks the LLM to select one, shown in a seeded
-random order (the order the members were routed in would tell a model that copies the first
+:class:`Answerer` builds the prompts (:mod:`~ragfolio.core.answering.prompts`), reads the replies
+(a short answer and its one-line explanation, in JSON) and, given the answers of several portfolio
+members with their explanations, asks the LLM to select one, shown in a seeded random order (the order the members were routed in would tell a model that copies the first
 candidate which one the router preferred). The backend comes from
 :func:`~ragfolio.core.llm.backends.make_backend`.
 """
@@ -16,11 +16,35 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragfolio.core.answering.prompts import answer_messages, clean_answer, parse_selection, selector_messages
+from ragfolio.core.answering.prompts import (
+    ANSWER_SCHEMA,
+    answer_messages,
+    parse_choice,
+    parse_reply,
+    selector_messages,
+    selector_schema,
+)
 from ragfolio.core.llm.chat import ChatBackend, Completion
 from ragfolio.core.metrics import normalize_answer
 
 logger = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class Answer:
+    """The reader's answer to one question from one set of passages.
+
+    Attributes:
+        text: The short answer.
+        explanation: Its one-line explanation (the evidence, or "guess"); "" when none was read.
+        parsed: Whether the reply was the JSON asked for (False: salvaged from other text).
+        completion: The call.
+    """
+
+    text: str
+    explanation: str
+    parsed: bool
+    completion: Completion
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -35,6 +59,7 @@ class Selection:
             shown (distinct non-empty answers only); empty when no call was needed.
         position: 1-based position, in the order shown, of the candidate the selector named;
             None when no call was made or the reply named none.
+        parsed: Whether the reply was the JSON asked for; None when no call was made.
     """
 
     index: int
@@ -43,6 +68,7 @@ class Selection:
     completion: Completion
     shown: tuple[int, ...] = ()
     position: int | None = None
+    parsed: bool | None = None
 
 
 class Answerer:
@@ -63,8 +89,8 @@ class Answerer:
         self,
         backend: ChatBackend,
         *,
-        max_answer_tokens: int = 16,
-        max_selector_tokens: int = 16,
+        max_answer_tokens: int = 64,
+        max_selector_tokens: int = 12,
         max_passage_words: int = 100,
         shuffle_candidates: bool = True,
         seed: int = 0,
@@ -74,14 +100,18 @@ class Answerer:
         self.max_passage_words = max_passage_words
         self.shuffle_candidates, self.seed = shuffle_candidates, seed
 
-    def answer(self, question: str, passages: Sequence[tuple[str, str]]) -> tuple[str, Completion]:
-        """The cleaned answer to ``question`` from ``(title, text)`` passages (closed-book if none)."""
+    def answer(self, question: str, passages: Sequence[tuple[str, str]]) -> Answer:
+        """The answer to ``question`` from ``(title, text)`` passages (closed-book if none)."""
         messages = answer_messages(question, passages, max_passage_words=self.max_passage_words)
-        completion = self.backend.complete(messages, max_tokens=self.max_answer_tokens)
-        return clean_answer(completion.text), completion
+        completion = self.backend.complete(messages, max_tokens=self.max_answer_tokens, json_schema=ANSWER_SCHEMA)
+        reply = parse_reply(completion.text)
+        if not reply.parsed:
+            logger.debug("reader reply %r is not the JSON asked for", completion.text)
+        return Answer(reply.answer, reply.explanation, reply.parsed, completion)
 
-    def select(self, question: str, candidates: Sequence[str]) -> Selection:
-        """Choose one of the candidates (router order: index 0 is the top-routed member's answer).
+    def select(self, question: str, candidates: Sequence[str], explanations: Sequence[str] | None = None) -> Selection:
+        """Choose one of the candidates (router order: index 0 is the top-routed member's answer),
+        each shown with its explanation (``explanations[i]`` for ``candidates[i]``; none when None).
 
         Candidates equal after SQuAD normalisation are offered once, and empty ones not at all,
         in the order of :meth:`shown_order`. With a single distinct non-empty candidate (or none)
@@ -99,15 +129,18 @@ class Answerer:
         if len(options) <= 1:
             index = options[0] if options else 0
             return Selection(index, candidates[index], False, Completion.none())
+        if explanations is not None and len(explanations) != len(candidates):
+            raise ValueError(f"{len(explanations)} explanations for {len(candidates)} candidates")
         order = self.shown_order(question, options)
-        shown = [candidates[i] for i in order]
-        completion = self.backend.complete(selector_messages(question, shown), max_tokens=self.max_selector_tokens)
-        picked = parse_selection(completion.text, shown)
+        shown = [(candidates[i], explanations[i] if explanations is not None else "") for i in order]
+        completion = self.backend.complete(selector_messages(question, shown), max_tokens=self.max_selector_tokens,
+                                           json_schema=selector_schema(len(shown)))
+        picked, parsed = parse_choice(completion.text, [answer for answer, _ in shown])
         if picked is None:
             logger.debug("selector reply %r names no candidate of %s", completion.text, shown)
         index = options[0] if picked is None else order[picked]
         position = None if picked is None else picked + 1
-        return Selection(index, candidates[index], picked is None, completion, tuple(order), position)
+        return Selection(index, candidates[index], picked is None, completion, tuple(order), position, parsed)
 
     def shown_order(self, question: str, options: Sequence[int]) -> list[int]:
         """``options`` in the order the selector sees them: a permutation drawn from ``(seed,

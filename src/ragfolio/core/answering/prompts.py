@@ -1,16 +1,21 @@
-"""Short-answer prompts, the selector's prompt, and reading the model's replies.
+"""The reader's prompt, the selector's prompt, and reading their replies.
 
-Prompts carry no ``system`` message because Gemma's chat template rejects that role; instructions
-and one worked example go into the user message, which ends with ``"Answer:"`` so that base models
-(prompted as plain text, see :data:`~ragfolio.core.llm.chat.PLAIN`) continue with the answer
-too. The selector's worked example is neutral: its right answer is not the first candidate.
+The reader answers from passages in JSON: a short answer and a one-line explanation (evidence, or
+"guess"). The selector sees the question and the candidates' answers with their explanations (not
+the passages) and replies with a candidate's number. Both give the backend a JSON schema, which
+llama.cpp enforces while decoding; replies that are not that JSON are still read (a cut-off reply,
+or a backend that cannot constrain its output), and counted as parse failures. Prompts are kept
+short: on a CPU, reading the prompt (prefill) is most of a call's time.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ragfolio.core.llm.chat import Messages
 from ragfolio.core.metrics import normalize_answer
@@ -29,60 +34,116 @@ def format_passages(passages: Sequence[tuple[str, str]], max_passage_words: int)
     return "\n".join(f"[{i}] {t}: {_truncate(x, max_passage_words)}" for i, (t, x) in enumerate(passages, 1))
 
 
-# One worked example per prompt: it shows a base model the expected shape (a few words on the
-# "Answer:" line) and costs an instruction-tuned model ~40 prompt tokens.
-_DEMO_QUESTION, _DEMO_ANSWER = "In which city is the Eiffel Tower?", "Paris"
-_DEMO_PASSAGE = ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.")
-# The selector's worked examples put the right candidate once second and once first, so that
-# neither position is what the examples teach.
-_SELECT_DEMOS = (
-    (_DEMO_QUESTION, ("London", "Paris"), _DEMO_ANSWER),
-    ("Who wrote the play Hamlet?", ("William Shakespeare", "Charles Dickens"), "William Shakespeare"),
+# The reader replies in JSON: a short answer and a one-line explanation (the evidence it read, or
+# "guess"), as the paper's answer prompt asks. A backend that can constrain its decoding (llama.cpp,
+# OpenAI-compatible servers honouring response_format) is given the schema, so a reply cut only by
+# max_tokens fails to parse; :func:`parse_reply` counts those.
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "maxLength": 80}, "explanation": {"type": "string", "maxLength": 80}},
+    "required": ["answer", "explanation"],
+    "additionalProperties": False,
+}
+_ANSWER_RULES = (
+    'Reply in JSON with "answer": the shortest exact answer (a name, date, number, place or yes/no; '
+    'a few words, not a sentence) and "explanation": at most ten words, the evidence'
 )
 
 
 def answer_messages(
     question: str, passages: Sequence[tuple[str, str]], *, max_passage_words: int = 100
 ) -> Messages:
-    """The short-answer prompt over ``(title, text)`` passages; closed-book when there are none.
+    """The reader's prompt over ``(title, text)`` passages; closed-book when there are none.
 
-    One worked example precedes the question; the prompt ends with ``"Answer:"``.
+    One user message (no ``system`` role: some chat templates reject it), the passages first and the
+    question last, replying as :data:`ANSWER_SCHEMA`.
     """
     if not passages:
-        content = (
-            "Answer the question with a few words, no explanation.\n\n"
-            f"Question: {_DEMO_QUESTION}\nAnswer: {_DEMO_ANSWER}\n\nQuestion: {question}\nAnswer:"
-        )
+        content = f'Answer the question. {_ANSWER_RULES} you know, or "guess".\n\nQuestion: {question}'
     else:
         content = (
-            "Answer the question using the passages. Reply with the answer only: a few words, no explanation."
-            f"\n\nPassages:\n{format_passages([_DEMO_PASSAGE], max_passage_words)}\n\n"
-            f"Question: {_DEMO_QUESTION}\nAnswer: {_DEMO_ANSWER}"
-            f"\n\nPassages:\n{format_passages(passages, max_passage_words)}\n\nQuestion: {question}\nAnswer:"
+            f"Answer the question using the passages. {_ANSWER_RULES} from the passages, or \"guess\" if they "
+            f"do not contain it.\n\nPassages:\n{format_passages(passages, max_passage_words)}\n\nQuestion: {question}"
         )
     return [{"role": "user", "content": content}]
 
 
-def _numbered(candidates: Sequence[str]) -> str:
-    return "\n".join(f"{i}. {c}" for i, c in enumerate(candidates, 1))
+def selector_schema(n: int) -> dict[str, Any]:
+    """The selector's reply: ``{"choice": k}``, ``k`` one of the ``n`` candidates' numbers."""
+    return {"type": "object", "properties": {"choice": {"type": "integer", "enum": list(range(1, n + 1))}},
+            "required": ["choice"], "additionalProperties": False}
 
 
-def selector_messages(question: str, candidates: Sequence[str]) -> Messages:
-    """Asks which of the numbered candidate answers is right, replying with exactly one of them.
+def selector_messages(question: str, candidates: Sequence[tuple[str, str]]) -> Messages:
+    """Asks which numbered candidate answer is right, each shown with its reader's explanation.
 
-    Two worked examples precede the question, their right answers at positions 2 and 1 (neutral
-    about position); the prompt ends with ``"Answer:"``.
+    The selector sees the question and the ``(answer, explanation)`` candidates, not the passages,
+    and must pick one: it replies as :func:`selector_schema`.
     """
-    demos = "".join(
-        f"Question: {q}\nCandidate answers:\n{_numbered(options)}\nAnswer: {right}\n\n"
-        for q, options, right in _SELECT_DEMOS
-    )
+    shown = "\n".join(f"{i}. {answer} (explanation: {explanation or 'none'})"
+                       for i, (answer, explanation) in enumerate(candidates, 1))
     content = (
-        "Which candidate answers the question correctly? Reply with exactly one of the candidate answers, "
-        f"copied as written, and nothing else.\n\n{demos}"
-        f"Question: {question}\nCandidate answers:\n{_numbered(candidates)}\nAnswer:"
+        "Several readers answered the question from different passages. Which candidate answer is right? "
+        "Prefer an answer whose explanation cites evidence over a guess. "
+        f'Reply in JSON with "choice": the number of the right candidate.\n\nQuestion: {question}\n'
+        f"Candidates:\n{shown}"
     )
     return [{"role": "user", "content": content}]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The reader's reply, read.
+
+    Attributes:
+        answer: The short answer (cleaned).
+        explanation: Its one-line explanation ("" when the reply had none).
+        parsed: Whether the reply was JSON of :data:`ANSWER_SCHEMA`; False: read as plain text
+            (a reply cut by ``max_tokens``, or a backend that cannot constrain its output).
+    """
+
+    answer: str
+    explanation: str
+    parsed: bool
+
+
+_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.)*)"?')
+
+
+def parse_reply(text: str) -> Reply:
+    """Read a reply as :data:`ANSWER_SCHEMA`'s JSON; else salvage what it says.
+
+    A cut-off JSON reply gives its ``"answer"`` field if that was written; any other text gives
+    :func:`clean_answer` of it. Both count as not parsed.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("answer"), str):
+        return Reply(_clean_line(data["answer"]), str(data.get("explanation") or "").strip(), True)
+    if match := _ANSWER_FIELD.search(text):
+        try:
+            said = json.loads(f'"{match.group(1)}"')
+        except ValueError:
+            said = match.group(1)
+        return Reply(_clean_line(said), "", False)
+    return Reply(clean_answer(text), "", False)
+
+
+def parse_choice(text: str, candidates: Sequence[str]) -> tuple[int | None, bool]:
+    """The 0-based index the selector's reply names and whether it was :func:`selector_schema`'s JSON.
+
+    A reply that is not that JSON is read by :func:`parse_selection` (a number, or a candidate's text).
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("choice"), int):
+        k = data["choice"]
+        return (k - 1 if 1 <= k <= len(candidates) else None), True
+    return parse_selection(text, candidates), False
 
 
 _PREFIX = re.compile(r"^(?:(?:the|final|short)\s+)?answer(?:\s+is)?(?:\s*[:\-]\s*|\s+)|^a:\s*", re.IGNORECASE)

@@ -276,21 +276,23 @@ class AdaptiveRAG:
             retrieval = self.retrieve(query, l, members=members)
         calls: dict[str, Completion] = {}
         candidates: list[tuple[str, str]] = []
+        explanations: list[str] = []
         start = time.perf_counter()
         for run in retrieval.results.ok_runs:
-            text, completion = self.answerer.answer(query, self.passages(run.doc_ids))
-            calls[f"answer:{run.name}"] = completion
-            candidates.append((run.name, text))
+            said = self.answerer.answer(query, self.passages(run.doc_ids))
+            calls[f"answer:{run.name}"] = said.completion
+            candidates.append((run.name, said.text))
+            explanations.append(said.explanation)
         answer_ms = 1000 * (time.perf_counter() - start)
         start = time.perf_counter()
         if candidates:
-            selection = self.answerer.select(query, [text for _, text in candidates])
+            selection = self.answerer.select(query, [text for _, text in candidates], explanations)
             calls["select"] = selection.completion
             chosen, final, fallback = selection.index, selection.answer, selection.fallback
         else:  # every member failed: answer closed-book rather than not at all
-            final, completion = self.answerer.answer(query, [])
-            calls["answer:closed_book"] = completion
-            chosen, fallback = -1, False
+            said = self.answerer.answer(query, [])
+            calls["answer:closed_book"] = said.completion
+            final, chosen, fallback = said.text, -1, False
         select_ms = 1000 * (time.perf_counter() - start)
         latency = {
             "route": retrieval.route_ms, "retrieve": retrieval.results.latency_ms, "answer": answer_ms,

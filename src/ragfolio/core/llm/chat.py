@@ -15,13 +15,14 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 logger = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
+JSONSchema = dict[str, Any]
 
 # The embedded GGUF is the *pretrained* google/gemma-3-270m (no chat template, no instruction
 # tuning): wrapped in any chat template it echoes the prompt, while as plain text ending in
@@ -81,8 +82,46 @@ class LLMRequestError(ValueError):
 class ChatBackend(Protocol):
     """Anything that completes chat messages."""
 
-    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
-        """Complete ``messages`` (``[{"role": ..., "content": ...}]``) with at most ``max_tokens``."""
+    def complete(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> Completion:
+        """Complete ``messages`` (``[{"role": ..., "content": ...}]``) with at most ``max_tokens``.
+
+        ``json_schema``: the reply should be JSON of this schema. A backend that can constrain its
+        decoding to it does (llama.cpp, OpenAI-compatible servers that honour ``response_format``);
+        one that cannot still answers, and the caller's parser counts what is not JSON.
+        """
+        ...
+
+
+@runtime_checkable
+class LocalModel(Protocol):
+    """A model in this process that the LLM server (:mod:`ragfolio.core.llm.server`) can run."""
+
+    @property
+    def default_stop(self) -> list[str] | None:
+        """Stop strings of chat calls (plain-text prompts), or None."""
+        ...
+
+    def load(self) -> None:
+        """Load the model now."""
+        ...
+
+    def prompt(self, messages: Messages) -> str | None:
+        """The text prompt of ``messages``; None when only :meth:`complete` can answer them."""
+        ...
+
+    def complete(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> Completion:
+        """As :meth:`ChatBackend.complete`."""
+        ...
+
+    def generate(
+        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None,
+        json_schema: JSONSchema | None = None,
+    ) -> list[Completion]:
+        """Continue each text prompt."""
         ...
 
 
@@ -138,8 +177,10 @@ class OpenAICompatibleClient:
     def url(self) -> str:
         return f"{self.base_url}/{'chat/completions' if self.api == 'chat' else 'completions'}"
 
-    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
-        """POST the messages; see the class docstring for retries.
+    def complete(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> Completion:
+        """POST the messages (``json_schema`` as ``response_format``); see the class docstring for retries.
 
         Raises:
             LLMUnavailableError: Unreachable, timed out, 5xx or 429 on every try (says the URL and cause).
@@ -151,6 +192,8 @@ class OpenAICompatibleClient:
             body["messages"] = messages
         else:
             body.update(prompt=render_plain(messages), stop=PLAIN_STOP)
+        if json_schema is not None:
+            body["response_format"] = response_format(json_schema)
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -174,6 +217,19 @@ class OpenAICompatibleClient:
                 return parse_openai(payload, self.url, (time.perf_counter() - start) * 1000.0)
             logger.warning("%s try %d/%d failed: %s", self.url, attempt + 1, self.max_retries + 1, cause)
         raise LLMUnavailableError(f"{self.url} failed after {self.max_retries + 1} tries; last cause: {cause}")
+
+
+def response_format(json_schema: JSONSchema) -> dict[str, Any]:
+    """OpenAI's ``response_format`` asking for JSON of ``json_schema`` (llama.cpp's server and vLLM read it too)."""
+    return {"type": "json_schema", "json_schema": {"name": "reply", "strict": True, "schema": json_schema}}
+
+
+def schema_of(response_format: Any) -> JSONSchema | None:
+    """The JSON schema a ``response_format`` asks for (None: none, or not of that shape)."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        return schema if isinstance(schema, dict) else None
+    return None
 
 
 def parse_openai(payload: Any, url: str, latency_ms: float) -> Completion:

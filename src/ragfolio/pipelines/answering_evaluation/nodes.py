@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
-from ragfolio.core.answering.systems import SystemRunner, run_order
+from ragfolio.core.answering.systems import PAPER_SYSTEMS, SystemRunner, run_order
 from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
 from ragfolio.core.cache import ArrayCache
@@ -37,7 +37,7 @@ from ragfolio.param_blocks import kwargs_of
 logger = logging.getLogger(__name__)
 
 VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either Vendi-RAG loop
-STORE_VERSION = 1  # bumped when a stored record's meaning changes, so old rows are not reused
+STORE_VERSION = 2  # bumped when a stored record's meaning changes, so old rows are not reused
 
 
 class AnsweringEvaluationParams(BaseModel):
@@ -180,7 +180,8 @@ def answer_test_questions(
             rag, specs[sel.single_best], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
             authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
                 answerer, runner, num_docs=settings.num_docs, **p.vendi_rag_authors),
-            wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches, only=p.systems,
+            wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches,
+            only=PAPER_SYSTEMS if p.systems is None else p.systems, strict=p.systems is not None,
         )
         key = answer_store_key({
             "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
