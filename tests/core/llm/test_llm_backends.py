@@ -1,24 +1,28 @@
-"""Answering: reply cleaning and selection on hand-worked cases, the HTTP client against a real
-loopback server, the embedded Gemma model in-process (transformers) and behind a real llama.cpp
-server (the optional ``llama`` extra; skipped, with the reason, where it is not installed)."""
+"""Answering: reply reading and selection on hand-worked cases, the HTTP client against a real
+loopback server, the embedded readers on llama.cpp (cyllama) and Gemma on transformers."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.prompts import answer_messages, clean_answer, parse_selection, selector_messages
+from ragfolio.core.answering.prompts import (
+    ANSWER_SCHEMA,
+    answer_messages,
+    clean_answer,
+    parse_choice,
+    parse_reply,
+    parse_selection,
+    selector_messages,
+    selector_schema,
+)
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import (
     PLAIN_STOP,
@@ -27,7 +31,8 @@ from ragfolio.core.llm.chat import (
     LLMUnavailableError,
     OpenAICompatibleClient,
 )
-from ragfolio.core.llm.embedded import LlamaCppBackend, TransformersBackend, embedded_model_path
+from ragfolio.core.llm.embedded import TransformersBackend, embedded_model_path
+from ragfolio.core.llm.native import LlamaCppBackend
 
 PASSAGES = [
     ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France."),
@@ -39,10 +44,11 @@ class ScriptedBackend:
     """A ChatBackend that replies with the given texts in order and records the prompts."""
 
     def __init__(self, *replies: str) -> None:
-        self.replies, self.calls = list(replies), []
+        self.replies, self.calls, self.schemas = list(replies), [], []
 
-    def complete(self, messages, *, max_tokens, temperature=0.0) -> Completion:
+    def complete(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> Completion:
         self.calls.append(messages)
+        self.schemas.append(json_schema)
         return Completion(self.replies.pop(0), 10, 2, 1.0)
 
 
@@ -92,14 +98,48 @@ def test_parse_selection_prefers_text_and_longest_containment() -> None:
         parse_selection("x", [])
 
 
+@pytest.mark.parametrize(
+    ("raw", "answer", "explanation", "parsed"),
+    [
+        ('{"answer": "Paris", "explanation": "passage 1 says so"}', "Paris", "passage 1 says so", True),
+        ('{ "answer": "The answer is Paris.", "explanation": "guess" }', "Paris", "guess", True),
+        ('{"answer": "Maria von Trapp", "explanation": "the passage na', "Maria von Trapp", "", False),  # cut off
+        ('{"answer": "Dvo\\u0159\\u00e1k", "expl', "Dvořák", "", False),  # JSON escapes read even when cut off
+        ("Answer: London.", "London", "", False),  # a backend that wrote plain text
+        ("", "", "", False),
+    ],
+)
+def test_parse_reply(raw: str, answer: str, explanation: str, parsed: bool) -> None:
+    reply = parse_reply(raw)
+    assert (reply.answer, reply.explanation, reply.parsed) == (answer, explanation, parsed)
+
+
+def test_parse_choice_reads_the_json_and_falls_back_to_text() -> None:
+    assert parse_choice('{"choice": 2}', ["Paris", "London"]) == (1, True)
+    assert parse_choice('{"choice": 3}', ["Paris", "London"]) == (None, True)  # out of range names none
+    assert parse_choice("London", ["Paris", "London"]) == (1, False)
+    assert parse_choice("no idea", ["Paris", "London"]) == (None, False)
+
+
 def test_prompts_have_no_system_role_and_truncate_passages() -> None:
     long = [("T", " ".join(f"w{i}" for i in range(300)))]
     (msg,) = answer_messages("Q?", long, max_passage_words=5)
     assert msg["role"] == "user" and "[1] T: w0 w1 w2 w3 w4 ..." in msg["content"] and "w5" not in msg["content"]
+    assert msg["content"].endswith("Question: Q?") and '"explanation"' in msg["content"]
     (closed,) = answer_messages("Q?", [])
-    assert "Passages" not in closed["content"] and "Question: Q?" in closed["content"]
-    (sel,) = selector_messages("Q?", ["a", "b"])
-    assert sel["role"] == "user" and sel["content"].endswith("Question: Q?\nCandidate answers:\n1. a\n2. b\nAnswer:")
+    assert "Passages" not in closed["content"] and closed["content"].endswith("Question: Q?")
+    (sel,) = selector_messages("Q?", [("a", "x says so"), ("b", "")])
+    assert sel["role"] == "user"
+    assert sel["content"].endswith("Question: Q?\nCandidates:\n1. a (explanation: x says so)\n2. b (explanation: none)")
+
+
+def test_answer_asks_for_the_json_schema_and_reads_the_explanation() -> None:
+    backend = ScriptedBackend('{"answer": "London", "explanation": "[2] Big Ben is in London"}', "London")
+    answerer = Answerer(backend)
+    said = answerer.answer("Q?", PASSAGES)
+    assert (said.text, said.explanation, said.parsed) == ("London", "[2] Big Ben is in London", True)
+    assert backend.schemas[0] == ANSWER_SCHEMA and said.completion.tokens == 12
+    assert not answerer.answer("Q?", PASSAGES).parsed  # plain text is read, and counted as not parsed
 
 
 def test_select_no_call_for_one_or_equal_candidates() -> None:
@@ -108,43 +148,39 @@ def test_select_no_call_for_one_or_equal_candidates() -> None:
     assert answerer.select("Q?", ["Paris"]).completion == Completion.none()
     same = answerer.select("Q?", ["the Paris", "paris.", "Paris"])
     assert (same.index, same.answer, same.fallback, same.completion.tokens) == (0, "the Paris", False, 0)
+    assert same.parsed is None
     assert answerer.select("Q?", ["", "London"]).index == 1  # an empty answer is never offered
     assert backend.calls == []
 
 
 def test_select_parses_choice_and_counts_fallback() -> None:
-    backend = ScriptedBackend("London", "I am not sure.")
+    backend = ScriptedBackend('{"choice": 2}', "I am not sure.")
     answerer = Answerer(backend, shuffle_candidates=False)
-    chosen = answerer.select("Q?", ["Paris", "paris", "London"])
+    chosen = answerer.select("Q?", ["Paris", "paris", "London"], ["guess", "guess", "[1] says London"])
     assert (chosen.index, chosen.answer, chosen.fallback, chosen.completion.tokens) == (2, "London", False, 12)
-    assert "1. Paris\n2. London\nAnswer:" in backend.calls[0][0]["content"]  # duplicates offered once
+    assert chosen.parsed is True and backend.schemas[0] == selector_schema(2)
+    # duplicates offered once, each with its own explanation
+    assert "1. Paris (explanation: guess)\n2. London (explanation: [1] says London)" in backend.calls[0][0]["content"]
     assert (chosen.shown, chosen.position) == ((0, 2), 2)
     fallback = answerer.select("Q?", ["Paris", "London"])
     assert (fallback.index, fallback.answer, fallback.fallback, fallback.position) == (0, "Paris", True, None)
+    assert fallback.parsed is False
+    with pytest.raises(ValueError, match="1 explanations for 2 candidates"):
+        answerer.select("Q?", ["Paris", "London"], ["x"])
 
 
 def test_selector_sees_a_seeded_random_order_and_reports_the_position_it_picked() -> None:
     """A selector that always names the first candidate shown picks every router position in turn."""
     candidates = ["Paris", "London", "Rome"]
-    answerer = Answerer(ScriptedBackend(*["1"] * 60), seed=3)
+    answerer = Answerer(ScriptedBackend(*['{"choice": 1}'] * 60), seed=3)
     picks = [answerer.select(f"Question {i}?", candidates) for i in range(60)]
     assert all(p.position == 1 and p.index == p.shown[0] and not p.fallback for p in picks)
     assert {p.index for p in picks} == {0, 1, 2}  # the router's first is not always the one shown first
     assert all(sorted(p.shown) == [0, 1, 2] for p in picks)
-    again = Answerer(ScriptedBackend("1"), seed=3).select("Question 7?", candidates)
+    again = Answerer(ScriptedBackend('{"choice": 1}'), seed=3).select("Question 7?", candidates)
     assert again.shown == picks[7].shown  # the same question and seed: the same order
-    shown = answerer.backend.calls[0][0]["content"].rsplit("Candidate answers:\n", 1)[1]
-    assert shown.startswith(f"1. {candidates[picks[0].shown[0]]}\n")
-
-
-def test_selector_worked_examples_are_neutral_about_position() -> None:
-    (msg,) = selector_messages("Q?", ["a", "b"])
-    demos = msg["content"].split("Question: Q?")[0].split("Question: ")[1:]
-    positions = []
-    for demo in demos:
-        options = [line.split(". ", 1)[1] for line in demo.splitlines() if line[:1].isdigit()]
-        positions.append(options.index(demo.rsplit("Answer: ", 1)[1].strip()) + 1)
-    assert sorted(positions) == [1, 2]
+    shown = answerer.backend.calls[0][0]["content"].rsplit("Candidates:\n", 1)[1]
+    assert shown.startswith(f"1. {candidates[picks[0].shown[0]]} (explanation: none)\n")
 
 
 def test_make_backend_rejects_unknown_kind_and_keys(monkeypatch) -> None:
@@ -154,6 +190,8 @@ def test_make_backend_rejects_unknown_kind_and_keys(monkeypatch) -> None:
     assert client.url == "http://127.0.0.1:8000/v1/chat/completions"
     assert isinstance(make_backend({"kind": "transformers", "n_ctx": 512}), TransformersBackend)  # lazy: no load
     assert isinstance(make_backend({"kind": "llama_cpp", "n_ctx": 512}), LlamaCppBackend)
+    with pytest.raises(ValueError, match="'qwen-9000' is not an embedded model"):
+        make_backend({"kind": "llama_cpp", "model": "qwen-9000"})
     with pytest.raises(ValueError, match="'vllm'"):
         make_backend({"kind": "vllm"})
     with pytest.raises(ValueError, match="n_ctxx"):
@@ -217,14 +255,18 @@ def _ok(text: str) -> tuple[int, dict]:
 
 
 def test_client_success_reads_usage(scripted_server) -> None:
-    scripted_server.responses = [_ok("Paris")]
+    scripted_server.responses = [_ok("Paris"), _ok('{"choice": 1}')]
     client = OpenAICompatibleClient(scripted_server.url + "/", "tiny", api_key="sk-1")
     out = client.complete([{"role": "user", "content": "hi"}], max_tokens=8)
     assert (out.text, out.prompt_tokens, out.completion_tokens, out.tokens) == ("Paris", 42, 3, 45)
     assert out.latency_ms > 0
-    (req,) = scripted_server.seen
-    assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-1"
-    assert (req["model"], req["max_tokens"], req["temperature"]) == ("tiny", 8, 0.0)
+    client.complete([{"role": "user", "content": "hi"}], max_tokens=8, json_schema=selector_schema(2))
+    plain, constrained = scripted_server.seen
+    assert plain["path"] == "/v1/chat/completions" and plain["auth"] == "Bearer sk-1"
+    assert (plain["model"], plain["max_tokens"], plain["temperature"]) == ("tiny", 8, 0.0)
+    assert "response_format" not in plain  # the schema travels as OpenAI's response_format
+    assert constrained["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "reply", "strict": True, "schema": selector_schema(2)}}
 
 
 def test_client_completions_api_sends_plain_prompt(scripted_server) -> None:
@@ -266,9 +308,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-# --- the embedded Gemma-3-270M ------------------------------------------------------------------
+# --- the embedded readers on llama.cpp, and Gemma on transformers -------------------------------
 
-QUESTION = "In which city is Big Ben?"  # not the prompts' worked example (the Eiffel Tower)
+QUESTION = "In which city is Big Ben?"
 
 
 @pytest.fixture(scope="module")
@@ -276,13 +318,44 @@ def gemma() -> TransformersBackend:
     return TransformersBackend()
 
 
+@pytest.fixture(scope="module")
+def small_reader() -> LlamaCppBackend:
+    """The base Gemma-3-270M on llama.cpp: seconds a call, so the JSON constraint is tested often."""
+    return LlamaCppBackend("gemma-3-270m", n_ctx=1024)
+
+
 @pytest.mark.slow
-def test_embedded_model_answers_from_passage(gemma) -> None:
-    answer, completion = Answerer(gemma).answer(QUESTION, PASSAGES)
-    assert "london" in answer.lower()
-    assert completion.prompt_tokens > 40 and 0 < completion.completion_tokens <= 16
-    again, _ = Answerer(gemma).answer(QUESTION, PASSAGES)
-    assert again == answer  # greedy decoding is deterministic
+def test_llama_cpp_replies_in_the_schema_even_from_a_base_model(small_reader) -> None:
+    said = Answerer(small_reader).answer(QUESTION, PASSAGES)
+    assert said.parsed, said.completion.text  # a base model writes the JSON because the grammar lets it write nothing else
+    choice = small_reader.complete(selector_messages(QUESTION, [("Paris", "guess"), ("London", "[2]")]),
+                                   max_tokens=12, json_schema=selector_schema(2))
+    assert parse_choice(choice.text, ["Paris", "London"])[1]
+    again = Answerer(small_reader).answer(QUESTION, PASSAGES)
+    assert again.text == said.text  # greedy decoding is deterministic
+    with pytest.raises(LLMRequestError, match="exceeds n_ctx=1024"):
+        small_reader.complete([{"role": "user", "content": "word " * 3000}], max_tokens=4)
+
+
+@pytest.mark.slow
+def test_llama_cpp_streams_what_it_completes_and_cuts_at_stop_strings(small_reader) -> None:
+    prompt = "Count: one, two, three, four, five, six, seven,"
+    pieces = small_reader.stream_text(prompt, max_tokens=12)
+    streamed = list(pieces)
+    (whole,) = small_reader.generate([prompt], max_tokens=12)
+    assert "".join(streamed) == whole.text and len(streamed) > 1 and pieces.counts[1] == whole.completion_tokens
+    cut = small_reader.generate([prompt], max_tokens=12, stop=[","])[0].text
+    assert "," not in cut and whole.text.startswith(cut)
+
+
+@pytest.mark.slow
+def test_the_embedded_reader_reads(tmp_path) -> None:
+    """Qwen2.5-Coder-1.5B-Instruct, assembled from its part wheels, answers from the passage and explains."""
+    reader = make_backend({"kind": "llama_cpp"})
+    assert isinstance(reader, LlamaCppBackend) and reader.model == "qwen2.5-coder-1.5b-instruct"
+    said = Answerer(reader).answer(QUESTION, PASSAGES)
+    assert said.parsed and said.text == "London", said.completion.text
+    assert said.explanation and said.completion.prompt_tokens > 60
 
 
 @pytest.mark.slow
@@ -310,50 +383,3 @@ def test_gguf_is_converted_once_per_file_and_transformers_version(gemma, monkeyp
     other_file = tmp_path / "copy.gguf"
     other_file.write_bytes(b"not the same file")
     assert conversion_dir(other_file).name != first.name
-
-
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory) -> Iterator[str]:
-    """``"<base_url>|<model id>"`` of a real ``llama_cpp.server`` on the embedded model."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the optional 'llama' extra) is not installed")
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", embedded_model_path(),
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    base = f"http://127.0.0.1:{port}/v1"
-    with open(log_path, "wb") as log:  # a file, not a pipe: its verbose log would fill a pipe and block it
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            yield f"{base}|{_wait_ready(proc, base, log_path)}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _wait_ready(proc: subprocess.Popen, base: str, log_path, timeout_s: float = 90.0) -> str:
-    """Poll ``GET {base}/models`` until it answers; return the served model's id."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{base}/models", timeout=2) as resp:
-                return json.loads(resp.read())["data"][0]["id"]
-        except OSError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server at {base} not ready after {timeout_s} s: {log_path.read_text()[-2000:]}")
-            time.sleep(0.25)
-
-
-@pytest.mark.integration
-def test_answer_over_http_from_llama_server(llama_server) -> None:
-    base, model = llama_server.split("|", 1)
-    # the embedded model is a base model: plain-text /completions, as LlamaCppBackend prompts it
-    answerer = Answerer(make_backend({"kind": "openai", "base_url": base, "model": model, "api": "completions"}))
-    answer, completion = answerer.answer(QUESTION, PASSAGES)
-    assert "london" in answer.lower()
-    assert completion.prompt_tokens > 40 and completion.completion_tokens > 0
