@@ -30,7 +30,7 @@ class EchoBackend:
     def __init__(self, selector_reply: str = "1") -> None:
         self.selector_reply, self.calls = selector_reply, []
 
-    def complete(self, messages, *, max_tokens, temperature=0.0) -> Completion:
+    def complete(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> Completion:
         prompt = messages[-1]["content"]
         self.calls.append(prompt)
         if "candidate answers" in prompt.lower() or "candidates" in prompt.lower():

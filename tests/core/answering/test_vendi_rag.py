@@ -20,7 +20,7 @@ from ragfolio.core.answering.vendi_rag import (
     parse_score,
 )
 from ragfolio.core.llm.chat import Completion
-from ragfolio.core.llm.embedded import TransformersBackend
+from ragfolio.core.llm.native import LlamaCppBackend
 
 QUESTION = (
     "The members of the von Trapp musical group are related to which woman who wrote "
@@ -40,7 +40,7 @@ class JudgedBackend:
         self.kinds: list[str] = []
         self.prompts: list[str] = []
 
-    def complete(self, messages, *, max_tokens, temperature=0.0) -> Completion:
+    def complete(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> Completion:
         prompt = messages[-1]["content"]
         self.prompts.append(prompt)
         if prompt.startswith("Rate from 1 to 10"):
@@ -150,8 +150,8 @@ def test_invalid_settings_name_the_value(runner) -> None:
 
 @pytest.mark.slow
 def test_real_model_answers_within_max_iterations(runner) -> None:
-    result = VendiRAG(Answerer(TransformersBackend()), runner, num_docs=3, max_iterations=2).run(QUESTION)
-    assert result.answer and 1 <= result.iterations <= 2
+    result = VendiRAG(Answerer(LlamaCppBackend("gemma-3-270m")), runner, num_docs=3, max_iterations=2).run(QUESTION)
+    assert result.answer and 1 <= result.iterations <= 2, [(r.answer, c.text) for r, c in zip(result.rounds, result.completions)]
     kinds = len(result.completions)
     assert kinds in range(result.iterations, 3 * result.iterations)  # answer, judge, refine (not after the last)
     assert result.tokens == sum(c.tokens for c in result.completions) > 0

@@ -23,7 +23,7 @@ class JsonBackend:
         self.judgements, self.answer = list(judgements), answer
         self.limits: list[tuple[str, int]] = []
 
-    def complete(self, messages, *, max_tokens, temperature=0.0) -> Completion:
+    def complete(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> Completion:
         prompt = messages[-1]["content"]
         if "evaluating the quality of answers" in prompt:
             score = self.judgements.pop(0)
@@ -76,7 +76,7 @@ def test_unparseable_replies_give_empty_answers_and_neutral_judgements(runner) -
     """What the embedded base model's prose does to the loop: no JSON, no answer, Q = 0.5 every round."""
 
     class Prose:
-        def complete(self, messages, *, max_tokens, temperature=0.0) -> Completion:
+        def complete(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> Completion:
             return Completion("Please provide the following information:", 50, 8, 1.0)
 
     result = AuthorsVendiRAG(Answerer(Prose()), runner, num_docs=2, max_iterations=2).run(QUESTION)

@@ -40,7 +40,8 @@ def format_passages(passages: Sequence[tuple[str, str]], max_passage_words: int)
 # max_tokens fails to parse; :func:`parse_reply` counts those.
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"answer": {"type": "string", "maxLength": 80}, "explanation": {"type": "string", "maxLength": 80}},
+    "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 80},
+                   "explanation": {"type": "string", "maxLength": 80}},
     "required": ["answer", "explanation"],
     "additionalProperties": False,
 }
