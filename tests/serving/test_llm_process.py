@@ -1,5 +1,5 @@
 """The LLM in its own process: the OpenAI-compatible server (ragfolio.core.llm.server) and its
-supervisor (ragfolio.core.llm.process), on a tiny random model; one slow test on the embedded model."""
+supervisor (ragfolio.core.llm.process), on a tiny random model; one slow test on the embedded reader."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import httpx
 import pytest
 from conftest import tiny_llm_config
 
-from ragfolio.core.answering.prompts import answer_messages
-from ragfolio.core.llm.backends import EMBEDDED_LLM
+from ragfolio.core.answering.prompts import ANSWER_SCHEMA, answer_messages, parse_reply
+from ragfolio.core.llm.backends import EMBEDDED_LLM, make_backend
 from ragfolio.core.llm.chat import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
-from ragfolio.core.llm.embedded import TransformersBackend
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 
 FAST = {"health_interval_s": 0.2, "health_timeout_s": 1.0, "unhealthy_after": 2, "backoff_s": 0.2}
@@ -122,18 +121,16 @@ def test_only_in_process_kinds_run_as_a_process() -> None:
         LLMProcess({"kind": "openai", "model": "m"})
 
 
-@pytest.mark.slow  # loads the embedded Gemma-3-270M twice, in a server process and here (about 20 s)
-def test_the_embedded_model_answers_through_its_server_as_it_does_in_process() -> None:
+@pytest.mark.slow  # loads the embedded reader twice, in a server process and here (about 30 s)
+def test_the_embedded_reader_answers_through_its_server_as_it_does_in_process() -> None:
     messages = answer_messages(QUESTION, PASSAGES)
-    expected = TransformersBackend().complete(messages, max_tokens=8)
-    assert expected.text.strip()
+    expected = make_backend(EMBEDDED_LLM).complete(messages, max_tokens=48, json_schema=ANSWER_SCHEMA)
+    assert parse_reply(expected.text).parsed and "louis" in parse_reply(expected.text).answer.lower()
     process = started(LLMProcess(EMBEDDED_LLM), timeout_s=600)
     try:
-        completion = ProcessBackend(process, api="completions", timeout_s=300).complete(messages, max_tokens=8)
+        completion = ProcessBackend(process, api="chat", timeout_s=300).complete(
+            messages, max_tokens=48, json_schema=ANSWER_SCHEMA)  # the schema travels as response_format
         assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == (
             expected.text, expected.prompt_tokens, expected.completion_tokens)
-        chat = httpx.post(f"{process.base_url}/chat/completions", timeout=300,
-                          json={"messages": messages, "max_tokens": 8}).json()  # plain prompts for a base model
-        assert chat["choices"][0]["message"]["content"] == expected.text
     finally:
         process.stop()
