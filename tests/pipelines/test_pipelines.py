@@ -49,7 +49,8 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
             "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,
         },
         "answering_evaluation": {
-            "max_questions_per_dataset": 1, "llm": {"kind": "transformers", "transformers": {"n_ctx": 2048}},
+            "max_questions_per_dataset": 1, "systems": "all",
+            "llm": {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}},  # the small reader
             "vendi_rag": {"max_iterations": 2}, "seed": 0,
         },
     }
@@ -148,7 +149,8 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert len(answers) == 2 * len(ANSWERED)  # one question per dataset
     assert (answers["tokens"] > 0).all()
     assert set(answers.columns) >= {"id", "dataset", "system", "prediction", "answers", "em", "f1",
-                                    "tokens", "run_position", "foreign_query_hits", "settings"}
+                                    "tokens", "run_position", "foreign_query_hits", "settings", "parse_failures",
+                                    "n_calls"}
     assert not set(answers.columns) & TIMING_KEYS  # timings are in their own rows, by (id, dataset, system)
     latencies = catalog.load("answer_latencies")
     assert list(latencies.columns) == ["id", "dataset", "system", "latency_ms", "retrieval_ms"]

@@ -47,7 +47,7 @@ class AnsweringEvaluationParams(BaseModel):
 
     max_questions_per_dataset: int = Field(10, ge=1)
     datasets: list[str] | None = None
-    systems: list[str] | None = None
+    systems: list[str] | Literal["all"] | None = None  # None: PAPER_SYSTEMS (those this run makes); "all": every one
     member_timeout_s: float = Field(30.0, gt=0)
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
     answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "answering_evaluation.answerer", ("backend",))] = Field(
@@ -73,6 +73,13 @@ class AnsweringEvaluationParams(BaseModel):
         backend_settings(block)  # the kind and its keys, as make_backend will read them
         return block
 
+
+
+def _systems(chosen: list[str] | str | None) -> list[str] | None:
+    """The systems to answer with: the paper's by default, every one for ``"all"``, else those named."""
+    if chosen is None:
+        return list(PAPER_SYSTEMS)
+    return None if chosen == "all" else list(chosen)
 
 
 def _test_questions(
@@ -181,7 +188,7 @@ def answer_test_questions(
             authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
                 answerer, runner, num_docs=settings.num_docs, **p.vendi_rag_authors),
             wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches,
-            only=PAPER_SYSTEMS if p.systems is None else p.systems, strict=p.systems is not None,
+            only=_systems(p.systems), strict=isinstance(p.systems, list),
         )
         key = answer_store_key({
             "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
