@@ -28,7 +28,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "noteb
 BIN = Path(sys.executable).parent
 TOOLS = {"kedro", "dvc", "bentoml", "mlflow", "python", "pip", "ruff", "mypy"}
 RUNTIME_PARAMS = {"run_name", "data_root", "overwrite_sample"}
-OPTIONAL_MODULES = {"llama_cpp.server"}  # the optional `llama` extra, compiled on request
+OPTIONAL_MODULES: set[str] = set()  # modules of optional extras (none now)
 ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 

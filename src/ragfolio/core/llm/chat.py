@@ -147,7 +147,7 @@ class OpenAICompatibleClient:
         backoff_s: Base of the exponential backoff in seconds, ``>= 0``.
         api: ``"chat"`` posts the messages to ``/chat/completions``; ``"completions"`` posts
             :func:`render_plain` of them to ``/completions`` with :data:`PLAIN_STOP`, for base
-            models such as the embedded Gemma behind ``llama_cpp.server``.
+            models such as Gemma-3-270M behind a llama.cpp server.
     """
 
     def __init__(
