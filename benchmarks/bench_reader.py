@@ -41,7 +41,7 @@ def run_reader(project: Path, data_root: Path, reader: str, questions: int, syst
         "max_questions_per_dataset": questions, "systems": systems, "order_check_questions": 0,
         "llm": {"kind": "llama_cpp", "llama_cpp": {"model": reader}}}}
     start = time.perf_counter()
-    with KedroSession.create(project_path=project, extra_params=params) as session:
+    with KedroSession.create(project_path=project, runtime_params=params) as session:
         session.run(pipeline_names=["answering_evaluation"])
     wall = time.perf_counter() - start
     shutil.copy(data_root / "07_model_output" / "answers.jsonl", out / f"answers_{reader}.jsonl")
