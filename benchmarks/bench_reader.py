@@ -25,20 +25,27 @@ from pathlib import Path
 import numpy as np
 from report_tables import interval_text
 
-from ragfolio.core.stats import mean_intervals, paired_differences
+from ragfolio.core.stats import Interval, mean_intervals, paired_differences
+
+
+def iv(interval: Interval) -> str:
+    """``+0.012 [-0.010, +0.034]``."""
+    return interval_text(interval.to_dict())
+
 
 SYSTEMS = ["no_retrieval", "single_best", "single_best_wide", "post_retrieval_l1", "post_retrieval_l2"]
 SCORES = ("em", "f1", "answer_recall")
 
 
-def run_reader(project: Path, data_root: Path, reader: str, questions: int, systems: list[str], out: Path) -> float:
+def run_reader(project: Path, data_root: Path, reader: str, questions: int, systems: list[str], out: Path,
+               datasets: list[str] | None = None) -> float:
     """Answer with ``reader``; copy its answers and timings into ``out``; returns the wall seconds."""
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
     bootstrap_project(project)
     params = {"data_root": str(data_root), "answering_evaluation": {
-        "max_questions_per_dataset": questions, "systems": systems, "order_check_questions": 0,
+        "max_questions_per_dataset": questions, "systems": systems, "order_check_questions": 0, "datasets": datasets,
         "llm": {"kind": "llama_cpp", "llama_cpp": {"model": reader}}}}
     start = time.perf_counter()
     with KedroSession.create(project_path=project, runtime_params=params) as session:
@@ -78,7 +85,7 @@ def report(out: Path, readers: list[str], walls: dict[str, float]) -> str:
             em, f1, _ = mean_intervals(scores)
             latency = np.array([r.get("latency_ms", np.nan) for r in rows]) / 1000
             lines.append(
-                f"| {reader} | {system} | {interval_text(em)} | {interval_text(f1)} | {scores[:, 2].mean():.3f} "
+                f"| {reader} | {system} | {iv(em)} | {iv(f1)} | {scores[:, 2].mean():.3f} "
                 f"| {sum(int(r.get('parse_failures', 0)) for r in rows)} "
                 f"| {np.mean([r.get('n_calls', 0) for r in rows]):.2f} | {np.mean([r['tokens'] for r in rows]):.0f} "
                 f"| {np.nanmean(latency):.1f}, {np.nanpercentile(latency, 95):.1f} |")
@@ -91,8 +98,8 @@ def report(out: Path, readers: list[str], walls: dict[str, float]) -> str:
                 a = [[float(data[first][(i, system)][s]) for s in SCORES] for i in ids]
                 b = [[float(data[other][(i, system)][s]) for s in SCORES] for i in ids]
                 em, f1, recall = paired_differences(a, b)
-                lines.append(f"| {other} | {system} | {interval_text(em)} | {interval_text(f1)} | "
-                             f"{interval_text(recall)} |")
+                lines.append(f"| {other} | {system} | {iv(em)} | {iv(f1)} | "
+                             f"{iv(recall)} |")
     lines += ["", "**Each system minus single_best (and minus single_best_wide), per reader** (paired 95% intervals; "
               "headroom: questions where the system is right and single_best wrong / the reverse):", "",
               "| reader | system | EM minus single_best | F1 minus single_best | EM minus single_best_wide "
@@ -108,10 +115,10 @@ def report(out: Path, readers: list[str], walls: dict[str, float]) -> str:
             if "single_best_wide" in systems and system != "single_best_wide":
                 (wide_iv,) = paired_differences([[x[0]] for x in a],
                                                 [[float(data[reader][(i, "single_best_wide")]["em"])] for i in ids])
-                wide = interval_text(wide_iv)
+                wide = iv(wide_iv)
             gained = sum(x[0] > y[0] for x, y in zip(a, base, strict=True))
             lost = sum(x[0] < y[0] for x, y in zip(a, base, strict=True))
-            lines.append(f"| {reader} | {system} | {interval_text(em)} | {interval_text(f1)} | {wide} | {gained} | {lost} |")
+            lines.append(f"| {reader} | {system} | {iv(em)} | {iv(f1)} | {wide} | {gained} | {lost} |")
     return "\n".join(lines) + "\n"
 
 
@@ -121,6 +128,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=30, help="test questions per dataset")
     parser.add_argument("--readers", nargs="+", default=["qwen2.5-coder-1.5b-instruct", "gemma-3-270m"])
     parser.add_argument("--systems", nargs="+", default=SYSTEMS)
+    parser.add_argument("--datasets", nargs="+", help="the datasets answered (default: every one of the run)")
     parser.add_argument("--out", type=Path, required=True, help="folder of the answers and the report (report.md)")
     parser.add_argument("--report-only", action="store_true", help="write the report from answers already in --out")
     args = parser.parse_args()
@@ -130,7 +138,8 @@ def main() -> None:
     if not args.report_only:
         project = Path(__file__).resolve().parents[1]
         for reader in args.readers:
-            walls[reader] = run_reader(project, args.data_root.resolve(), reader, args.questions, args.systems, args.out)
+            walls[reader] = run_reader(project, args.data_root.resolve(), reader, args.questions, args.systems, args.out,
+                                       args.datasets)
             walls_file.write_text(json.dumps(walls, indent=1))
     text = report(args.out, args.readers, walls)
     (args.out / "report.md").write_text(text)
