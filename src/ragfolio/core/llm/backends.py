@@ -20,7 +20,7 @@ from ragfolio.core.cache import file_sha256
 from ragfolio.core.code_identity import package_versions, source_digest
 from ragfolio.core.llm.chat import ChatBackend, OpenAICompatibleClient
 from ragfolio.core.llm.embedded import TransformersBackend, embedded_model_path
-from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path, part_versions
+from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path
 from ragfolio.core.llm.native import LlamaCppBackend
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:
         if path is None and kind == "llama_cpp":
             entry = embedded_model(params.get("model", DEFAULT_READER))
             path = model_path(entry.name)
-            identity["model_packages"] = part_versions(entry)
+            packages += entry.parts
         elif path is None:
             path = embedded_model_path()
             packages.append(EMBEDDED_PACKAGE)

@@ -121,11 +121,15 @@ def default_threads() -> int:
     2.9-19.3 s on a busy 2-core machine. Half the cores leaves room for the rest (figures:
     docs/benchmarks.md, "The embedded LLM's threads"; ``benchmarks/bench_llm_threads.py``).
     """
+    return max(1, usable_cores() // 2)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
     try:
-        usable = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this platform (macOS)
-        usable = os.cpu_count() or 1
-    return max(1, usable // 2)
+        return os.cpu_count() or 1
 
 
 class LocalBackend:

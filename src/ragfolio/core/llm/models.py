@@ -20,7 +20,6 @@ done once per process by :func:`ragfolio.core.llm.backends.model_sha256` where a
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import logging
 import os
 import shutil
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragfolio.core.cache import file_sha256
-from ragfolio.core.model_cache import model_cache_dir
+from ragfolio.core.model_cache import model_cache_dir, packaged_piece
 
 logger = logging.getLogger(__name__)
 
@@ -96,17 +95,6 @@ def embedded_model(name: str) -> EmbeddedModel:
     return EMBEDDED_MODELS[name]
 
 
-def part_versions(model: EmbeddedModel) -> dict[str, str]:
-    """The installed version of each package carrying ``model`` (``"absent"`` when not installed)."""
-    out = {}
-    for dist in model.parts or ((model.package or "").replace("_", "-"),):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = "absent"
-    return out
-
-
 def pieces(model: EmbeddedModel) -> list[Path]:
     """The files holding ``model``'s pieces, in order (one ``.bin`` per part package).
 
@@ -114,17 +102,8 @@ def pieces(model: EmbeddedModel) -> list[Path]:
         ImportError: A part package is not installed (the message says how to install them).
         FileNotFoundError: A package holds no single ``.bin`` piece.
     """
-    out = []
-    for dist in model.parts:
-        try:
-            files = importlib.metadata.distribution(dist).files or []
-        except importlib.metadata.PackageNotFoundError as err:
-            raise ImportError(f"the embedded model {model.name!r} needs {dist}: {model.install_hint()}") from err
-        found = [f for f in files if f.name.endswith(".bin")]
-        if len(found) != 1:
-            raise FileNotFoundError(f"{dist} holds {len(found)} .bin pieces, expected 1")
-        out.append(Path(str(found[0].locate())))
-    return out
+    hint = f"the embedded model {model.name!r} needs its part packages: {model.install_hint()}"
+    return [packaged_piece(dist, ".bin", hint) for dist in model.parts]
 
 
 @functools.cache

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -27,19 +26,12 @@ from typing import Any
 
 from ragfolio.core.llm.chat import PLAIN, PLAIN_STOP, Completion, LLMRequestError, Messages, check_max_tokens
 from ragfolio.core.llm.chat import render_plain as _render_plain
+from ragfolio.core.llm.embedded import default_threads, usable_cores
 from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path
 
 logger = logging.getLogger(__name__)
 
 _HINT = "pip install cyllama (a wheel that bundles llama.cpp)"
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity on this platform (macOS)
-        return os.cpu_count() or 1
 
 
 # llama.cpp's converter lets JSON hold up to two newlines and 20 tabs between tokens; a small model
@@ -102,9 +94,8 @@ class LlamaCppBackend:
         if n_ctx < 64 or n_batch < 1:
             raise ValueError(f"n_ctx={n_ctx} must be >= 64 and n_batch={n_batch} >= 1")
         self.model, self.model_path, self.n_ctx, self.n_batch = model, model_path, n_ctx, n_batch
-        cores = usable_cores()
-        self.n_threads = max(1, cores // 2) if n_threads is None else n_threads
-        self.n_threads_batch = cores if n_threads_batch is None else n_threads_batch
+        self.n_threads = default_threads() if n_threads is None else n_threads
+        self.n_threads_batch = usable_cores() if n_threads_batch is None else n_threads_batch
         self.seed, self.chat_format, self.n_gpu_layers = seed, chat_format, n_gpu_layers
         self._lock = threading.Lock()
         self._model: Any = None

