@@ -50,7 +50,8 @@ def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0) -> Data
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     for name in ("router_metrics", "router_timings"):
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
-    for name in ("router_comparison", "dev_router_comparison", "routers", "pre_retrieval_routers", "post_retrieval_routers", "questions",
+    datasets["router_headline"] = JSONDataset(filepath=str(tmp_path / "router_headline.json"))
+    for name in ("router_comparison", "dev_router_comparison", "dev_same_budget", "routers", "pre_retrieval_routers", "post_retrieval_routers", "questions",
                  "utility_index"):  # kept past their last use, for the checks below
         datasets[name] = PickleDataset(filepath=str(tmp_path / f"{name}.pkl"))
     return DataCatalog(datasets)
@@ -132,6 +133,22 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
     assert served["test_best_of_l"] == metrics["datasets"]["all"][winner]["best_of_l"]
     budget = served["same_budget"]
     assert set(budget["union_minus_single"]) == {"l1", "l2"} and len(budget["routed_union_recall"]) == metrics["k"]
+    # do no harm: routing only at the l's whose dev same-budget interval is above zero (none without dev)
+    evidence = catalog.load("dev_same_budget").get("all", {}).get(winner, {})
+    assert set(evidence) == ({f"l{l}" for l in range(1, metrics["k"] + 1)} if dev_fraction else set())
+    expected = [l for l in range(1, metrics["k"] + 1) if ((evidence.get(f"l{l}") or {}).get("low") or 0) > 0]
+    assert served["routed_ls"] == expected and bundle.routed_ls == tuple(expected)
+    assert served["evidence"].get(winner, {}) == evidence
+    if not expected:  # the small run: routing is off, and every place that shows what is served says so
+        assert served["routing"] == "off" and "routing off" in served["reason"]
+        assert catalog.load("router_headline")["served"]["routing"] == "off"
+        rag = AdaptiveRAG.from_bundle(bundle)
+        single = rag.members[bundle.single_best].name
+        for l in (1, 2):  # noqa: E741
+            unrouted = rag.retrieve("which river is the longest", l)
+            assert not unrouted.routed and [run.name for run in unrouted.results.runs] == [single]
+            assert len(unrouted.results.runs[0].doc_ids) == l * metrics["num_docs"]
+        rag.close()
 
     comparison = catalog.load("router_comparison")["all"]
     questions, index = catalog.load("questions"), catalog.load("utility_index")
@@ -140,7 +157,7 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
     trained = {"learned": catalog.load("routers")["all"], "pre_retrieval": catalog.load("pre_retrieval_routers")["all"],
                "post_retrieval": catalog.load("post_retrieval_routers")["all"]}
     for name, router in trained.items():
-        rag = AdaptiveRAG.from_bundle(dataclasses.replace(bundle, router=router))
+        rag = AdaptiveRAG.from_bundle(dataclasses.replace(bundle, router=router, routed_ls=None))
         batched = [r.members for r in rag.retrieve_batch(texts, [k] * len(texts))]
         alone = [rag.retrieve(text, k).members for text in texts]
         assert batched == alone == comparison.picks[name].tolist(), name

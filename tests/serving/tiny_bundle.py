@@ -45,11 +45,12 @@ def questions() -> list[str]:
     return [q.question for q in load_folder(FIXTURES)]
 
 
-def write_tiny_bundle(path: Path, router_kind: str = "learned") -> dict:
+def write_tiny_bundle(path: Path, router_kind: str = "learned", routed_ls: tuple[int, ...] | None = None) -> dict:
     """Fit a small router on random utilities and save the bundle to ``path``; returns the manifest.
 
     ``router_kind="post_retrieval"``: the bundle serves a post-retrieval router instead, fitted on
-    the retrieval features of the same questions (BM25 first stage only, no encoder).
+    the retrieval features of the same questions (BM25 first stage only, no encoder). ``routed_ls``:
+    the l's it routes at (the do-no-harm rule's choice; None: every l).
     """
     records = load_folder(FIXTURES)
     corpus = build_corpus(records)
@@ -62,7 +63,7 @@ def write_tiny_bundle(path: Path, router_kind: str = "learned") -> dict:
     )
     bundle = PortfolioBundle(
         name="tiny", corpus=corpus, members=members, router=router, scoring=SCORING,
-        routing=RouterFeatures(hasher, ()), embeddings={}, default_l=2,
+        routing=RouterFeatures(hasher, ()), embeddings={}, default_l=2, routed_ls=routed_ls,
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )
     if router_kind == "post_retrieval":

@@ -82,6 +82,11 @@ class PortfolioBundle:
         routing: The router's inputs (:class:`~ragfolio.core.routing.features.router_features.RouterFeatures`).
         embeddings: ``(n_passages, dim)`` float32 corpus embeddings by encoder name.
         default_l: Members a query is routed to when the caller does not say.
+        routed_ls: The l's at which the router routes (``router_training``'s do-no-harm rule,
+            :mod:`ragfolio.core.routing.judging.choice`); a request for any other l is served by the
+            single best member alone at ``l * num_docs`` passages. None: the router routes at every l.
+        single_best: The member with the best train mean (index into ``members``): what serves
+            the l's the router does not.
         selection: The metrics the members were selected with (train ``F`` per prefix, test best-of-k).
         indexes: The corpus indexes the service searches, built (:func:`ragfolio.core.answering.rag.with_indexes`);
             empty: the service builds them at start-up.
@@ -96,6 +101,8 @@ class PortfolioBundle:
     routing: RouterFeatures
     embeddings: dict[str, npt.NDArray[np.float32]]
     default_l: int = 1
+    routed_ls: tuple[int, ...] | None = None
+    single_best: int = 0
     selection: dict[str, Any] = field(default_factory=dict)
     indexes: list[CorpusIndex] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
@@ -105,6 +112,14 @@ class PortfolioBundle:
             raise ValueError("the members differ from the router's members (names and order must match)")
         if not 1 <= self.default_l <= len(self.members):
             raise ValueError(f"default_l={self.default_l} must be in 1..{len(self.members)}")
+        if not 0 <= self.single_best < len(self.members):
+            raise ValueError(f"single_best={self.single_best} is not a member index (0..{len(self.members) - 1})")
+        if self.routed_ls is not None and not set(self.routed_ls) <= set(range(1, len(self.members) + 1)):
+            raise ValueError(f"routed_ls={list(self.routed_ls)} must be l's in 1..{len(self.members)}")
+
+    def routes_at(self, l: int) -> bool:  # noqa: E741 - members per query
+        """Whether a request for ``l`` members is routed (else the single best member serves it)."""
+        return self.routed_ls is None or l in self.routed_ls
 
     @property
     def k(self) -> int:
@@ -166,6 +181,8 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "k": bundle.k,
             "router": bundle.router.name,
             "default_l": bundle.default_l,
+            "routed_ls": None if bundle.routed_ls is None else list(bundle.routed_ls),
+            "single_best": bundle.single_best,
             "members": [m.to_record() for m in bundle.members],
             "scoring": bundle.scoring,
             "routing": bundle.routing.to_dict(),
@@ -258,6 +275,8 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
     return PortfolioBundle(
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
         router=router, scoring=manifest["scoring"], routing=RouterFeatures.from_dict(manifest["routing"]),
-        embeddings=embeddings, default_l=int(manifest["default_l"]), selection=manifest["selection"],
+        embeddings=embeddings, default_l=int(manifest["default_l"]),
+        routed_ls=None if manifest.get("routed_ls") is None else tuple(manifest["routed_ls"]),
+        single_best=int(manifest.get("single_best", 0)), selection=manifest["selection"],
         indexes=indexes, manifest=manifest,
     )

@@ -36,7 +36,6 @@ Member errors: a response says only that a member timed out (with the deadline) 
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -45,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
+from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval, runner_at_depth
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
@@ -138,6 +137,11 @@ class ServingEngine:
         logger.info("bundle %s (version %s, k=%d, %d passages, corpus %s) loaded from %s in %.0f ms", bundle.name,
                     bundle.version, bundle.k, len(bundle.corpus), bundle.corpus.fingerprint, config.bundle,
                     self.load_ms)
+        if bundle.routed_ls is not None and not bundle.routes_at(self.default_l):
+            why = (bundle.selection.get("served_router") or {}).get("reason", "")
+            logger.warning("routing is off at the default l=%d: %s alone serves %d passages a request "
+                           "(routes at l = %s). %s", self.default_l, bundle.members[bundle.single_best].name,
+                           self.rag.unrouted_depth(self.default_l), list(bundle.routed_ls) or "none", why)
 
     # --- start-up -----------------------------------------------------------------------------
     def _backend(self, config: ServingConfig) -> ChatBackend:
@@ -175,7 +179,7 @@ class ServingEngine:
     def warm_up(self) -> None:
         """Build every corpus part and load the encoders (one query through all k members)."""
         start = time.perf_counter()
-        self.rag.retrieve("warm-up", self.bundle.k)
+        self.rag.warm_up()
         self.rag.runner.forget_queries()
         logger.info("warm-up done in %.0f ms", 1000 * (time.perf_counter() - start))
 
@@ -190,11 +194,11 @@ class ServingEngine:
         """The AdaptiveRAG returning ``num_docs`` passages per member (see the module docstring)."""
         with self._views_lock:
             if (view := self._views.get(num_docs)) is None:
-                runner = copy.copy(self.rag.runner)  # shallow: the parts memo and encoders are shared
-                runner.num_docs = num_docs
-                view = AdaptiveRAG(runner, self.rag.members, self.rag.router, self.rag.hasher, self.rag.encoders,
-                                   timeout_s=self.config.member_timeout_s,
-                                   retrieval_features=self.rag.retrieval_features)
+                rag = self.rag
+                view = AdaptiveRAG(runner_at_depth(rag.runner, num_docs), rag.members, rag.router, rag.hasher,
+                                   rag.encoders, timeout_s=self.config.member_timeout_s,
+                                   retrieval_features=rag.retrieval_features, routed_ls=rag.routed_ls,
+                                   single_best=rag.single_best)
                 inject_fault(view, self.config.fault_injection)
                 self._views[num_docs] = view
             return view
@@ -243,7 +247,7 @@ class ServingEngine:
         """The response of one routed retrieval (``total_ms``: the batch's, or the query's alone)."""
         results = routed.results
         return RetrieveResponse(
-            query=item.query, l=l, num_docs=depth, members=self._members(routed, item.request_id),
+            query=item.query, l=l, num_docs=depth, routed=routed.routed, members=self._members(routed, item.request_id),
             passages=self._merged(results), degraded=results.degraded, reasons=self._reasons(results),
             latency_ms=self._latency(routed, total_ms), batch_size=routed.batch_size,
         )
@@ -274,7 +278,7 @@ class ServingEngine:
         result: RAGAnswer = self.rag.answer(query.strip(), l, retrieval=retrieval)
         results = result.retrieval.results
         return AnswerResponse(
-            query=query, l=l, answer=result.answer, chosen=result.chosen,
+            query=query, l=l, routed=result.retrieval.routed, answer=result.answer, chosen=result.chosen,
             chosen_member=result.candidates[result.chosen][0] if result.chosen >= 0 else None,
             fallback=result.fallback,
             candidates=[Candidate(member=name, answer=text) for name, text in result.candidates],
@@ -298,7 +302,9 @@ class ServingEngine:
             default_l=self.default_l, num_docs=self.num_docs, n_passages=len(bundle.corpus),
             corpus_fingerprint=bundle.corpus.fingerprint,
             members=[MemberInfo(name=m.name, family=m.family, params=dict(m.params)) for m in bundle.members],
-            router=bundle.router.name, router_choice=bundle.selection.get("served_router"),
+            router=bundle.router.name, routed_ls=None if bundle.routed_ls is None else list(bundle.routed_ls),
+            single_best=bundle.members[bundle.single_best].name,
+            router_choice=bundle.selection.get("served_router"),
             selection=bundle.selection, routing=bundle.routing.to_dict(),
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,
                     "max_body_bytes": self.config.max_body_bytes, "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,

@@ -174,6 +174,9 @@ class RetrieveResponse(BaseModel):
     query: str
     l: int  # noqa: E741
     num_docs: int
+    routed: bool = Field(
+        True, description="False: routing was not shown to help at this l on the dev questions (the bundle's "
+                          "routed_ls), so the single best member alone returned l x num_docs passages.")
     members: list[MemberResult]
     passages: list[MergedPassage]
     degraded: bool
@@ -208,6 +211,9 @@ class AnswerResponse(BaseModel):
 
     query: str
     l: int  # noqa: E741
+    routed: bool = Field(
+        True, description="False: routing was not shown to help at this l on the dev questions (the bundle's "
+                          "routed_ls), so the single best member alone returned l x num_docs passages.")
     answer: str
     chosen: int = Field(description="Index into candidates of the selected answer; -1: closed-book.")
     chosen_member: str | None
@@ -246,12 +252,18 @@ class PortfolioInfo(BaseModel):
     )
     members: list[MemberInfo]
     router: str = Field(description="The served router's kind: learned, pre_retrieval, post_retrieval, ...")
+    routed_ls: list[int] | None = Field(
+        None, description="The l's at which the router routes: only where its dev same-budget interval was above "
+                          "zero (router_training's do-no-harm rule). A request for another l is served by "
+                          "single_best alone at l x num_docs passages. None: every l is routed.")
+    single_best: str = Field(description="The member with the best train mean: what serves the l's not routed.")
     router_choice: dict[str, Any] | None = Field(
-        None, description="Why this router is served (router_training.bundle.router: auto picks the largest "
-                          "gain over the default member on the dev questions, or on validation inside train "
-                          "without a dev split; never test): the reason, the values compared (on: dev or "
-                          "validation) and what the report measured of it on dev and test; None for a bundle "
-                          "written before the choice was recorded.")
+        None, description="Why this router is served and where it routes (router_training.bundle.router: auto "
+                          "picks the largest gain over the default member on the dev questions among routers "
+                          "with dev same-budget evidence above zero; never test): the reason with the numbers, "
+                          "routing (on, partial or off), routed_ls, the evidence per l, the values compared "
+                          "and what the report measured of it on dev and test; None for a bundle written "
+                          "before the choice was recorded.")
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
     routing: dict[str, Any]
     limits: dict[str, Any]

@@ -72,3 +72,93 @@ def test_with_a_dev_split_auto_compares_the_dev_gains_on_the_same_questions() ->
     del validation["learned"]["dev_best_of_1"]  # one router without dev values: every router is judged on validation
     again = choose_router(validation)
     assert again.on == "validation" and again.router == "post_retrieval"
+
+
+# --- do no harm: route only at the l's where the dev same-budget interval is above zero -----------------------
+
+def _interval(estimate: float, low: float | None, high: float | None, n: int = 42) -> dict:
+    return {"estimate": estimate, "low": low, "high": high, "n": n}
+
+
+def _dev(best: float, default: float) -> dict:
+    return {**_entry(best, default), "dev_best_of_1": best, "dev_default": default}
+
+
+def test_auto_turns_routing_off_when_the_dev_interval_is_not_above_zero_and_says_so_with_the_numbers() -> None:
+    validation = {"learned": _dev(0.70, 0.70), "post_retrieval": _dev(0.722, 0.70)}
+    evidence = {"learned": {"l1": _interval(0.0, -0.02, 0.02), "l2": _interval(0.0, -0.02, 0.02)},
+                "post_retrieval": {"l1": _interval(0.022, -0.03, 0.07), "l2": _interval(-0.043, -0.082, -0.006)}}
+    choice = choose_router(validation, evidence=evidence, ls=(1, 2, 3))
+    assert choice.router == "post_retrieval"  # what would be served, by the largest dev gain
+    assert choice.routed_ls == () and choice.routing == "off"
+    assert not choice.routes_at(1) and not choice.routes_at(2)
+    assert "routing off at l = 1: dev evidence +0.022 [-0.030, +0.070] on 42 questions is not enough" in choice.reason
+    assert "2: dev evidence -0.043 [-0.082, -0.006] on 42 questions is not enough" in choice.reason
+    assert choice.to_dict()["routed_ls"] == [] and choice.to_dict()["routing"] == "off"
+
+
+def test_auto_routes_only_where_the_evidence_is_and_prefers_a_router_with_evidence() -> None:
+    validation = {"learned": _dev(0.75, 0.70), "post_retrieval": _dev(0.73, 0.70)}
+    evidence = {"learned": {"l1": _interval(0.05, -0.01, 0.11), "l2": _interval(0.01, -0.01, 0.03)},
+                "post_retrieval": {"l1": _interval(0.03, 0.01, 0.05), "l2": _interval(0.0, -0.02, 0.02)}}
+    choice = choose_router(validation, evidence=evidence, ls=(1, 2))
+    assert choice.router == "post_retrieval"  # the larger point gain (learned) has no interval above zero
+    assert choice.routed_ls == (1,) and choice.routing == "partial"
+    assert choice.routes_at(1) and not choice.routes_at(2)
+    assert "routing on at l = 1 (dev evidence +0.030 [+0.010, +0.050] on 42 questions)" in choice.reason
+    assert "off at l = 2: dev evidence +0.000 [-0.020, +0.020] on 42 questions is not enough" in choice.reason
+    evidence["post_retrieval"]["l2"] = _interval(0.02, 0.001, 0.04)
+    assert choose_router(validation, evidence=evidence, ls=(1, 2)).routing == "on"
+
+
+def test_without_dev_questions_auto_does_not_route_and_a_named_router_routes_everywhere() -> None:
+    validation = {"learned": _entry(0.85, 0.80), "post_retrieval": _entry(0.81, 0.80)}
+    off = choose_router(validation, ls=(1, 2))
+    assert off.router == "learned" and off.routed_ls == () and "no dev questions" in off.reason
+    named = choose_router(validation, "post_retrieval", ls=(1, 2))
+    assert named.routed_ls == (1, 2) and named.routing == "on" and "no dev same-budget evidence" in named.reason
+
+
+def _synthetic_task(detectable: bool, seed: int = 0):
+    """Two members over ten rows a question (two gold): member 1 finds the gold on a subpopulation S
+    where the single best (member 0) finds none, and half of it elsewhere; S is read off the first
+    feature (``detectable``) or independent of every feature."""
+    from ragfolio.core.metrics import support_recall
+    from ragfolio.core.routing.judging.budget import BudgetRuns
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    in_s = X[:, 0] > 0.5 if detectable else rng.random(n) < 0.3
+    base = 10 * np.arange(n)[:, None]
+    gold, junk = base + np.array([0, 1]), base + np.array([5, 6, 7, 8])
+    m0 = np.where(in_s[:, None], junk[:, :2], gold)
+    m0_deep = np.where(in_s[:, None], junk, np.concatenate([gold, junk[:, :2]], axis=1))
+    m1 = np.where(in_s[:, None], gold, np.stack([gold[:, 0], junk[:, 2]], axis=1))
+    U = np.stack([np.where(in_s, 0.0, 1.0), np.where(in_s, 1.0, 0.5)], axis=1).astype(np.float32)
+    judges = [lambda rows, num_docs, g=set(g): support_recall(rows, g, num_docs) for g in gold.tolist()]
+    dev = slice(280, n)
+    runs = BudgetRuns(members=[m0[dev], m1[dev]], single=[m0[dev], m0_deep[dev]], judges=judges[dev])
+    return {"x": X}, U, dev, runs
+
+
+@pytest.mark.parametrize("detectable", [True, False], ids=["detectable", "undetectable"])
+def test_on_a_synthetic_task_routing_switches_on_only_where_a_member_wins_a_detectable_subpopulation(detectable) -> None:
+    from ragfolio.core.routing.judging.budget import same_budget_comparison
+    from ragfolio.core.routing.routers.logistic import LogisticRouter
+
+    X, U, dev, runs = _synthetic_task(detectable)
+    train = slice(0, dev.start)
+    router = LogisticRouter().fit(RouteInputs({"x": X["x"][train]}), U[train], ["m0", "m1"])
+    picks, _ = router.route(RouteInputs({"x": X["x"][dev]}), 2)
+    evidence = same_budget_comparison(runs, picks, (1, 2))["union_minus_single"]
+    routed_best = float(U[dev][np.arange(len(picks)), picks[:, 0]].mean())
+    validation = {"learned": _dev(routed_best, float(U[dev][:, 0].mean()))}
+    choice = choose_router(validation, evidence={"learned": evidence}, ls=(1, 2))
+    # l = 2: both members' lists beat the single best's four passages wherever S is, detectable or not
+    assert choice.routes_at(2) and evidence["l2"]["low"] > 0
+    assert choice.routes_at(1) is detectable, (evidence["l1"], choice.reason)
+    if detectable:
+        assert evidence["l1"]["low"] > 0.1 and choice.routing == "on"
+    else:
+        assert evidence["l1"]["low"] <= 0 and "routing on at l = 2" in choice.reason and "off at l = 1" in choice.reason

@@ -6,13 +6,20 @@ member execution (:mod:`ragfolio.core.retrieval.running.member_executor`) and th
 prompt; the selector sees the question and the candidate answers in a seeded random order
 (:meth:`~ragfolio.core.answering.answerer.Answerer.shown_order`) and picks one.
 Latency is recorded per stage and tokens per call, so a caller can report both per query.
+
+Where routing was not shown to help (the bundle's ``routed_ls``, router training's do-no-harm
+rule), a request for l members is not routed: the single best member alone returns ``l * num_docs``
+passages (at most ``prefilter_depth``), the same passages' worth, and its
+:class:`RoutedRetrieval` says ``routed=False``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,6 +53,8 @@ class RoutedRetrieval:
             ``features`` and ``predict`` for every router, ``first_stage`` for the routers that see the
             retrieval, ``members`` (the k members' run) post-retrieval.
         batch_size: Queries in the batch it was routed and retrieved with.
+        routed: False when the router does not route at this l (see the module docstring): the
+            single best member alone returned ``l * num_docs`` passages.
     """
 
     members: list[int]
@@ -54,6 +63,7 @@ class RoutedRetrieval:
     route_ms: float
     stages_ms: dict[str, float] = field(default_factory=dict)
     batch_size: int = 1
+    routed: bool = True
 
     @property
     def latency_ms(self) -> float:
@@ -109,6 +119,9 @@ class AdaptiveRAG:
         retrieval_features: The retrieval featurizer's settings (``encoders``, ``agreement_depth``),
             needed when ``router`` reads the retrieval (``pre_retrieval``: the first-stage rankings;
             ``post_retrieval``: every member's results, so all k members run before it routes).
+        routed_ls: The l's at which the router routes; any other l is served by member
+            ``single_best`` alone at ``l * num_docs`` passages. None: every l is routed.
+        single_best: The member with the best train mean (index into ``members``).
     """
 
     def __init__(
@@ -122,10 +135,18 @@ class AdaptiveRAG:
         *,
         timeout_s: float = 5.0,
         retrieval_features: RetrievalFeatureSettings | None = None,
+        routed_ls: Collection[int] | None = None,
+        single_best: int = 0,
     ) -> None:
         if len(members) != len(router.members_):
             raise ValueError(f"{len(members)} members for a router over {len(router.members_)}")
+        if not 0 <= single_best < len(members):
+            raise ValueError(f"single_best={single_best} is not a member index (0..{len(members) - 1})")
         self.runner, self.members, self.router = runner, list(members), router
+        self.routed_ls = None if routed_ls is None else frozenset(int(l) for l in routed_ls)
+        self.single_best, self.timeout_s = single_best, timeout_s
+        self._deeper: dict[int, PortfolioExecutor] = {}  # the single best member's runs at l * num_docs
+        self._deeper_lock = threading.Lock()
         self.hasher, self.encoders, self.answerer = hasher, list(encoders), answerer
         self.executor = PortfolioExecutor(runner, self.members, timeout_s=timeout_s)
         self.retrieval_features = retrieval_features
@@ -150,11 +171,24 @@ class AdaptiveRAG:
             PoolRunner.from_bundle(bundle, num_docs=num_docs), bundle.members, bundle.router,
             bundle.routing.text_features, bundle.routing.encoders, answerer,
             timeout_s=timeout_s, retrieval_features=bundle.routing.retrieval_features,
+            routed_ls=bundle.routed_ls, single_best=bundle.single_best,
         )
 
     @property
     def k(self) -> int:
         return len(self.members)
+
+    def warm_up(self, query: str = "warm-up") -> RoutedRetrieval:
+        """Build every corpus part: ``query`` routed to all k members, whatever ``routed_ls`` says."""
+        return self._routed_batch([query], [self.k])[0]
+
+    def routes_at(self, l: int) -> bool:  # noqa: E741 - members per query
+        """Whether a request for ``l`` members is routed (else the single best member serves it)."""
+        return self.routed_ls is None or l in self.routed_ls
+
+    def unrouted_depth(self, l: int) -> int:  # noqa: E741
+        """Passages the single best member returns for an unrouted request of ``l`` members."""
+        return min(l * self.runner.num_docs, self.runner.prefilter_depth)
 
     def features(self, queries: Sequence[str]) -> Features:
         """The router's input for ``queries`` (query embeddings are shared with the members; the
@@ -171,6 +205,8 @@ class AdaptiveRAG:
         (which the routed members then reuse); a post-retrieval router runs all k members first,
         and their time is part of the routing's.
         """
+        if not self.routes_at(l):
+            return [self.single_best], [float("nan")], 0.0
         if self.online is not None:
             routed = self.online.route(query, l)
             return routed.members, routed.scores, routed.route_ms
@@ -228,6 +264,32 @@ class AdaptiveRAG:
         if not queries or len(queries) != len(ls):
             raise ValueError(f"{len(queries)} queries and {len(ls)} values of l: need as many, at least one")
         queries, ls = list(queries), [int(l) for l in ls]
+        if all(self.routes_at(l) for l in ls):
+            return self._routed_batch(queries, ls)
+        out: dict[int, RoutedRetrieval] = {}
+        groups = {l: [i for i, li in enumerate(ls) if li == l] for l in dict.fromkeys(ls)}
+        routed = [i for l, rows in groups.items() if self.routes_at(l) for i in rows]
+        if routed:
+            out.update(zip(routed, self._routed_batch([queries[i] for i in routed], [ls[i] for i in routed]),
+                           strict=True))
+        for l, rows in groups.items():  # noqa: E741
+            if not self.routes_at(l):
+                out.update(zip(rows, self._single_best_batch([queries[i] for i in rows], l), strict=True))
+        return [out[i] for i in range(len(queries))]
+
+    def _single_best_batch(self, queries: list[str], l: int) -> list[RoutedRetrieval]:  # noqa: E741
+        """The single best member alone, :meth:`unrouted_depth` passages per query (an unrouted l)."""
+        depth = self.unrouted_depth(l)
+        with self._deeper_lock:
+            if (executor := self._deeper.get(depth)) is None:
+                executor = self._deeper[depth] = PortfolioExecutor(
+                    runner_at_depth(self.runner, depth), self.members, timeout_s=self.timeout_s)
+        runs = executor.run_batch(queries, [[self.single_best]] * len(queries))
+        return [RoutedRetrieval([self.single_best], [float("nan")], run, 0.0, {}, len(queries), routed=False)
+                for run in runs]
+
+    def _routed_batch(self, queries: list[str], ls: list[int]) -> list[RoutedRetrieval]:
+        """:meth:`retrieve_batch` of queries whose every l is routed."""
         n = len(queries)
         if self.online is None:
             start = time.perf_counter()
@@ -303,6 +365,22 @@ class AdaptiveRAG:
 
     def close(self) -> None:
         self.executor.close()
+        for executor in self._deeper.values():
+            executor.close()
+
+
+def runner_at_depth(runner: PoolRunner, num_docs: int) -> PoolRunner:
+    """``runner`` returning ``num_docs`` passages per candidate (1..``prefilter_depth``, the depth of
+    the first-stage rankings it shares), sharing every corpus and query part with it.
+
+    A function here rather than a method of the runner: the runner's source is part of every cached
+    ranking's key, so an edit there would throw away every user's retrieval cache.
+    """
+    if not 1 <= num_docs <= runner.prefilter_depth:
+        raise ValueError(f"num_docs={num_docs} must be in 1..prefilter_depth={runner.prefilter_depth}")
+    view = copy.copy(runner)  # shallow: the parts memo and the encoders are shared
+    view.num_docs = num_docs
+    return view
 
 
 def with_indexes(bundle: PortfolioBundle) -> PortfolioBundle:
@@ -316,7 +394,7 @@ def with_indexes(bundle: PortfolioBundle) -> PortfolioBundle:
     """
     rag = AdaptiveRAG.from_bundle(bundle)
     try:
-        rag.retrieve("warm-up", bundle.k)
+        rag.warm_up()
         return dataclasses.replace(bundle, indexes=rag.runner.corpus_indexes(), manifest={})
     finally:
         rag.close()

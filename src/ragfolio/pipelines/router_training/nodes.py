@@ -17,11 +17,9 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from ragfolio.core.answering.rag import with_indexes
-from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
+from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features, stack_rows, take_rows
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
@@ -38,7 +36,7 @@ from ragfolio.core.routing.judging.headroom import headroom
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.retrieval_routers import MODES
 from ragfolio.core.routing.routers.universal import UniversalRouting, judge_universal
-from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
+from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import (
     ALL,
     UtilityIndex,
@@ -253,11 +251,15 @@ def _log_summary(report: dict[str, Any]) -> None:
         lines.append("  routed union   " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
         lines.append("  single, l*n    " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))
     if (served := report.get("served")) is not None:
-        lines.append(f"served ({served['portfolio']}): {served['router']}: {served['reason']}")
+        lines.append(f"served ({served['portfolio']}): {served['router']}, routing {served.get('routing', 'on')}: "
+                     f"{served['reason']}")
         budget = (served.get("same_budget") or {}).get("union_minus_single", {}).get("l2")
         if budget:
             lines.append(f"  its routed union at l = 2 minus the single best given 2 x num_docs: {_interval(budget)}")
     cost = report["retrieval_features"]["cost"]
+    if served is not None and served.get("routing") != "on":
+        logger.warning("routing %s for what is served (%s): %s", served.get("routing"), served["portfolio"],
+                       served["reason"])
     lines.append(f"retrieval features: {cost['first_stage_ms_per_query']:.2f} ms/query first stage, "
                  f"{cost['members_ms_per_query']:.2f} ms/query/portfolio members")
     logger.info("\n".join(lines))
@@ -272,11 +274,26 @@ def headline_routers(metrics: dict[str, Any]) -> dict[str, Any]:
     """
     entry: dict[str, Any] = metrics["datasets"].get(ALL) or next(iter(metrics["datasets"].values()), {})
     routers = [name for name in ("learned", *MODES) if name in entry]
-    return {
+    headline: dict[str, Any] = {
         "best_of_1": {"single_best_member": entry.get("single_best_member"),
                       **{name: entry[name]["best_of_l"][0] for name in (*routers, "oracle") if name in entry}},
         "gap_closed_l1": {name: entry[name].get("gap_closed_l1") for name in routers},
     }
+    if (served := metrics.get("served")) is not None:
+        headline["served"] = served_headline(served)
+    return headline
+
+
+def served_headline(served: Mapping[str, Any]) -> dict[str, Any]:
+    """What is served, in ``dvc metrics show``'s terms: per l of the dev evidence, whether the router
+    routes there (``routes_l<l>``) and the interval's ends that decided it (``dev_low_l<l>``, ``dev_high_l<l>``)."""
+    evidence = (served.get("evidence") or {}).get(served["router"], {})
+    routed = served.get("routed_ls")
+    out: dict[str, Any] = {"router": served["router"], "routing": served.get("routing", "on")}
+    for key, interval in sorted(evidence.items(), key=lambda item: int(item[0][1:])):
+        out[f"routes_{key}"] = routed is None or int(key[1:]) in routed
+        out[f"dev_low_{key}"], out[f"dev_high_{key}"] = interval.get("low"), interval.get("high")
+    return out
 
 
 def _interval(x: dict[str, Any] | None) -> str:
@@ -315,65 +332,3 @@ def plot_router_curves(metrics: dict[str, Any]) -> Figure:
     axes[0][-1].legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def build_bundle(
-    corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: Portfolios,
-    routers: dict[str, RouterProtocol], router_metrics: dict[str, Any], router_features: RouterFeatures,
-    pool_settings: dict[str, Any], cache: ArrayCache, params: dict[str, Any],
-    pre_retrieval_routers: dict[str, RouterProtocol] | None = None,
-    post_retrieval_routers: dict[str, RouterProtocol] | None = None,
-) -> PortfolioBundle:
-    """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
-
-    With ``data_prep.corpus: union`` that is the union corpus, the one every number was measured
-    on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
-    ``per_dataset`` corpora the ``all`` portfolio serves their stacking
-    (:func:`~ragfolio.core.scoring.runners.served_corpus`). ``selection.corpus`` records what the selection
-    metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
-    the one ``router_metrics["served"]`` names (``bundle.router``: ``auto`` chose it by validation on
-    train questions, or it was named): the learned one (query features only), or a router that sees
-    the retrieval (``pre_retrieval``, ``post_retrieval``; the bundle's ``routing`` carries their
-    featurizer). ``selection.served_router`` records the choice, its reason and the validation
-    values compared, and what the report measured of it on test. The bundle carries every corpus
-    index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
-    """
-    p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
-    key = p.bundle.portfolio
-    if key not in portfolios.keys:
-        raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
-    sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
-    members = [specs[i] for i in portfolios.members(key)]
-    encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
-    sets = Corpora.from_json(corpora)
-    names = sets.names_for(sets.datasets if key == ALL else [key])
-    corpus, embeddings = served_corpus(CorpusRunners(sets, cache.reader(), settings), names, encoders)
-    routed = router_metrics["datasets"].get(key, {})
-    selection = {
-        "greedy_train_values": sel.greedy_train_values[: portfolios.k],
-        "certificate": sel.certificate,
-        "n_train": sel.n_train,
-        "test_best_of_l": {name: routed[name]["best_of_l"] for name in (*COMPARED, *MODES) if name in routed},
-        "corpus": sets.describe(),
-    }
-    served_entry = router_metrics.get("served") or {}
-    name = served_entry.get("router") if served_entry.get("portfolio") == key else None
-    if name is None:  # a report without a choice (older): the configured router, or the learned one for auto
-        name = "learned" if p.bundle.router == "auto" else p.bundle.router
-    else:
-        selection["served_router"] = {k: v for k, v in served_entry.items() if k != "corpus"}
-    scoring = {name: value for name, value in settings.to_dict().items() if name != "score"}
-    served = {"learned": routers, "pre_retrieval": pre_retrieval_routers or {},
-              "post_retrieval": post_retrieval_routers or {}}[name]
-    if key not in served:
-        raise ValueError(f"no {name} router was trained for portfolio {key!r}")
-    bundle = PortfolioBundle(
-        name=key, corpus=corpus, members=members, router=served[key], scoring=scoring,
-        routing=router_features,
-        embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), selection=selection,
-    )
-    bundle = with_indexes(bundle)
-    logger.info("bundle %r: %d members, %s router, %d passages (corpus %s), encoders %s, indexes %s", key,
-                bundle.k, name, len(bundle.corpus), corpus.fingerprint, encoders,
-                ", ".join(f"{index.kind} {index.key}" for index in bundle.indexes))
-    return bundle

@@ -4,7 +4,6 @@ from kedro.pipeline import Pipeline, node
 
 from ragfolio.core.timings import split_timings
 from ragfolio.pipelines.router_training.nodes import (
-    build_bundle,
     build_query_features,
     compare_on_test,
     evaluate_routers,
@@ -13,11 +12,13 @@ from ragfolio.pipelines.router_training.nodes import (
     router_settings,
     train_routers,
 )
+from ragfolio.pipelines.router_training.packaging import build_bundle
 from ragfolio.pipelines.router_training.paper_nodes import build_paper_blocks, compare_paper_routers
 from ragfolio.pipelines.router_training.retrieval_nodes import (
     build_retrieval_features,
     compare_on_dev,
     compare_retrieval_routers,
+    judge_on_dev,
     routing_selection,
     train_retrieval_routers,
 )
@@ -86,12 +87,23 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 outputs="dev_router_comparison",
                 name="compare_on_dev",
             ),
+            node(  # the do-no-harm rule's evidence: routed unions against the single best, same passages
+                judge_on_dev,
+                inputs={
+                    "dev_comparison": "dev_router_comparison", "questions": "questions", "corpora": "corpora",
+                    "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
+                    "pool_settings": "pool_settings", "cache": "retrieval_cache",
+                },
+                outputs="dev_same_budget",
+                name="judge_on_dev",
+            ),
             node(
                 routing_selection,
                 inputs={
                     "routers": "routers", "pre_retrieval_routers": "pre_retrieval_routers",
                     "post_retrieval_routers": "post_retrieval_routers", "retrieval_inputs": "retrieval_inputs",
                     "dev_comparison": "dev_router_comparison", "params": "params:router_training",
+                    "dev_same_budget": "dev_same_budget",
                 },
                 outputs="router_selection",
                 name="routing_selection",

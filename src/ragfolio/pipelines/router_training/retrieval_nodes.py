@@ -24,13 +24,14 @@ from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer, RetrievalInputs
-from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
+from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison
+from ragfolio.core.routing.judging.choice import SERVABLE, RouterChoice, RouterSelection, choose_router
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit, route_all
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
 from ragfolio.core.routing.routers.retrieval_routers import MODES
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
-from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_rows
+from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, query_split
 
@@ -186,6 +187,35 @@ def compare_on_dev(
     return out
 
 
+def judge_on_dev(
+    dev_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], corpora: dict[str, Any],
+    candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
+    pool_settings: dict[str, Any], cache: ArrayCache,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per portfolio with dev questions, per servable router: the dev same-budget check at l = 1..k
+    (``dev_same_budget``), the evidence the do-no-harm rule of ``bundle.router: auto`` reads
+    (:mod:`ragfolio.core.routing.judging.choice`).
+
+    Returns:
+        ``{portfolio: {router: {"l1": interval, ...}}}``: the paired 95% interval of the recall of
+        the router's routed union of l members minus the single best member's given ``l * num_docs``
+        passages, on the dev questions (:func:`~ragfolio.core.routing.judging.budget.same_budget_comparison`).
+    """
+    sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
+    runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, comparison in dev_comparison.items():
+        sel = portfolios.selection(key)
+        members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
+        devs = {d: split_questions(questions, utility_index, d, "dev") for d in datasets_of(utility_index, key)}
+        runs = BudgetRuns.concatenate([BudgetRuns.retrieve(runners, sets.name_for(d), qs, members, single)
+                                       for d, qs in devs.items() if qs])
+        ls = range(1, portfolios.k + 1)
+        out[key] = {name: same_budget_comparison(runs, picks, ls).get("union_minus_single", {})
+                    for name, picks in comparison.picks.items() if name in SERVABLE}
+    return out
+
+
 def dev_values(comparison: RoutingComparison) -> dict[str, dict[str, float]]:
     """Per served router of a dev comparison: ``dev_best_of_1`` and ``dev_default`` (the default
     member's, the best train mean, on the same dev questions)."""
@@ -199,6 +229,7 @@ def routing_selection(
     routers: dict[str, RouterProtocol], pre_retrieval_routers: dict[str, RouterProtocol],
     post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: RetrievalInputs,
     dev_comparison: dict[str, RoutingComparison], params: dict[str, Any],
+    dev_same_budget: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> RouterSelection:
     """What validation on train questions chose per portfolio and router, which router each
     portfolio would serve (``choices``), and the features' names and cost.
@@ -209,7 +240,9 @@ def routing_selection(
     member's on the same questions; where the portfolio has dev questions, ``dev_best_of_1`` and
     ``dev_default`` are the same on them (:func:`compare_on_dev`). ``choices[key]`` is
     :func:`~ragfolio.core.routing.judging.choice.choose_router` of them under ``router_training.bundle.router``
-    (``auto``: the largest gain over the default member on dev, or on validation without a dev split).
+    (``auto``: the largest gain over the default member on dev, among the routers whose dev
+    same-budget evidence, ``dev_same_budget`` of :func:`judge_on_dev`, is above zero at some l;
+    routing only at the l's where it is).
     """
     requested = RouterTrainingParams(**params).bundle.router
     validation: dict[str, dict[str, Any]] = {}  # per portfolio
@@ -227,7 +260,9 @@ def routing_selection(
             for name, values in dev_values(dev_comparison[key]).items():
                 entry[name] = {**entry.get(name, {}), **values}
         validation[key] = entry
-        choices[key] = choose_router(entry, requested)
+        k = len(routers[key].members_)
+        choices[key] = choose_router(entry, requested, evidence=(dev_same_budget or {}).get(key),
+                                     ls=tuple(range(1, k + 1)))
         logger.info("%s: serves %s (%s)", key, choices[key].router, choices[key].reason)
     features = {"names": retrieval_inputs.names, "cost": retrieval_inputs.cost}
     return RouterSelection(features, validation, choices)

@@ -12,13 +12,24 @@ all of train, so their values are over different questions and only the gains co
 that fell back gains 0 there. Ties (within ``tolerance``) go to the cheaper router, in
 :data:`SERVABLE` order; a router without the values compared (saved before they were recorded) is
 never chosen. Test questions are never read.
+
+**Do no harm.** A point estimate on a few dozen dev questions is not evidence, so ``auto`` routes
+at a given l only where the dev **same-budget** check says routing helps there: the paired 95%
+interval of (recall of the routed union of l members) minus (recall of the single best member
+given ``l * num_docs`` passages) on the dev questions lies above zero
+(:func:`~ragfolio.core.routing.judging.budget.same_budget_comparison`). Only routers with such
+evidence at some l compete; the chosen one routes at the l's where its own interval is above zero
+(``routed_ls``), and every other l is served by the single best member alone at ``l * num_docs``
+passages. No such router, or no dev split: routing is off at every l, and the reason says why
+with the numbers. A router named in the settings is served at every l, as configured, with the
+same evidence in its reason.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SERVABLE = ("learned", "pre_retrieval", "post_retrieval")  # cheapest first: the order ties are broken in
@@ -35,6 +46,11 @@ class RouterChoice:
         validation: Per candidate router: ``val_best_of_1``, ``val_default``, ``val_gain``, ``fallback``,
             and with a dev split ``dev_best_of_1``, ``dev_default``, ``dev_gain``.
         on: ``dev`` or ``validation``: which gain the rule compared.
+        routed_ls: The l's at which the router routes (the do-no-harm rule of the module
+            docstring); at any other l the single best member serves ``l * num_docs`` passages.
+            None: every l (a choice made before the rule existed).
+        evidence: Per router, its dev same-budget intervals by ``l<l>`` (``{"estimate", "low",
+            "high", "n"}``); empty without dev questions.
     """
 
     router: str
@@ -42,10 +58,27 @@ class RouterChoice:
     reason: str
     validation: dict[str, dict[str, Any]]
     on: str = "validation"
+    routed_ls: tuple[int, ...] | None = None
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def routing(self) -> str:
+        """``on`` (it routes at every l judged), ``off`` (at none) or ``partial``."""
+        if self.routed_ls is None:
+            return "on"
+        if not self.routed_ls:
+            return "off"
+        judged = _ls(self.evidence.get(self.router, {}))
+        return "on" if all(l in self.routed_ls for l in judged) else "partial"
+
+    def routes_at(self, l: int) -> bool:  # noqa: E741 - the method's name for members per query
+        """Whether the router routes a request for ``l`` members (else the single best member serves it)."""
+        return self.routed_ls is None or l in self.routed_ls
 
     def to_dict(self) -> dict[str, Any]:
         return {"router": self.router, "requested": self.requested, "reason": self.reason,
-                "on": self.on, "validation": self.validation}
+                "on": self.on, "validation": self.validation, "routing": self.routing,
+                "routed_ls": None if self.routed_ls is None else list(self.routed_ls), "evidence": self.evidence}
 
 
 @dataclass(frozen=True)
@@ -78,7 +111,8 @@ def _gain(entry: Mapping[str, Any], on: str = "val") -> float:
 
 
 def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = "auto",
-                  *, tolerance: float = 1e-9) -> RouterChoice:
+                  *, evidence: Mapping[str, Mapping[str, Any]] | None = None, ls: Sequence[int] = (1,),
+                  tolerance: float = 1e-9) -> RouterChoice:
     """The router to serve among ``validation``'s (router name -> its validation values).
 
     Args:
@@ -86,8 +120,12 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
             as routed), ``val_default`` (the default member's on the same questions), ``fallback``,
             and with a dev split ``dev_best_of_1`` and ``dev_default`` (the rule then compares
             dev gains, when every router has them).
-        requested: ``auto`` (the rule of the module docstring) or a router's name (served as asked;
-            the validation values are still reported).
+        requested: ``auto`` (the rule of the module docstring) or a router's name (served as asked,
+            at every l; the validation values and the evidence are still reported).
+        evidence: Per router, its dev same-budget intervals by ``l<l>`` (the routed union at l minus
+            the single best member at ``l * num_docs`` passages); None or empty: no dev questions,
+            so ``auto`` does not route.
+        ls: The l's a request may ask for (``1..k``): a named router routes at all of them.
         tolerance: Gains within this of the best count as tied.
 
     Raises:
@@ -108,17 +146,68 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
     on = "dev" if table and all("dev_gain" in e for e in table.values()) else "val"
     label, where = _RULES[on]
     scores = ", ".join(f"{name} {_fmt(e[f'{on}_gain'])}" for name, e in table.items())
+    judged: dict[str, dict[str, Any]] = {name: dict(e) for name, e in (evidence or {}).items() if name in table}
     if requested != "auto":
         if requested not in table:
             raise ValueError(f"router_training.bundle.router={requested!r} was not trained; trained: {sorted(table)}")
-        return RouterChoice(requested, requested, f"served as configured (bundle.router: {requested}); "
-                            f"{where}: {scores}", table, label)
+        return RouterChoice(requested, requested, f"served as configured (bundle.router: {requested}) at every l; "
+                            f"{where}: {scores}{_evidence_note(judged.get(requested))}", table, label,
+                            tuple(ls), judged)
     known = {name: e[f"{on}_gain"] for name, e in table.items() if e[f"{on}_gain"] is not None}
     if not known:
         raise ValueError(f"no router of {sorted(table)} has {label} values to choose by")
-    best = max(known.values())
-    chosen = next(name for name in SERVABLE if name in known and known[name] >= best - tolerance)
-    return RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}", table, label)
+    supported = {name: gain for name, gain in known.items() if _supported_ls(judged.get(name))}
+    pool = supported or known
+    best = max(pool.values())
+    chosen = next(name for name in SERVABLE if name in pool and pool[name] >= best - tolerance)
+    choice = RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}", table, label,
+                          _supported_ls(judged.get(chosen)), judged)
+    return replace(choice, reason=f"{choice.reason}; {_routing_note(choice)}")
+
+
+def _ls(intervals: Mapping[str, Any]) -> list[int]:
+    """The l's of a router's intervals (keys ``l1``, ``l2``, ...), ascending."""
+    return sorted(int(key[1:]) for key in intervals if key.startswith("l") and key[1:].isdigit())
+
+
+def _supported_ls(intervals: Mapping[str, Any] | None) -> tuple[int, ...]:
+    """The l's at which ``intervals`` (a router's dev same-budget intervals) lie above zero."""
+    if not intervals:
+        return ()
+    return tuple(l for l in _ls(intervals) if (low := intervals[f"l{l}"].get("low")) is not None and low > 0)
+
+
+def describe_interval(x: Mapping[str, Any]) -> str:
+    """``+0.022 [-0.030, +0.070] on 42 questions`` (an interval of :meth:`ragfolio.core.stats.Interval.to_dict`)."""
+    low, high = x.get("low"), x.get("high")
+    bounds = f" [{low:+.3f}, {high:+.3f}]" if low is not None and high is not None else " [undefined]"
+    return f"{x['estimate']:+.3f}{bounds} on {x['n']} questions"
+
+
+def _evidence_note(intervals: Mapping[str, Any] | None) -> str:
+    if not intervals:
+        return "; no dev same-budget evidence"
+    return "; dev same-budget evidence: " + ", ".join(
+        f"l = {l} {describe_interval(intervals[f'l{l}'])}" for l in _ls(intervals))
+
+
+def _routing_note(choice: RouterChoice) -> str:
+    """Where ``choice`` routes and why not elsewhere, with the numbers."""
+    intervals = choice.evidence.get(choice.router)
+    if not intervals:
+        return ("routing off: no dev questions to judge routing by (data_prep.dev_fraction: 0), so the single "
+                "best member serves l x num_docs passages")
+    off = [l for l in _ls(intervals) if l not in (choice.routed_ls or ())]
+    parts = []
+    if choice.routed_ls:
+        parts.append("routing on at l = " + ", ".join(
+            f"{l} (dev evidence {describe_interval(intervals[f'l{l}'])})" for l in choice.routed_ls))
+    if off:
+        parts.append(("routing off" if not choice.routed_ls else "off") + " at l = " + ", ".join(
+            f"{l}: dev evidence {describe_interval(intervals[f'l{l}'])} is not enough" for l in off)
+            + " (the 95% interval of the routed union minus the single best member given the same passages "
+              "must be above zero), so the single best member serves l x num_docs passages there")
+    return "; ".join(parts)
 
 
 _RULES = {  # prefix of the values compared -> (RouterChoice.on, what the reason calls the gain)
