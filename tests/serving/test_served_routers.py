@@ -22,3 +22,53 @@ def test_a_bundle_with_a_post_retrieval_router_serves_each_query_on_its_own_retr
         alone = post.post("/retrieve", json={"query": questions()[0], "l": 1}).json()
         assert [m["name"] for m in batch["results"][0]["members"]] == [m["name"] for m in alone["members"]]
         assert post.post("/answer", json={"query": questions()[1], "l": 2}).status_code == 200
+
+
+class _FailingRunner:
+    """The wrapped runner, except that every run of member ``name`` raises."""
+
+    def __init__(self, runner, name: str) -> None:
+        self.runner, self.name = runner, name
+
+    def run(self, candidate, queries):
+        if candidate.name == self.name:
+            raise RuntimeError("index server down")
+        return self.runner.run(candidate, queries)
+
+    def __getattr__(self, attr):
+        return getattr(self.runner, attr)
+
+
+def test_a_post_retrieval_router_never_picks_a_member_that_failed_while_others_ran(tmp_path) -> None:
+    from ragfolio.core.answering.rag import AdaptiveRAG
+    from ragfolio.core.bundle import load_bundle
+
+    write_tiny_bundle(tmp_path / "bundle", router_kind="post_retrieval")
+    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "bundle"))
+    try:
+        firsts = {q: rag.retrieve(q, 1).members[0] for q in questions()}
+        top = max(set(firsts.values()), key=list(firsts.values()).count)  # the member picked first most often
+        rag.executor.runner = _FailingRunner(rag.executor.runner, rag.members[top].name)
+        rag.runner.forget_queries()
+        for q in (q for q, first in firsts.items() if first == top):
+            one = rag.retrieve(q, 1)
+            assert one.members != [top] and all(run.ok for run in one.results.runs), q
+            every = rag.retrieve(q, rag.k)  # asked for all k: the failed member comes last, reported
+            assert every.members[-1] == top and not every.results.runs[-1].ok and every.results.degraded
+    finally:
+        rag.close()
+
+
+def test_a_request_at_another_num_docs_is_routed_at_the_bundles_and_runs_its_members_at_its_own(
+    tmp_path_factory, fake_llm_url
+) -> None:
+    folder = tmp_path_factory.mktemp("depth") / "bundle"
+    write_tiny_bundle(folder, router_kind="post_retrieval")
+    config = write_config(folder.parent / "serving.yml", folder, fake_llm_url)
+    with service_client(config) as client:
+        depth = client.get("/portfolio").json()["num_docs"]
+        for q in questions():
+            default = client.post("/retrieve", json={"query": q, "l": 2}).json()
+            other = client.post("/retrieve", json={"query": q, "l": 2, "num_docs": depth + 2}).json()
+            assert [m["name"] for m in other["members"]] == [m["name"] for m in default["members"]], q
+            assert [len(m["passages"]) for m in other["members"]] == [depth + 2] * 2

@@ -28,6 +28,10 @@ path nor retrieval waits on it.
 each distinct value gets a view of the runner that differs only in ``num_docs`` and shares every
 corpus part (indexes, passage graph, encoders) and query part (embeddings, first-stage rankings)
 with the default one, so nothing is built twice. The views are kept (at most ``max_num_docs``).
+Such a request is **routed at the bundle's** ``num_docs`` (the features the router was trained
+on: a post-retrieval router sees the k members' lists at that depth) and only then are its routed
+members run at the requested depth; the queries of a batch that share a depth share its routing
+and runs.
 
 Member errors: a response says only that a member timed out (with the deadline) or failed
 (:func:`public_error`); the exception's text, which may hold an internal URL or a credential
@@ -212,18 +216,36 @@ class ServingEngine:
     def route_many(self, items: Sequence[RetrievalItem]) -> list[RoutedRetrieval]:
         """Route and retrieve a batch of queries (see the module docstring); results in order.
 
-        The queries of each distinct ``num_docs`` are one batch of
-        :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch` on that view.
+        The whole batch is one :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch` at
+        the bundle's ``num_docs``; the queries asking for another depth then run their routed
+        members again on that depth's view (:meth:`_rerun_at`).
         """
         queries = [item.query.strip() for item in items]
         ls = [item.l or self.default_l for item in items]
         depths = [item.num_docs or self.num_docs for item in items]
-        out: dict[int, RoutedRetrieval] = {}
-        for depth in sorted(set(depths)):
+        routed = self.rag.retrieve_batch(queries, ls)  # the whole batch, routed as trained: at the bundle's depth
+        for depth in sorted(set(depths) - {self.num_docs}):
             rows = [i for i, d in enumerate(depths) if d == depth]
-            routed = self._view(depth).retrieve_batch([queries[i] for i in rows], [ls[i] for i in rows])
-            out.update(zip(rows, routed, strict=True))
-        return [out[i] for i in range(len(items))]
+            again = self._rerun_at(self._view(depth), [queries[i] for i in rows], [ls[i] for i in rows],
+                                   [routed[i] for i in rows])
+            for i, r in zip(rows, again, strict=True):
+                routed[i] = r
+        return routed
+
+    @staticmethod
+    def _rerun_at(view: AdaptiveRAG, queries: list[str], ls: list[int],
+                  routed: list[RoutedRetrieval]) -> list[RoutedRetrieval]:
+        """``routed`` with each query's routed members run again at ``view``'s depth (the routing's
+        time, the members' run at the bundle's depth included, stays its ``route_ms``); an unrouted
+        query is the single best member at l x the view's depth."""
+        keep = [i for i, r in enumerate(routed) if r.routed]
+        runs = dict(zip(keep, view.executor.run_batch([queries[i] for i in keep], [routed[i].members for i in keep])
+                        if keep else [], strict=True))
+        single = [i for i, r in enumerate(routed) if not r.routed]
+        alone = dict(zip(single, view.retrieve_batch([queries[i] for i in single], [ls[i] for i in single])
+                         if single else [], strict=True))
+        return [alone[i] if i in alone else
+                replace(r, results=runs[i], route_ms=r.route_ms + r.results.latency_ms) for i, r in enumerate(routed)]
 
     def retrieve_many(self, items: Sequence[RetrievalItem]) -> list[RetrieveResponse]:
         """Retrieve for a batch of queries at once (see the module docstring); responses in order.

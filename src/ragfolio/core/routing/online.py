@@ -10,7 +10,9 @@ with, as a service would:
   router picks l members and only those run. The first-stage rankings are the ones the members
   build on, so the members reuse them (within the query's own caches).
 * ``post_retrieval``: the same, and every one of the k members runs (concurrently) so that each
-  member's result list can be featurised; the router picks whose l lists go to the LLM.
+  member's result list can be featurised; the router picks whose l lists go to the LLM. A member
+  that failed or timed out has nothing to give: it is ranked after every member that ran, in the
+  router's order, so it is picked only when fewer than l members ran.
 
 A batch (:meth:`OnlineRetrievalRouting.route_batch`) is routed together: one first-stage ranking
 per base for the whole batch (one encoder call per encoder), post-retrieval every member once over
@@ -161,11 +163,18 @@ class OnlineRetrievalRouting:
         picks: list[list[int]] = [[] for _ in queries]
         scores: list[list[float]] = [[] for _ in queries]
         capped = [min(int(l), self.k) for l in ls]
-        for l in sorted(set(capped)):  # noqa: E741 - one predict call per distinct l (usually one)
-            chosen, all_scores = self.router.route(inputs, l)
-            for i in (i for i, li in enumerate(capped) if li == l):
-                picks[i] = [int(j) for j in chosen[i]]
+        if results is not None:  # one full ranking; members that did not run go last
+            chosen, all_scores = self.router.route(inputs, self.k)
+            for i, result in enumerate(results):
+                ran = [int(j) for j in chosen[i] if result.runs[j].ok]
+                picks[i] = (ran + [int(j) for j in chosen[i] if not result.runs[j].ok])[: capped[i]]
                 scores[i] = [float(all_scores[i][j]) for j in picks[i]]
+        else:
+            for l in sorted(set(capped)):  # noqa: E741 - one predict call per distinct l (usually one)
+                chosen, all_scores = self.router.route(inputs, l)
+                for i in (i for i, li in enumerate(capped) if li == l):
+                    picks[i] = [int(j) for j in chosen[i]]
+                    scores[i] = [float(all_scores[i][j]) for j in picks[i]]
         stages["predict"] = 1000 * (time.perf_counter() - begin)
         route_ms = 1000 * (time.perf_counter() - start)
         routes = [OnlineRoute(picks[i], route_ms, None if results is None else results[i], scores[i])
