@@ -29,7 +29,10 @@ i.e. more conservative), and the model is refitted on every train question. If t
 beat the default member's best-of-1 by more than ``min_gain`` and by more than ``min_z`` standard
 errors of the per-question gains (or there are fewer than ``min_questions`` train questions), the
 router **falls back** (``fallback_``): every query gets the default
-member first. Saved as ``router.json`` and ``router.safetensors`` (coefficients, CDF knots); no pickle.
+member first. That z is a **heuristic**, not a test: it is computed on the same out-of-fold
+predictions that chose the best of ``len(alphas) x len(margins)`` settings, so it overstates the
+evidence. The test is the do-no-harm rule that decides what is served, on dev questions no router
+was fitted or tuned on (:mod:`ragfolio.core.routing.judging.choice`). Saved as ``router.json`` and ``router.safetensors`` (coefficients, CDF knots); no pickle.
 """
 
 from __future__ import annotations
@@ -128,9 +131,10 @@ class _RetrievalRouter(SavedRouter):
         n_folds: Folds of the cross-validation on train questions that selects the model.
         min_questions: Fewer train questions than this: fall back without trying.
         min_gain: The chosen model must beat the default member on validation by more than this...
-        min_z: ...and by more than ``min_z`` standard errors of the per-question gains (a guard
-            against a model that wins on a handful of held-out questions by chance, which the
-            search over ``alphas`` x ``margins`` makes likely on noise).
+        min_z: ...and by more than ``min_z`` standard errors of the per-question gains (a heuristic
+            guard against a model that wins on a handful of held-out questions by chance, which the
+            search over ``alphas`` x ``margins`` makes likely on noise; measured on the questions
+            that chose the settings, so not a significance test).
         completion: ``greedy`` (set-aware, on train utilities) or ``top`` (by predicted utility).
         n_knots: Quantile knots of each feature's CDF.
         random_state: Seed of the validation split.
