@@ -124,6 +124,7 @@ def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tupl
     assert metrics["hotpotqa.test.greedy_at_5"] == pytest.approx(report["datasets"]["hotpotqa"]["test"]["greedy_at_k"][4])
     assert "router.all.learned.best_of_l_1" in metrics and "answers.all.post_retrieval_l1.em" in metrics
     assert tags["kedro.pipeline"] == "portfolio" and "data.sha256" in tags and "git.commit" in tags
+    assert tags["numerics.MKL_CBWR"] in ("AVX2", "unset") and tags["numerics.torch_cpu_capability"]
     assert run.info.run_name == "tiny/portfolio" and tags["ragfolio.run_name"] == "tiny"
     assert tags["data.root"] == "runs/tiny" and not (project / "data/06_models/bundle").exists()
     manifest = json.loads((project / "runs/tiny/06_models/bundle/manifest.json").read_text())

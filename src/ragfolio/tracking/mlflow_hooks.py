@@ -29,6 +29,7 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from ragfolio.numerics import numerics_identity
 from ragfolio.runs import SAMPLE, run_name, run_root
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ class MlflowTrackingHook:
             "kedro.pipeline": ",".join(names), "kedro.run_id": str(run_params.get("run_id")),
             "git.commit": self._commit, data_tag: data_hash, "ragfolio.run_name": self._run_name,
             "data.raw_dir": raw_dir, "data.root": str(self._params.get("data_root") or run_root(self._run_name)),
+            **{f"numerics.{name}": value for name, value in numerics_identity().items()},
         })
         mlflow.log_params(flatten_params(self._params))
         logger.info("MLflow: logging this run to %s (experiment %s)", uri, EXPERIMENT)

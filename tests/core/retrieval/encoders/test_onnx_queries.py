@@ -95,3 +95,14 @@ def test_with_query_engine_sets_the_engine_where_the_kind_has_it() -> None:
     assert "query_engine" not in specs["e5"]  # a copy
     with pytest.raises(ValueError, match="query_engine='fast'"):
         with_query_engine(specs, "fast")
+
+
+def test_the_export_is_named_by_the_code_that_writes_it(tmp_path, monkeypatch) -> None:
+    """An edit of the export code exports again instead of reusing a graph the old code wrote."""
+    from ragfolio.core import code_identity
+
+    before = onnx_queries.onnx_path("m", "w" * 16, tmp_path)
+    assert before.name.endswith(f"-{code_identity.source_digest([onnx_queries.__name__])[:12]}.onnx")
+    monkeypatch.setattr(code_identity, "source_digest", lambda modules, src=None: "0" * 20)
+    after = onnx_queries.onnx_path("m", "w" * 16, tmp_path)
+    assert after != before and after.name.endswith("-000000000000.onnx")

@@ -42,13 +42,16 @@ def weights_digest(model: Any) -> str:
 
 
 def onnx_path(name: str, weights: str, cache_dir: Path | None = None) -> Path:
-    """Where the export of model ``name`` with weights ``weights`` (a digest) lives: named by both and
-    the versions of the packages that export it, so other weights or an upgrade export again."""
+    """Where the export of model ``name`` with weights ``weights`` (a digest) lives: named by both,
+    the versions of the packages that export it and the source of this module (which writes the
+    graph), so other weights, an upgrade or an edit of the export export again."""
+    from ragfolio.core.code_identity import source_digest
     from ragfolio.core.model_cache import model_cache_dir
 
     versions = "-".join(f"{package}{importlib.metadata.version(package)}" for package in ("torch", "transformers", "onnx"))
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[-60:]
-    return (cache_dir or model_cache_dir()) / f"{safe}-{weights}-{versions}.onnx"
+    code = source_digest([__name__])[:12]
+    return (cache_dir or model_cache_dir()) / f"{safe}-{weights}-{versions}-{code}.onnx"
 
 
 def export(model: Any, path: Path) -> None:
