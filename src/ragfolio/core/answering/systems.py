@@ -30,6 +30,7 @@ latencies of the LLM calls it needs, which an in-process LLM serves one after an
 
 from __future__ import annotations
 
+import logging
 import time
 import zlib
 from collections.abc import Sequence
@@ -51,6 +52,8 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 
 ROUTED_L = (1, 2, 3)
 RETRIEVAL_MODES = ("pre_retrieval", "post_retrieval")
+
+logger = logging.getLogger(__name__)
 
 
 def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] = RETRIEVAL_MODES) -> tuple[str, ...]:
@@ -202,6 +205,8 @@ class SystemRunner:
             self.loops["vendi_rag_authors"] = authors_vendi
         self.retrieval_routers = dict(retrieval_routers or {})
         self.ls = sorted({min(l, rag.k) for l in ls})
+        if capped := sorted(l for l in set(ls) if l > rag.k):
+            logger.warning("routed l %s above the portfolio's k=%d: answered at l=%d instead", capped, rag.k, rag.k)
         self.cold_caches = cold_caches
         self.answerer: Answerer = rag.answerer
         modes = [m for m in RETRIEVAL_MODES if m in self.retrieval_routers]

@@ -112,6 +112,10 @@ def evaluate_portfolios(
                 entry[split]["by_type"] = {
                     t: split_report(U[labels == t], *orders, confidence=None) for t in sorted(set(test_types[key]))
                 }
+    measured = max((len(e.get("test", {}).get("greedy_at_k", [])) for e in report["datasets"].values()), default=0)
+    if beyond := [k for k in p.report_k if k > measured]:
+        logger.warning("evaluation.report_k %s is beyond the %d members measured: left out of the summary",
+                       beyond, measured)
     _log_summary(report, p.report_k)
     return report
 

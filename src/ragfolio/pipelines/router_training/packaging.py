@@ -59,6 +59,9 @@ def build_bundle(
         raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
     sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
     members = [specs[i] for i in portfolios.members(key)]
+    if p.bundle.default_l > len(members):
+        logger.warning("router_training.bundle.default_l=%d is above the portfolio's k=%d: the bundle serves "
+                       "default_l=%d", p.bundle.default_l, len(members), len(members))
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
     sets = Corpora.from_json(corpora)
     names = sets.names_for(sets.datasets if key == ALL else [key])
