@@ -1,7 +1,7 @@
 """Vendi-RAG: the authors' loop (``vendi_rag_authors``) beside ragfolio's adaptation (``vendi_rag``).
 
-Reads a run's answer store (``07_model_output/answer_store.jsonl``, the records every system wrote
-for the same questions) and prints, per dataset and over all: EM, F1, answer recall, empty answers,
+Reads a run's scored answers (``07_model_output/answers.jsonl``, the records every system wrote
+for the same questions, scored; the answer store keeps them unscored) and prints, per dataset and over all: EM, F1, answer recall, empty answers,
 rounds per question, the share of judged rounds accepted (``Q >= tau``), tokens and latency per
 question; then the paired differences ``vendi_rag_authors - vendi_rag`` with 95% bootstrap
 intervals. Run the comparison first, e.g. with ``conf/local/parameters_answering_evaluation.yml``::
@@ -12,7 +12,7 @@ intervals. Run the comparison first, e.g. with ``conf/local/parameters_answering
       vendi_rag_authors: {}
 
     kedro run --pipelines=answering_evaluation --params=data_root=<a copy of data/>
-    .venv/bin/python benchmarks/vendi_rag_table.py <that copy>/07_model_output/answer_store.jsonl
+    .venv/bin/python benchmarks/vendi_rag_table.py <that copy>/07_model_output/answers.jsonl
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SCORES = ("em", "f1", "answer_recall")
 
 
 def load(path: Path) -> list[dict]:
-    """The store's records, the last one per (dataset, question, system) (a resumed run may repeat one)."""
+    """The file's records, the last one per (dataset, question, system)."""
     rows: dict[tuple[str, str, str], dict] = {}
     for line in path.read_text().splitlines():
         record = json.loads(line)
@@ -74,7 +74,7 @@ def difference_lines(records: list[dict], datasets: list[str], system: str, base
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("store", type=Path, help="a run's 07_model_output/answer_store.jsonl")
+    parser.add_argument("store", type=Path, help="a run's 07_model_output/answers.jsonl")
     records = load(parser.parse_args().store)
     datasets = sorted({r["dataset"] for r in records})
     print("\n".join([*summary_lines(records, datasets), "", *difference_lines(records, datasets, "vendi_rag_authors", "vendi_rag")]))

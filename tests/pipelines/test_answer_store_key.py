@@ -22,11 +22,20 @@ def test_editing_a_prompt_template_misses_the_answer_store(edit_source) -> None:
 
 def test_editing_a_module_the_answerer_imports_misses_the_answer_store(edit_source) -> None:
     keys = {answer_store_key(SETTINGS, LLM)}
-    for module in ("ragfolio.core.answering.vendi_rag", "ragfolio.core.answering.systems", "ragfolio.core.metrics",
-                   "ragfolio.core.llm.embedded"):
+    for module in ("ragfolio.core.answering.vendi_rag", "ragfolio.core.answering.systems", "ragfolio.core.answer_text",
+                   "ragfolio.core.llm.embedded", "ragfolio.core.llm.native", "ragfolio.core.retrieval.running.pool_runner",
+                   "ragfolio.pipelines.answering_evaluation.nodes"):
         edit_source(module)
         keys.add(answer_store_key(SETTINGS, LLM))
-    assert len(keys) == 5
+    assert len(keys) == 8
+
+
+def test_editing_a_metric_rescores_without_answering_again(edit_source) -> None:
+    """The store keeps answers, not scores (ragfolio.core.answering.scores scores them as read)."""
+    before = answer_store_key(SETTINGS, LLM)
+    for module in ("ragfolio.core.metrics", "ragfolio.core.answering.scores", "ragfolio.core.answering.summary"):
+        edit_source(module)
+        assert answer_store_key(SETTINGS, LLM) == before, module
 
 
 def test_the_llm_identity_names_the_model_file_and_the_converter(tmp_path, monkeypatch) -> None:

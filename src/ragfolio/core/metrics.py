@@ -5,19 +5,12 @@ Every function scores one query; :mod:`ragfolio.core.scoring.utility` applies th
 
 from __future__ import annotations
 
-import re
-import string
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
+from ragfolio.core.answer_text import normalize_answer
 
-
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation: lower-case, drop punctuation and articles, collapse whitespace."""
-    text = text.lower().translate(_PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+__all__ = ["answer_recall", "contains_answer", "exact_match", "f1_score", "normalize_answer", "support_recall"]
 
 
 def support_recall(predicted: Iterable[Hashable], gold: Iterable[Hashable], num_docs: int) -> float:

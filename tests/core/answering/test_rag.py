@@ -8,6 +8,7 @@ from fake_encoders import install_hashing_encoder, tiny_runner
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.answering.scores import score_all
 from ragfolio.core.answering.summary import summarize
 from ragfolio.core.answering.systems import SystemRunner, run_order, system_names
 from ragfolio.core.answering.vendi_rag import VendiRAG
@@ -150,7 +151,7 @@ def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts, 
     assert {id(c) for c in by["routed_l3"].calls[:3]} == {id(c) for c in by["portfolio_all"].calls[:3]}
     assert by["vendi_rag"].rounds == 1 and by["vendi_rag"].judged == 1 and by["vendi_rag"].accepted == 1
     assert all(a.retrieval_ms > 0 for a in answers if a.system != "no_retrieval")
-    records = [a.record("q1", "tiny", ["x"], runner.texts) for a in answers]
+    records = score_all([a.record("q1", "tiny", ["x"]) for a in answers], runner.texts)
     assert all(r["tokens"] == r["prompt_tokens"] + r["completion_tokens"] for r in records)
     summary = summarize(records)["tiny"]
     assert list(summary) == list(systems.systems)

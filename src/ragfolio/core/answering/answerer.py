@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.answering.prompts import (
     ANSWER_SCHEMA,
     answer_messages,
@@ -25,7 +26,6 @@ from ragfolio.core.answering.prompts import (
     selector_schema,
 )
 from ragfolio.core.llm.chat import ChatBackend, Completion
-from ragfolio.core.metrics import normalize_answer
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.llm.chat import Messages
-from ragfolio.core.metrics import normalize_answer
 
 logger = logging.getLogger(__name__)
 

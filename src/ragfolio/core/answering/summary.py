@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from ragfolio.core.answering.scores import SCORES
 from ragfolio.core.answering.systems import SYSTEMS
 from ragfolio.core.stats import mean_intervals, paired_differences
 
-SCORES = ("em", "f1", "answer_recall")
 # The baselines each routed system is compared with besides single_best: the same retriever with
 # l x num_docs passages in one prompt (is the gain complementarity or only more passages?) and the
 # iterative Vendi-RAG (is it as accurate at fewer tokens?).

@@ -44,7 +44,6 @@ from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
 from ragfolio.core.llm.chat import Completion
-from ragfolio.core.metrics import answer_recall, exact_match, f1_score
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.running.memo import COUNTERS
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
@@ -136,16 +135,16 @@ class SystemAnswer:
     def completion_tokens(self) -> int:
         return Completion.total(self.calls).completion_tokens
 
-    def record(self, question_id: str, dataset: str, answers: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
-        """The per-question row of ``answers.jsonl`` (scores included)."""
+    def record(self, question_id: str, dataset: str, answers: Sequence[str]) -> dict[str, Any]:
+        """The per-question row the answer store keeps: what the system did, not yet scored
+        (:func:`ragfolio.core.answering.scores.scored` adds the scores, so a metric can change
+        without answering again)."""
         return {
             "id": question_id, "dataset": dataset, "system": self.system, "prediction": self.prediction,
-            "answers": list(answers), "em": exact_match(self.prediction, answers),
-            "f1": f1_score(self.prediction, answers), "latency_ms": round(self.latency_ms, 2),
+            "answers": list(answers), "latency_ms": round(self.latency_ms, 2),
             "retrieval_ms": round(self.retrieval_ms, 3),
             "tokens": self.prompt_tokens + self.completion_tokens, "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "answer_recall": answer_recall([texts[i] for i in self.doc_ids], answers) if self.doc_ids else 0.0,
+            "completion_tokens": self.completion_tokens, "doc_ids": [int(i) for i in self.doc_ids],
             "n_passages": len(self.doc_ids), "members": self.members, "fallback": self.fallback,
             "selector_position": self.selector_position, "selector_options": self.selector_options,
             "rounds": self.rounds, "judged": self.judged, "accepted": self.accepted,

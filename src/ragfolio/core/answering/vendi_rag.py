@@ -49,10 +49,10 @@ import numpy as np
 import numpy.typing as npt
 from vendirag.retriever import vrs_select
 
+from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import clean_answer, format_passages
 from ragfolio.core.llm.chat import Completion, Messages
-from ragfolio.core.metrics import normalize_answer
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 logger = logging.getLogger(__name__)

@@ -14,13 +14,15 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragfolio.core import code_identity
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.rag import AdaptiveRAG
+from ragfolio.core.answering.scores import score_all
 from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering.systems import PAPER_SYSTEMS, SystemRunner, run_order
 from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
-from ragfolio.core.cache import ArrayCache
+from ragfolio.core.cache import ArrayCache, file_sha256
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
@@ -37,7 +39,11 @@ from ragfolio.param_blocks import kwargs_of
 logger = logging.getLogger(__name__)
 
 VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either Vendi-RAG loop
-STORE_VERSION = 2  # bumped when a stored record's meaning changes, so old rows are not reused
+STORE_VERSION = 3  # bumped when a stored record's meaning changes, so old rows are not reused
+# The modules whose code makes the stored answers (with what they import in ragfolio): not the scores.
+ANSWERING_CODE = ("ragfolio.core.answering.systems", "ragfolio.core.routing.online", "ragfolio.core.llm.backends",
+                  "ragfolio.core.routing.features.router_features", "ragfolio.core.data.corpora",
+                  "ragfolio.core.scoring.utility_index")
 
 
 class AnsweringEvaluationParams(BaseModel):
@@ -95,7 +101,7 @@ def _test_questions(
 def _answer(systems: SystemRunner, dataset: str, system_order: str, seed: int, q: Question) -> list[dict[str, Any]]:
     """Every system's record for question ``q``, the systems run in the question's order."""
     order = run_order(systems.systems, system_order, seed, q.id)
-    return [a.record(q.id, dataset, q.answers, systems.rag.runner.texts) for a in systems.run(q.question, order)]
+    return [a.record(q.id, dataset, q.answers) for a in systems.run(q.question, order)]
 
 
 def _router_digest(router: RouterProtocol) -> str:
@@ -120,11 +126,17 @@ def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str
             the model file's hash, the converter's and engine's package versions).
 
     Returns:
-        :func:`settings_hash` of those, :data:`STORE_VERSION` and the digest of the source of this
-        module and everything it imports in ragfolio (prompts, answerer, selector, RAG, Vendi-RAG,
-        the systems, the retrievers), so an edit to any of them answers afresh.
+        :func:`settings_hash` of those, :data:`STORE_VERSION`, this file's own sha256 and the digest
+        of the source of the code that makes answers and everything it imports in ragfolio
+        (:data:`ANSWERING_CODE`: prompts, answerer, selector, RAG, Vendi-RAG, the systems, the
+        retrievers and routers, the LLM backends), so an edit to any of them answers afresh. The
+        scores are not part of it (:mod:`ragfolio.core.answering.scores` computes them from the
+        stored rows), so editing a metric re-scores instead of re-answering.
     """
-    return settings_hash({"version": STORE_VERSION, **settings, "llm": dict(llm), "code": source_digest([__name__])})
+    node = code_identity.module_file(__name__, code_identity.SOURCE_ROOT)  # this file alone: not the scores it imports
+    code = {"answering": source_digest(ANSWERING_CODE), "node": file_sha256(node or Path(__file__))[:16]}
+    return settings_hash({"version": STORE_VERSION, **settings, "llm": dict(llm), "code": code})
+
 
 
 def _retrieval_routings(
@@ -202,7 +214,7 @@ def answer_test_questions(
         answer = partial(_answer, systems, dataset, p.system_order, p.seed)
         answered, reused = answer_all(sample, systems.systems, answer_store, key, answer, resume=p.resume,
                                       desc=f"{dataset} answering")
-        rows += answered
+        rows += score_all(answered, runner.texts)  # scored as read: the store keeps answers, not scores
         orders[dataset] = [
             {"id": q.id, **{how: systems.retrieval_ms(q.question, run_order(systems.systems, how, p.seed, q.id))
                             for how in ("fixed", "reversed")}}
