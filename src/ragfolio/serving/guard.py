@@ -21,7 +21,10 @@
   handled becomes a 500 ``{"error": "internal error", "request_id": ...}``, its traceback logged
   under the request id. Nothing of the exception reaches the client. A validation error's
   ``detail`` keeps each error's ``type``, ``loc`` and ``msg`` only (pydantic adds a documentation
-  URL), and its title names the request model, not BentoML's ``...IODescriptor`` class.
+  URL), and its title names the request model, not BentoML's ``...IODescriptor`` class. Under
+  ``/v1/`` (the OpenAI-compatible API) an error whose ``error`` is a string takes OpenAI's shape,
+  ``{"error": {"message", "type", "param", "code"}}`` (:func:`ragfolio.serving.openai_api.error_body`),
+  so that a 413, 415, 404, 405 or 500 there reads as the API's own errors do.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from typing import Any
 
 from starlette.datastructures import Headers, MutableHeaders
 
+from ragfolio.serving.openai_api import error_body
+
 logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -45,6 +50,7 @@ JSON_ONLY = "the request body must be JSON: Content-Type application/json"
 UNENCODED_ONLY = "the request body must not be compressed: Content-Encoding identity or none"
 _WITH_BODY = ("POST", "PUT", "PATCH")
 _DETAIL_KEYS = ("type", "loc", "msg")
+OPENAI_PREFIX = "/v1/"
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -103,7 +109,8 @@ class RequestGuard:
         rid = request_id_from(headers)
         token = _request_id.set(rid)
         where = f"{scope.get('method', '')} {scope.get('path', '')}"
-        response = _ResponseGuard(send, rid, where, rewrite=scope.get("method") != "HEAD")
+        response = _ResponseGuard(send, rid, where, rewrite=scope.get("method") != "HEAD",
+                                  openai=str(scope.get("path", "")).startswith(OPENAI_PREFIX))
         try:
             if (refusal := unsupported_body(scope.get("method", ""), headers)) is not None:
                 await response.send_error(415, refusal)
@@ -157,11 +164,12 @@ async def _read_body(receive: Receive, limit: int) -> Receive:
 class _ResponseGuard:
     """The ``send`` the app gets: adds the request id header; error bodies get ``request_id``."""
 
-    def __init__(self, send: Send, rid: str, where: str, rewrite: bool) -> None:
+    def __init__(self, send: Send, rid: str, where: str, rewrite: bool, openai: bool = False) -> None:
         self._send = send
         self.rid = rid
         self.where = where
         self.rewrite = rewrite
+        self.openai = openai
         self.started = False
         self._start: Message | None = None  # an error response's start, held until its body is read
         self._body: list[bytes] = []
@@ -189,6 +197,8 @@ class _ResponseGuard:
 
     async def _send_error(self, start: Message, payload: dict[str, Any]) -> None:
         status = start["status"]
+        if self.openai and isinstance(payload.get("error"), str):
+            payload = {**error_body(status, payload["error"]), **{k: v for k, v in payload.items() if k != "error"}}
         payload["request_id"] = self.rid
         data = json.dumps(payload).encode()
         headers = MutableHeaders(scope=start)

@@ -1,7 +1,8 @@
 """The trained portfolio and router as a BentoML service: ``bentoml serve`` from the project root.
 
 Endpoints (JSON): ``POST /retrieve``, ``POST /batch_retrieve``, ``POST /answer``, ``GET /portfolio``,
-plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus). ``GET /`` is the
+OpenAI's ``GET /v1/models`` and ``POST /v1/chat/completions`` (``/answer`` in OpenAI's shapes,
+:mod:`ragfolio.serving.openai_api`), plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus). ``GET /`` is the
 playground, an HTML page that calls these (:mod:`ragfolio.serving.playground`); it takes the place
 of BentoML's Swagger UI, whose OpenAPI spec stays at ``/docs.json``.
 
@@ -30,8 +31,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import bentoml
@@ -39,7 +43,7 @@ from bentoml.exceptions import BentoMLException
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ragfolio.core.answering.rag import RoutedRetrieval
@@ -49,6 +53,15 @@ from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
 from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id
+from ragfolio.serving.openai_api import (
+    OpenAIError,
+    chat_reply,
+    completion_body,
+    error_body,
+    models_body,
+    parse_chat_request,
+    stream_events,
+)
 from ragfolio.serving.playground import playground_view
 from ragfolio.serving.prometheus_metrics import serving_metrics
 from ragfolio.serving.schemas import (
@@ -67,6 +80,17 @@ M = TypeVar("M", bound=BaseModel)
 def error(status: int, message: str, **extra: Any) -> JSONResponse:
     """A JSON error response ``{"error": message, ...}`` (the guard adds ``request_id``)."""
     return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a request got no answer: the status, the message, the fields ``/answer``'s error adds and
+    a code (OpenAI's ``error.code``)."""
+
+    status: int
+    message: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    code: str | None = None
 
 
 def internal_error(endpoint: str) -> JSONResponse:
@@ -89,9 +113,22 @@ async def portfolio_view(request: Request) -> JSONResponse:
     return JSONResponse(service.engine.portfolio().model_dump(mode="json"))
 
 
-# BentoML APIs are POST; the GET routes live in a small Starlette app mounted next to them
-# (BentoML's own index page at "/" comes after the mounted apps, so the playground replaces it).
+async def models_view(request: Request) -> JSONResponse:
+    """``GET /v1/models``: OpenAI's list of models, the one served."""
+    return JSONResponse(bentoml.get_current_service().models())
+
+
+async def chat_completions_view(request: Request) -> Response:
+    """``POST /v1/chat/completions``: see :meth:`RagfolioService.chat_completions`."""
+    return await bentoml.get_current_service().chat_completions(await request.body())
+
+
+# BentoML APIs are POST with BentoML's own bodies; the GET routes and OpenAI's API live in a small
+# Starlette app mounted next to them (BentoML's own index page at "/" comes after the mounted apps,
+# so the playground replaces it).
 portfolio_app = Starlette(routes=[Route("/portfolio", portfolio_view, methods=["GET"]),
+                                  Route("/v1/models", models_view, methods=["GET"]),
+                                  Route("/v1/chat/completions", chat_completions_view, methods=["POST"]),
                                   Route("/", playground_view, methods=["GET"])])
 
 
@@ -130,6 +167,7 @@ class RagfolioService:
             max_concurrent=batching.concurrent_batches, executor=self._retrieve_pool,
             on_batch=self.metrics.retrieval_batch_size.observe,
         )
+        self._created = int(time.time())  # the model's "created" in /v1/models: when it was loaded
         self._ready = True
 
     @bentoml.on_deployment
@@ -162,9 +200,12 @@ class RagfolioService:
         return await asyncio.wait_for(future, timeout_s)
 
     def _timeout(self, endpoint: str, message: str) -> JSONResponse:
+        self._count_timeout(endpoint, message)
+        return error(504, message)
+
+    def _count_timeout(self, endpoint: str, message: str) -> None:
         logger.warning("request %s: %s: %s", current_request_id(), endpoint, message)
         self.metrics.request_timeouts.labels(endpoint=endpoint).inc()
-        return error(504, message)
 
     @bentoml.api(input_spec=RetrieveRequest, output_spec=RetrieveResponse)
     async def retrieve(
@@ -207,13 +248,17 @@ class RagfolioService:
 
     @bentoml.api(input_spec=AnswerRequest, output_spec=AnswerResponse)
     async def answer(self, query: str, l: int | None = None) -> AnswerResponse | JSONResponse:  # noqa: E741
-        """Retrieve with l routed members, answer from each member's passages, select one answer.
+        """Retrieve with l routed members, answer from each member's passages, select one answer."""
+        result = await self._answered("/answer", self._validate(AnswerRequest, query=query, l=l))
+        return error(result.status, result.message, **result.extra) if isinstance(result, Failure) else result
+
+    async def _answered(self, endpoint: str, request: AnswerRequest) -> AnswerResponse | Failure:
+        """The answer to a validated request, or why there is none (``/answer``, OpenAI's chat).
 
         LLM errors are logged under the request id with their cause (which names the endpoint's
-        URL and may quote its reply); the response names only the LLM's kind. An LLM process that
+        URL and may quote its reply); the failure names only the LLM's kind. An LLM process that
         is down, restarting or hung is a 503 like an unreachable endpoint.
         """
-        request = self._validate(AnswerRequest, query=query, l=l)
         rid = current_request_id()
         kind = self.config.llm.get("kind")
         loop = asyncio.get_running_loop()
@@ -225,19 +270,50 @@ class RagfolioService:
             call = functools.partial(self.engine.answer, request.query, request.l, request_id=rid, retrieval=retrieval)
             response: AnswerResponse = await self._in_pool(self._answer_pool, max(deadline - loop.time(), 1e-3), call)
         except TimeoutError:
-            return self._timeout("/answer", f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}")
+            message = f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}"
+            self._count_timeout(endpoint, message)
+            return Failure(504, message, code="timeout")
         except (LLMUnavailableError, ImportError) as exc:
-            logger.warning("request %s: /answer: the LLM is unavailable: %s: %s", rid, type(exc).__name__, exc)
+            logger.warning("request %s: %s: the LLM is unavailable: %s: %s", rid, endpoint, type(exc).__name__, exc)
             self.metrics.llm_errors.labels(error="unavailable").inc()
-            return error(503, "the LLM is unavailable", llm=kind, hint="/retrieve still works")
+            return Failure(503, "the LLM is unavailable", {"llm": kind, "hint": "/retrieve still works"},
+                           "llm_unavailable")
         except LLMRequestError as exc:
-            logger.warning("request %s: /answer: the LLM rejected the request: %s", rid, exc)
+            logger.warning("request %s: %s: the LLM rejected the request: %s", rid, endpoint, exc)
             self.metrics.llm_errors.labels(error="rejected").inc()
-            return error(502, "the LLM rejected the request", llm=kind)
+            return Failure(502, "the LLM rejected the request", {"llm": kind}, "llm_rejected")
         except Exception:
-            return internal_error("/answer")
-        self.metrics.observe_retrieval("/answer", response.members, response.degraded)
+            logger.exception("request %s: %s failed", rid, endpoint)
+            return Failure(500, INTERNAL_ERROR, code="internal_error")
+        self.metrics.observe_retrieval(endpoint, response.members, response.degraded)
         return response
+
+    def models(self) -> dict[str, Any]:
+        """``GET /v1/models``: the one model, ``ragfolio``, with the bundle's name and version."""
+        return models_body(self._created, self.engine.bundle.name, self.engine.bundle.version)
+
+    async def chat_completions(self, body: bytes) -> Response:
+        """``POST /v1/chat/completions``: ``/answer`` in OpenAI's request, reply, chunk and error shapes.
+
+        The question is the last user message (:mod:`ragfolio.serving.openai_api`); a bad request
+        is a 400 and a failed answer the status ``/answer`` gives it, both as OpenAI's error
+        object. With ``stream: true`` the computed answer is sent as server-sent events.
+        """
+        try:
+            chat = parse_chat_request(body, self.engine.limits)
+        except OpenAIError as exc:
+            return JSONResponse(exc.body(), status_code=exc.status)
+        result = await self._answered("/v1/chat/completions", chat.answer)
+        if isinstance(result, Failure):
+            return JSONResponse(error_body(result.status, result.message, code=result.code), status_code=result.status)
+        bundle = self.engine.bundle
+        reply = chat_reply(result, chat.options, reply_id=f"chatcmpl-{current_request_id() or uuid.uuid4().hex}",
+                           created=int(time.time()), fingerprint=f"{bundle.name}-{bundle.version}")
+        if not chat.options.stream:
+            return JSONResponse(completion_body(reply))
+        usage = chat.options.stream_options is not None and chat.options.stream_options.include_usage
+        return StreamingResponse(stream_events(reply, usage), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
 
 # Before BentoML reads a body: request ids, the max_body_bytes limit, error bodies without internals.

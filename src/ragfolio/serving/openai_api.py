@@ -1,0 +1,273 @@
+"""The service as an OpenAI-compatible model: request parsing and reply shapes of ``/v1/...``.
+
+``GET /v1/models`` lists one model, :data:`MODEL_ID`; ``POST /v1/chat/completions`` takes
+OpenAI's chat request and answers it with ``/answer`` (:meth:`ragfolio.serving.engine.ServingEngine.answer`):
+
+- **The question** is the text of the last message whose ``role`` is ``user`` (a string, or the
+  ``text`` parts of a list of content parts, joined by newlines); it is checked as ``/answer``'s
+  ``query`` is (:class:`~ragfolio.serving.schemas.AnswerRequest`: not blank, at most
+  ``max_query_chars``). The other messages are not read: the service answers one question, it
+  does not hold a conversation.
+- **Accepted and not used**: ``model`` (any name; replies name :data:`MODEL_ID`), ``max_tokens``,
+  ``max_completion_tokens`` and ``temperature`` (type- and range-checked; the reader's limits are
+  the ``answerer`` settings and it decodes greedily). ``n`` must be 1. Any other field is ignored.
+- **Extensions**: ``l`` (members to route to, 1..k, as in ``/answer``) and ``references``
+  (bool, default false: append the numbered references to the answer's text).
+- **The reply**: ``choices[0].message.content`` is ``/answer``'s ``answer`` (then the references,
+  when asked), ``finish_reason`` ``"stop"``, ``usage`` the tokens of every LLM call of the answer
+  (readers and selector). ``citations`` (an extension) lists the passages the chosen answer was
+  read from (the chosen member's, in its rank order), each ``{"index", "id", "title", "members"}``
+  (``members``: every routed member that retrieved it); empty when every member failed and the
+  answer is closed-book.
+- **Streaming** (``stream: true``): server-sent events in OpenAI's chunk format, made **after the
+  answer is computed** (:func:`stream_events`): a chunk with the role, the content in word pieces,
+  a chunk with ``finish_reason`` and ``citations``, a usage chunk when
+  ``stream_options.include_usage``, then ``data: [DONE]``. Nothing is sent before the answer
+  exists, so an error is still a status code (a 503 when the LLM is down), not a broken stream.
+- **Errors** are OpenAI's shape, :func:`error_body`: ``{"error": {"message", "type", "param",
+  "code"}}``, ``type`` ``invalid_request_error`` for a 4xx and ``server_error`` for a 5xx.
+
+Nothing here imports BentoML; :mod:`ragfolio.serving.service` routes the requests here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
+
+from ragfolio.serving.schemas import AnswerRequest, AnswerResponse, Limits, check_query
+
+MODEL_ID = "ragfolio"
+OWNER = "ragfolio"
+DONE = "data: [DONE]\n\n"
+
+_TOLERANT = ConfigDict(extra="ignore", strict=True, frozen=True)  # OpenAI's other fields are ignored
+_PIECES = re.compile(r"\S+\s*|\s+")  # word pieces whose concatenation is the text
+
+
+def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+class OpenAIError(Exception):
+    """A request that gets an error reply of OpenAI's shape (:func:`error_body`)."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.status, self.message, self.param, self.code)
+
+
+# --- requests -------------------------------------------------------------------------------------
+class ContentPart(BaseModel):
+    """One part of a message's content; only ``{"type": "text", "text": ...}`` is read."""
+
+    model_config = _TOLERANT
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = _TOLERANT
+
+    role: str
+    content: str | list[ContentPart] | None = None
+
+    @field_validator("content", mode="plain")
+    @classmethod
+    def _content(cls, value: Any) -> str | list[ContentPart] | None:
+        # One error at "content", rather than one per member of the union.
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(
+            isinstance(part, dict) and isinstance(part.get("type"), str) and isinstance(part.get("text"), str | None)
+            for part in value
+        ):
+            return [ContentPart(type=part["type"], text=part.get("text")) for part in value]
+        raise PydanticCustomError(
+            "content_type", "content must be a string, a list of content parts (each with a string type) or null")
+
+
+class StreamOptions(BaseModel):
+    model_config = _TOLERANT
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """``POST /v1/chat/completions`` (the fields read or checked; see the module docstring)."""
+
+    model_config = _TOLERANT
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    n: int = Field(1, ge=1, le=1, description="Choices to return: only 1.")
+    l: int | None = Field(None, description="Extension: members to route to, 1..k.")  # noqa: E741
+    references: bool = Field(False, description="Extension: append numbered references to the content.")
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A checked chat request: the options and ``/answer``'s request for its question."""
+
+    options: ChatCompletionRequest
+    answer: AnswerRequest
+
+
+def parse_chat_request(body: bytes, limits: Limits) -> ChatRequest:
+    """The request in ``body``, checked against OpenAI's shape and ``/answer``'s rules.
+
+    Raises:
+        OpenAIError: A 400 naming the offending field (``param``, e.g. ``messages[2].content``)
+            and the rule (``code``: pydantic's error type, or ``invalid_json``, ``no_user_message``).
+    """
+    try:
+        data = json.loads(body)
+    except ValueError:  # UnicodeDecodeError included
+        raise OpenAIError(400, "the request body is not valid JSON", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise OpenAIError(400, "the request body must be a JSON object", code="invalid_json")
+    try:
+        options = ChatCompletionRequest.model_validate(data)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    i, question = _question(options.messages)
+    param = f"messages[{i}].content"
+    try:  # /answer's rule for its query, in words that name the message
+        check_query(question, limits, param)
+    except PydanticCustomError as exc:
+        raise OpenAIError(400, exc.message(), param=param, code=exc.type) from None
+    try:
+        answer = AnswerRequest.model_validate({"query": question, "l": options.l}, context={"limits": limits})
+    except ValidationError as exc:
+        raise _invalid(exc, {"query": param}) from None
+    return ChatRequest(options, answer)
+
+
+def _question(messages: Sequence[ChatMessage]) -> tuple[int, str]:
+    """``(index, text)`` of the last user message."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role != "user":
+            continue
+        if isinstance(message.content, list):
+            if any(part.type != "text" or part.text is None for part in message.content):
+                raise OpenAIError(400, "only text content parts are read", param=f"messages[{i}].content",
+                                  code="unsupported_content")
+            return i, "\n".join(part.text or "" for part in message.content)
+        return i, message.content or ""
+    raise OpenAIError(400, "messages holds no user message (the last user message is the question)",
+                      param="messages", code="no_user_message")
+
+
+def _invalid(exc: ValidationError, rename: dict[str, str] | None = None) -> OpenAIError:
+    """The 400 of a validation error: ``param`` and ``code`` of its first error, every message."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    params = [_param(e["loc"], rename or {}) for e in errors]
+    message = "; ".join(f"{param or 'body'}: {e['msg']}" for param, e in zip(params, errors, strict=True))
+    return OpenAIError(400, message, param=params[0], code=str(errors[0]["type"]))
+
+
+def _param(loc: Sequence[int | str], rename: dict[str, str]) -> str | None:
+    """A pydantic ``loc`` as OpenAI's ``param``: ``("messages", 0, "content")`` -> ``messages[0].content``."""
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            name = rename.get(part, part)
+            parts.append(f".{name}" if parts else name)
+    return "".join(parts) or None
+
+
+# --- replies --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChatReply:
+    """One answer in OpenAI's terms; shaped by :func:`completion_body` or :func:`stream_events`."""
+
+    id: str
+    created: int
+    model: str
+    fingerprint: str
+    content: str
+    usage: dict[str, int]
+    citations: list[dict[str, Any]]
+
+
+def citations(answer: AnswerResponse) -> list[dict[str, Any]]:
+    """The passages the chosen answer was read from, ``[{"index", "id", "title", "members"}]``."""
+    chosen = next((m for m in answer.members if m.ok and m.name == answer.chosen_member), None)
+    if chosen is None:  # closed-book: every member failed
+        return []
+    retrieved_by = {p.id: p.members for p in answer.passages}
+    return [{"index": i, "id": p.id, "title": p.title, "members": retrieved_by.get(p.id, [chosen.name])}
+            for i, p in enumerate(chosen.passages, 1)]
+
+
+def chat_reply(answer: AnswerResponse, options: ChatCompletionRequest, *, reply_id: str, created: int,
+               fingerprint: str) -> ChatReply:
+    """The reply to a chat request that ``/answer`` answered with ``answer``."""
+    cited = citations(answer)
+    content = answer.answer
+    if options.references and cited:
+        content += "\n\nReferences:\n" + "\n".join(f"[{c['index']}] {c['title']} ({c['id']})" for c in cited)
+    tokens = answer.tokens
+    usage = {"prompt_tokens": tokens.prompt, "completion_tokens": tokens.completion, "total_tokens": tokens.total}
+    return ChatReply(reply_id, created, MODEL_ID, fingerprint, content, usage, cited)
+
+
+def completion_body(reply: ChatReply) -> dict[str, Any]:
+    """The ``chat.completion`` object of a non-streaming reply."""
+    return {
+        "id": reply.id, "object": "chat.completion", "created": reply.created, "model": reply.model,
+        "system_fingerprint": reply.fingerprint,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
+                     "logprobs": None, "finish_reason": "stop"}],
+        "usage": reply.usage, "citations": reply.citations,
+    }
+
+
+def stream_events(reply: ChatReply, include_usage: bool = False) -> Iterator[str]:
+    """Server-sent events of ``reply``: the role, the content in word pieces (they concatenate
+    to ``reply.content``), ``finish_reason`` with ``citations``, the usage if asked, ``[DONE]``."""
+    head = {"id": reply.id, "object": "chat.completion.chunk", "created": reply.created, "model": reply.model,
+            "system_fingerprint": reply.fingerprint}
+    usage: dict[str, Any] = {"usage": None} if include_usage else {}  # OpenAI: null until the usage chunk
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return _event({**head, "choices": [choice], **usage, **extra})
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _PIECES.findall(reply.content):
+        yield chunk({"content": piece})
+    yield chunk({}, "stop", citations=reply.citations)
+    if include_usage:
+        yield _event({**head, "choices": [], "usage": reply.usage})
+    yield DONE
+
+
+def _event(body: dict[str, Any]) -> str:
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def models_body(created: int, bundle: str, version: str) -> dict[str, Any]:
+    """``GET /v1/models``: the one model, :data:`MODEL_ID` (with the bundle's name and version)."""
+    return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": created, "owned_by": OWNER,
+                                        "bundle": bundle, "version": version}]}
