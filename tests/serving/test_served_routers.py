@@ -72,3 +72,44 @@ def test_a_request_at_another_num_docs_is_routed_at_the_bundles_and_runs_its_mem
             other = client.post("/retrieve", json={"query": q, "l": 2, "num_docs": depth + 2}).json()
             assert [m["name"] for m in other["members"]] == [m["name"] for m in default["members"]], q
             assert [len(m["passages"]) for m in other["members"]] == [depth + 2] * 2
+
+
+def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_differently(tmp_path) -> None:
+    """Not constant picks compared: member utilities follow a feature of each member's own list, so the
+    post-retrieval router learns to switch members (no fallback); the bundle served through
+    AdaptiveRAG (a batch, and each query alone) picks exactly what the router picks offline."""
+    import dataclasses
+
+    import numpy as np
+    from tiny_bundle import FIXTURES, SCORING
+
+    from ragfolio.core.answering.rag import AdaptiveRAG
+    from ragfolio.core.bundle import load_bundle, save_bundle
+    from ragfolio.core.data.loading import load_folder
+    from ragfolio.core.data.records import build_corpus
+    from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+    from ragfolio.core.routing.base import RouteInputs
+    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+    from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+
+    write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
+    base = load_bundle(tmp_path / "base")
+    corpus = build_corpus(load_folder(FIXTURES))
+    texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
+    featurizer = RetrievalFeaturizer((), SCORING["num_docs"], 5)
+    first, members = featurizer.compute(PoolRunner.from_bundle(base), texts, base.members)
+    wins = members[:, :, featurizer.member_names().index("unique")].argmax(axis=1)
+    U = np.zeros((len(texts), base.k), np.float32)
+    U[np.arange(len(texts)), wins] = 1.0
+    inputs = RouteInputs({"first_stage": first}, {"members": members})
+    router = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(inputs, U, [m.name for m in base.members])
+    offline, _ = router.route(inputs, base.k)
+    assert not router.fallback_ and len(set(offline[:, 0].tolist())) > 1  # it switches members
+    save_bundle(dataclasses.replace(base, router=router, manifest={}), tmp_path / "switching")
+    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "switching"))
+    try:
+        batched = [r.members for r in rag.retrieve_batch(texts, [base.k] * len(texts))]
+        alone = [rag.retrieve(text, base.k).members for text in texts]
+        assert batched == alone == offline.tolist()
+    finally:
+        rag.close()
