@@ -29,10 +29,18 @@ BENTOML = str(Path(sys.executable).with_name("bentoml"))
 class FakeLLM(BaseHTTPRequestHandler):
     """``POST /v1/completions``: answers with the title of the first passage shown, selects "2".
 
-    A question containing ``slow`` is answered after ``FakeLLM.delay_s`` seconds.
+    A question containing ``slow`` is answered after ``FakeLLM.delay_s`` seconds. With ``stream:
+    true`` the reply is server-sent events of ``FakeLLM.piece_chars`` characters each (``piece_s``
+    seconds apart for a question containing ``drip``), and an answer asked for in JSON
+    (``response_format``) is ``{"answer": <title>, "explanation": ...}``, as a constrained reader
+    writes it.
     """
 
     delay_s = 1.5
+    piece_chars = 3
+    piece_s = 0.05
+    streamed: list[str] = []  # the prompts asked for with stream: true
+    cut: list[str] = []  # the streamed prompts whose reader went away before the end
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -44,9 +52,30 @@ class FakeLLM(BaseHTTPRequestHandler):
             text = last.split("[1] ", 1)[1].split(":")[0]
         else:
             text = "unknown"
-        if "slow" in prompt.rsplit("Question:", 1)[1]:
+        question = prompt.rsplit("Question:", 1)[1]
+        if "slow" in question:
             time.sleep(self.delay_s)
-        payload = {"choices": [{"text": text}], "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}}
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}
+        if body.get("stream"):
+            FakeLLM.streamed.append(prompt)
+            if body.get("response_format") and "Passages:" in prompt:
+                text = json.dumps({"answer": text, "explanation": 'passage [1] says "so"'})
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            pieces = [text[i:i + self.piece_chars] for i in range(0, len(text), self.piece_chars)]
+            events = [{"choices": [{"index": 0, "text": piece, "finish_reason": None}]} for piece in pieces] + [
+                {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}, {"choices": [], "usage": usage}]
+            try:
+                for event in events:
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(self.piece_s if "drip" in question else 0.0)
+                self.wfile.write(b"data: [DONE]\n\n")
+            except (BrokenPipeError, ConnectionResetError):
+                FakeLLM.cut.append(prompt)
+            return
+        payload = {"choices": [{"text": text}], "usage": usage}
         data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from conftest import tiny_llm_config
 
+from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import ANSWER_SCHEMA, answer_messages, parse_reply
 from ragfolio.core.llm.backends import EMBEDDED_LLM, make_backend
 from ragfolio.core.llm.chat import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
@@ -82,6 +83,17 @@ def test_concurrent_calls_are_generated_in_batches_with_the_texts_of_single_call
     assert calls == 8 and batches < 8, (calls, batches)
 
 
+def test_the_process_backend_streams_what_it_completes(llm, tiny_llm) -> None:
+    backend = ProcessBackend(llm, api="completions", timeout_s=30)
+    messages = answer_messages(QUESTION, PASSAGES)
+    whole = backend.complete(messages, max_tokens=6)
+    stream = backend.stream(messages, max_tokens=6)
+    pieces = list(iter(lambda: next(stream, None), None))  # transformers has no stream_text: one piece
+    assert "".join(pieces) == whole.text  # greedy: the same text, whole or streamed
+    with pytest.raises(LLMUnavailableError, match="not ready"):  # at once, before any request
+        ProcessBackend(LLMProcess(tiny_llm_config(tiny_llm)), api="completions").stream(messages, max_tokens=2)
+
+
 def test_a_killed_process_fails_calls_fast_and_is_restarted(tiny_llm) -> None:
     process = started(LLMProcess(tiny_llm_config(tiny_llm), **FAST))
     try:
@@ -132,5 +144,20 @@ def test_the_embedded_reader_answers_through_its_server_as_it_does_in_process() 
             messages, max_tokens=48, json_schema=ANSWER_SCHEMA)  # the schema travels as response_format
         assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == (
             expected.text, expected.prompt_tokens, expected.completion_tokens)
+        # streamed (llama.cpp's pieces through the server's server-sent events): the same answer
+        backend = ProcessBackend(process, api="chat", timeout_s=300)
+        answerer = Answerer(backend, max_answer_tokens=48)
+        stream = answerer.answer_stream(QUESTION, PASSAGES)
+        pieces = []
+        while True:
+            try:
+                pieces.append(next(stream))
+            except StopIteration as end:
+                said = end.value
+                break
+        whole = answerer.answer(QUESTION, PASSAGES)
+        assert (said.text, said.explanation, said.parsed) == (whole.text, whole.explanation, whole.parsed)
+        assert "".join(pieces) == said.text and said.completion.text == expected.text
+        assert len([p for p in pieces if p]) > 1, pieces
     finally:
         process.stop()

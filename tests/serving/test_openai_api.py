@@ -3,17 +3,23 @@ through ``RagfolioService.to_asgi()`` with the fake LLM, and once over HTTP from
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from conftest import bentoml_serve, write_config
+from conftest import FakeLLM, bentoml_serve, write_config
 from tiny_bundle import MEMBERS, questions
 
 from ragfolio.core.answering.answerer import Answerer, Selection
 from ragfolio.core.llm.chat import Completion, LLMRequestError, LLMUnavailableError
 from ragfolio.serving.engine import ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR
+from ragfolio.serving.openai_api import iterate_in_thread
 
 K = len(MEMBERS)
 CHAT = "/v1/chat/completions"
@@ -166,6 +172,71 @@ def test_a_stream_is_the_same_content_in_openai_chunks(client, l, references) ->
     assert last["citations"] == whole["citations"] and "usage" not in last
 
 
+@pytest.mark.parametrize("references", [False, True])
+def test_at_l1_the_answer_streams_as_the_reader_writes_it(client, references) -> None:
+    request = chat(questions()[0], l=1, references=references)  # the fake reader answers "Maria von Trapp"
+    whole = client.post(CHAT, json=request).json()["choices"][0]["message"]["content"]
+    before = len(FakeLLM.streamed)
+    chunks, content = streamed(client.post(CHAT, json={**request, "stream": True}).text)
+    assert len(FakeLLM.streamed) == before + 1  # one reader call, streamed; no selector call
+    pieces = [c["choices"][0]["delta"]["content"] for c in chunks[1:-1]]
+    assert content == whole and whole.startswith("Maria von Trapp")
+    # the reader's JSON arrives 3 characters at a time: the answer comes in such pieces, not in words
+    assert pieces[:5] == ["Mar", "ia", " von", " Tr", "app"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and chunks[-1]["citations"]
+
+
+def test_at_l2_nothing_streams_before_the_selector_has_chosen(client) -> None:
+    before = len(FakeLLM.streamed)
+    _, content = streamed(client.post(CHAT, json=chat(questions()[0], l=2, stream=True)).text)
+    assert content and len(FakeLLM.streamed) == before
+
+
+def test_a_failure_mid_stream_ends_it_with_an_error_chunk(client, monkeypatch, caplog) -> None:
+    def cut(*args: object, **kwargs: object) -> Iterator[str]:
+        yield "Maria"
+        raise LLMUnavailableError(f"lost {SECRET} mid-answer")
+
+    monkeypatch.setattr(ServingEngine, "answer_stream", cut)
+    response = client.post(CHAT, json=chat(questions()[0], l=1, stream=True,
+                                           stream_options={"include_usage": True}))
+    assert response.status_code == 200 and "hunter2" not in response.text and "10.1.2.3" not in response.text
+    chunks, content = streamed(response.text)
+    assert content == "Maria" and len(chunks) == 3
+    last = chunks[-1]
+    assert last["choices"][0]["finish_reason"] == "error" and last["usage"] is None
+    assert last["error"] == {"message": "the LLM is unavailable", "type": "server_error", "param": None,
+                             "code": "llm_unavailable"}
+    rid = response.headers["x-request-id"]
+    assert any(rid in r.getMessage() and "hunter2" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_reader_gone_away_stops_the_answering_thread() -> None:
+    """What a client disconnect does: closing the async side stops the thread at its next item."""
+    produced: list[int] = []
+    closed = threading.Event()
+
+    def answer() -> Iterator[int]:
+        try:
+            for i in range(1000):
+                time.sleep(0.01)
+                produced.append(i)
+                yield i
+        finally:
+            closed.set()
+
+    async def read_three() -> list[int]:
+        items = iterate_in_thread(answer(), pool)
+        got = [await anext(items) for _ in range(3)]
+        await items.aclose()
+        return got
+
+    with ThreadPoolExecutor(1) as pool:
+        assert asyncio.run(read_three()) == [0, 1, 2]
+        assert closed.wait(2)
+    assert len(produced) <= 5
+
+
 def test_a_stream_ends_with_the_usage_when_asked(client) -> None:
     request = chat(questions()[0], stream_options={"include_usage": True})
     whole = client.post(CHAT, json=request).json()
@@ -242,7 +313,12 @@ def test_a_failed_answer_is_its_status_in_openai_shape(client, monkeypatch, capl
     def fail(*args: object, **kwargs: object) -> None:
         raise raised
 
+    def fail_streaming(*args: object, **kwargs: object) -> Iterator[str]:
+        raise raised
+        yield ""  # a generator, raising when the answering thread reads it
+
     monkeypatch.setattr(ServingEngine, "answer", fail)
+    monkeypatch.setattr(ServingEngine, "answer_stream", fail_streaming)
     for stream in (False, True):  # a stream has not started: the failure is still a status
         response = client.post(CHAT, json=chat(questions()[0], stream=stream))
         assert openai_error(response, status, None, code)["message"] == message
@@ -285,3 +361,20 @@ def test_a_stream_over_http_from_bentoml_serve(tiny_bundle, fake_llm_url, tmp_pa
             "/answer", json={"query": question}).json()["answer"]
         assert chunks[-1]["citations"] == whole["citations"]
         openai_error(http.post(CHAT, json={"messages": []}), 400, "messages", "too_short")
+        # at l = 1 the answer reaches the client while the reader still writes its explanation
+        arrived = []
+        with http.stream("POST", CHAT, json=chat(f"{question} (drip)", l=1, stream=True)) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    choice = json.loads(line[6:])["choices"][0]
+                    arrived.append((time.monotonic(), choice["delta"].get("content"), choice["finish_reason"]))
+        answer_at = [at for at, content, _ in arrived if content]
+        (done_at,) = [at for at, _, finish in arrived if finish == "stop"]
+        assert len(answer_at) > 1 and done_at - answer_at[-1] > 0.3  # ~12 pieces of explanation, 0.05 s each
+        # a client that goes away mid-answer: the service stops reading the reader, which sees it
+        with http.stream("POST", CHAT, json=chat(f"{question} (drip, leaving)", l=1, stream=True)) as response:
+            next(line for line in response.iter_lines() if '"content": "M' in line)
+        deadline = time.monotonic() + 5
+        while not any("leaving" in prompt for prompt in FakeLLM.cut) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("leaving" in prompt for prompt in FakeLLM.cut)

@@ -18,12 +18,13 @@ Settings come only from the operator: nothing in a request can change them.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_settings
 from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
@@ -104,6 +105,59 @@ class FaultInjectionConfig(BaseModel):
     delay_s: float = Field(gt=0, le=600)
 
 
+class AuthConfig(BaseModel):
+    """API keys (:mod:`ragfolio.serving.access`); the keys themselves never sit in a settings file.
+
+    Attributes:
+        api_keys_env: The environment variable that holds the accepted keys, comma-separated (each
+            at least 16 characters); every endpoint but the probes, ``/metrics`` and ``GET /`` then
+            needs ``Authorization: Bearer <key>``. None: no key is needed (the service is open).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    api_keys_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class CORSConfig(BaseModel):
+    """Which web origins may call the service from a browser (Starlette's ``CORSMiddleware``).
+
+    Attributes:
+        allow_origins: Origins as a browser sends them, ``scheme://host[:port]`` (no path, no
+            trailing slash), or ``"*"`` for any.
+        allow_methods: Methods a cross-origin request may use.
+        allow_headers: Request headers it may send (``Authorization`` for an API key).
+        expose_headers: Response headers its script may read.
+        allow_credentials: Whether the browser may send cookies (the playground's key) with it.
+        max_age: Seconds a browser may cache a preflight's answer.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allow_origins: tuple[str, ...] = Field(min_length=1)
+    allow_methods: tuple[str, ...] = ("GET", "POST")
+    allow_headers: tuple[str, ...] = ("Authorization", "Content-Type", "X-Request-Id")
+    expose_headers: tuple[str, ...] = ("X-Request-Id",)
+    allow_credentials: bool = False
+    max_age: int = Field(600, ge=0, le=86_400)
+
+    @field_validator("allow_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ValueError(f"allow_origins: {origin!r} is not an origin: scheme://host[:port], "
+                                 "no path or trailing slash (or '*')")
+        return value
+
+    @model_validator(mode="after")
+    def _no_credentials_for_any_origin(self) -> CORSConfig:
+        if self.allow_credentials and "*" in self.allow_origins:
+            raise ValueError("allow_credentials: true with allow_origins '*' would let any web page send "
+                             "a user's cookies; name the origins")
+        return self
+
+
 class ServingConfig(BaseModel):
     """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
 
@@ -130,6 +184,8 @@ class ServingConfig(BaseModel):
         llm_process: How an in-process LLM kind runs (its own process by default).
         answerer: The answer and selector prompt limits.
         fault_injection: Off (None) but in benchmarks and tests: a member made slow on purpose.
+        auth: API keys; off (open) unless ``api_keys_env`` names a variable.
+        cors: Cross-origin browser access; None (the default): none.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -151,6 +207,8 @@ class ServingConfig(BaseModel):
     llm_process: LLMProcessConfig = Field(default_factory=LLMProcessConfig)
     answerer: AnswererConfig = Field(default_factory=AnswererConfig)
     fault_injection: FaultInjectionConfig | None = None
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    cors: CORSConfig | None = None
 
     @field_validator("llm")
     @classmethod
@@ -209,7 +267,7 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-SECTION_FIELDS = ("batching", "llm", "llm_process", "answerer", "fault_injection")
+SECTION_FIELDS = ("batching", "llm", "llm_process", "answerer", "fault_injection", "auth", "cors")
 
 
 def load_config(

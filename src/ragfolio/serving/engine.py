@@ -17,6 +17,10 @@ gathers concurrent requests into such batches (:class:`ragfolio.core.batching.Mi
 alone or in a batch. Each response's ``latency_ms`` carries the routing's stages (``stage.<name>``,
 the batch's) and ``batch_size``.
 
+Answers: :meth:`ServingEngine.answer` returns the whole response; :meth:`ServingEngine.answer_stream`
+yields the answer's text as the reader writes it when one reader's answer is the answer (l = 1),
+then the same response.
+
 The LLM: an in-process kind (the embedded model) runs by default in a process of its own, an
 OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.llm.process`,
 :meth:`ServingEngine.start_llm`); its crash or hang fails ``/answer`` calls with
@@ -43,12 +47,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval, runner_at_depth
+from ragfolio.core.answering.streaming import stream_answer
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
@@ -298,6 +303,27 @@ class ServingEngine:
         """
         l = l or self.default_l  # noqa: E741
         result: RAGAnswer = self.rag.answer(query.strip(), l, retrieval=retrieval)
+        return self._answer_response(query, l, result, request_id)
+
+    def answer_stream(
+        self, query: str, l: int | None = None, request_id: str | None = None,  # noqa: E741
+        retrieval: RoutedRetrieval | None = None,
+    ) -> Iterator[str | AnswerResponse]:
+        """:meth:`answer` as it is written: the answer's text in pieces, then the response.
+
+        The pieces (some empty: one per token the reader writes, so that a consumer can stop the
+        answer anywhere) join to the response's ``answer``. They come as the reader writes them when one
+        member's passages are answered from (l = 1, or every other routed member failed); with
+        two or more the answer exists only once the selector has chosen, and no piece comes
+        before the response (:func:`ragfolio.core.answering.streaming.stream_answer`). Raises
+        what :meth:`answer` raises, before the first piece or (the LLM lost mid-answer) after.
+        """
+        l = l or self.default_l  # noqa: E741
+        result = yield from stream_answer(self.rag, query.strip(), l, retrieval=retrieval)
+        yield self._answer_response(query, l, result, request_id)
+
+    def _answer_response(self, query: str, l: int, result: RAGAnswer,  # noqa: E741
+                         request_id: str | None) -> AnswerResponse:
         results = result.retrieval.results
         return AnswerResponse(
             query=query, l=l, routed=result.retrieval.routed, answer=result.answer, chosen=result.chosen,

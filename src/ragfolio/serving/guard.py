@@ -25,6 +25,12 @@
   ``/v1/`` (the OpenAI-compatible API) an error whose ``error`` is a string takes OpenAI's shape,
   ``{"error": {"message", "type", "param", "code"}}`` (:func:`ragfolio.serving.openai_api.error_body`),
   so that a 413, 415, 404, 405 or 500 there reads as the API's own errors do.
+- **Logs under the id.** A client error (4xx) is logged as one WARNING line, ``request <id>:
+  <method> <path> answered <status>: <reason>`` (no traceback, nothing of the body); a 5xx as an
+  ERROR line, its traceback logged where it was caught. :func:`install_request_logging` (called
+  when the service starts) puts ``request <id>:`` into every line logged while a request is
+  handled, BentoML's own included, and drops BentoML's ``Exception on <path> [<method>]``
+  traceback of a request it answers with a 4xx (a validation error, a bad body).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from contextvars import ContextVar
 from http import HTTPStatus
 from typing import Any
 
+from bentoml.exceptions import BentoMLException
+from pydantic import ValidationError
 from starlette.datastructures import Headers, MutableHeaders
 
 from ragfolio.serving.openai_api import error_body
@@ -205,8 +213,8 @@ class _ResponseGuard:
         headers["content-type"] = "application/json"
         headers["content-length"] = str(len(data))
         headers[REQUEST_ID_HEADER] = self.rid
-        log = logger.error if status >= 500 else logger.info
-        log("request %s: %s answered %d %s", self.rid, self.where, status, payload.get("error"))
+        log = logger.error if status >= 500 else logger.warning
+        log("request %s: %s answered %d: %s", self.rid, self.where, status, _reason(payload))
         await self._send(start)
         await self._send({"type": "http.response.body", "body": data, "more_body": False})
 
@@ -246,8 +254,76 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
+def _reason(payload: dict[str, Any], limit: int = 300) -> str:
+    """An error body's message (OpenAI's ``error.message`` too) and a validation error's ``loc: msg``
+    pairs, at most ``limit`` characters: what the client was told, never the request's body."""
+    error = payload.get("error")
+    text = str(error.get("message") if isinstance(error, dict) else error)
+    if isinstance(detail := payload.get("detail"), list):
+        pairs = [(".".join(map(str, e.get("loc") or ())), e.get("msg")) for e in detail if isinstance(e, dict)]
+        text += f" ({'; '.join(f'{loc}: {msg}' if loc else str(msg) for loc, msg in pairs)})"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _phrase(status: int) -> str:
     try:
         return HTTPStatus(status).phrase
     except ValueError:
         return "error"
+
+
+# --- the request id in the log ------------------------------------------------------------------
+BENTOML_ERROR_LOGGER = "bentoml._internal.server.http_app"  # BentoML's "Exception on <path> [<method>]"
+
+
+def _tag(record: logging.LogRecord) -> None:
+    """Prefix ``request <id>: `` to a record logged while a request is handled, unless its message
+    names the id already; once per record (``record.ragfolio_request_id`` marks it)."""
+    rid = current_request_id()
+    if rid is None or getattr(record, "ragfolio_request_id", None) is not None:
+        return
+    record.ragfolio_request_id = rid
+    try:
+        message = record.getMessage()
+    except Exception:  # noqa: BLE001 - a malformed record is the handler's to report, not the filter's
+        return
+    if rid not in message:
+        record.msg, record.args = f"request {rid}: {message}", None
+
+
+class RequestIdFilter(logging.Filter):
+    """A handler filter: every line logged while a request is handled names its id (:func:`_tag`).
+
+    The id is a context variable, so lines logged from worker threads (which do not inherit it)
+    name it only when their message does.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _tag(record)
+        return True
+
+
+class ClientErrorLogFilter(logging.Filter):
+    """On BentoML's error logger: drops the traceback record of an exception BentoML answers with a
+    4xx (a pydantic ``ValidationError``, a ``BentoMLException`` below 500: the guard logs the
+    response as one line) and puts the request id into the others (a 5xx keeps its traceback)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, ValidationError) or (isinstance(exc, BentoMLException) and exc.error_code < 500):
+            return False
+        _tag(record)
+        return True
+
+
+def install_request_logging() -> None:
+    """Add :class:`RequestIdFilter` to the handlers of the root and ``bentoml`` loggers (those that
+    ``bentoml serve`` configured) and :class:`ClientErrorLogFilter` to BentoML's error logger; each
+    at most once, so that a service started again in the same process adds nothing."""
+    error_logger = logging.getLogger(BENTOML_ERROR_LOGGER)
+    if not any(isinstance(f, ClientErrorLogFilter) for f in error_logger.filters):
+        error_logger.addFilter(ClientErrorLogFilter())
+    for name in (None, "bentoml"):
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
+                handler.addFilter(RequestIdFilter())

@@ -19,11 +19,17 @@ OpenAI's chat request and answers it with ``/answer`` (:meth:`ragfolio.serving.e
   read from (the chosen member's, in its rank order), each ``{"index", "id", "title", "members"}``
   (``members``: every routed member that retrieved it); empty when every member failed and the
   answer is closed-book.
-- **Streaming** (``stream: true``): server-sent events in OpenAI's chunk format, made **after the
-  answer is computed** (:func:`stream_events`): a chunk with the role, the content in word pieces,
-  a chunk with ``finish_reason`` and ``citations``, a usage chunk when
-  ``stream_options.include_usage``, then ``data: [DONE]``. Nothing is sent before the answer
-  exists, so an error is still a status code (a 503 when the LLM is down), not a broken stream.
+- **Streaming** (``stream: true``): server-sent events in OpenAI's chunk format
+  (:func:`answer_events`): a chunk with the role, the content, a chunk with ``finish_reason``
+  ``"stop"`` and ``citations``, a usage chunk when ``stream_options.include_usage``, then
+  ``data: [DONE]``. When one reader's answer is the answer (l = 1) the content comes as the reader
+  writes it (:meth:`ragfolio.serving.engine.ServingEngine.answer_stream`); at l >= 2 it comes in
+  word pieces once the selector has chosen. The pieces join to exactly the non-streamed content
+  (references, when asked, come last). Nothing is sent before the reader's first token, so an error
+  until then is still a status code; an error after it ends the stream with a chunk whose
+  ``finish_reason`` is ``"error"`` and which carries OpenAI's ``error`` object, then ``[DONE]``.
+  :func:`iterate_in_thread` reads the engine's blocking stream in an answering thread, and stops
+  it when the stream is closed (a client gone).
 - **Errors** are OpenAI's shape, :func:`error_body`: ``{"error": {"message", "type", "param",
   "code"}}``, ``type`` ``invalid_request_error`` for a 4xx and ``server_error`` for a 5xx.
 
@@ -32,11 +38,14 @@ Nothing here imports BentoML; :mod:`ragfolio.serving.service` routes the request
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
@@ -49,6 +58,7 @@ DONE = "data: [DONE]\n\n"
 
 _TOLERANT = ConfigDict(extra="ignore", strict=True, frozen=True)  # OpenAI's other fields are ignored
 _PIECES = re.compile(r"\S+\s*|\s+")  # word pieces whose concatenation is the text
+T = TypeVar("T")
 
 
 def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -199,7 +209,7 @@ def _param(loc: Sequence[int | str], rename: dict[str, str]) -> str | None:
 # --- replies --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChatReply:
-    """One answer in OpenAI's terms; shaped by :func:`completion_body` or :func:`stream_events`."""
+    """One answer in OpenAI's terms; shaped by :func:`completion_body` or :func:`answer_events`."""
 
     id: str
     created: int
@@ -243,24 +253,109 @@ def completion_body(reply: ChatReply) -> dict[str, Any]:
     }
 
 
-def stream_events(reply: ChatReply, include_usage: bool = False) -> Iterator[str]:
-    """Server-sent events of ``reply``: the role, the content in word pieces (they concatenate
-    to ``reply.content``), ``finish_reason`` with ``citations``, the usage if asked, ``[DONE]``."""
-    head = {"id": reply.id, "object": "chat.completion.chunk", "created": reply.created, "model": reply.model,
-            "system_fingerprint": reply.fingerprint}
-    usage: dict[str, Any] = {"usage": None} if include_usage else {}  # OpenAI: null until the usage chunk
+@dataclass(frozen=True)
+class ChunkHead:
+    """What every chunk of one streamed reply repeats: its id, creation time and fingerprint."""
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+    id: str
+    created: int
+    fingerprint: str
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+        """One ``chat.completion.chunk`` event."""
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-        return _event({**head, "choices": [choice], **usage, **extra})
+        return _event({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": MODEL_ID,
+                       "system_fingerprint": self.fingerprint, "choices": [choice], **extra})
 
-    yield chunk({"role": "assistant", "content": ""})
-    for piece in _PIECES.findall(reply.content):
-        yield chunk({"content": piece})
-    yield chunk({}, "stop", citations=reply.citations)
-    if include_usage:
-        yield _event({**head, "choices": [], "usage": reply.usage})
-    yield DONE
+
+async def answer_events(
+    head: ChunkHead, answer: AsyncGenerator[str | AnswerResponse, None], options: ChatCompletionRequest,
+    failure: Callable[[Exception], tuple[int, str, str | None]],
+) -> AsyncGenerator[str, None]:
+    """Server-sent events of an answer as it is written: the role; a content chunk per piece of
+    ``answer`` (text pieces, then the :class:`AnswerResponse`); the rest of :func:`chat_reply`'s
+    content in word pieces (all of it at l >= 2; the references); ``finish_reason`` ``"stop"``
+    with ``citations``; the usage if asked; ``[DONE]``.
+
+    An exception from ``answer`` ends the stream with a chunk whose ``finish_reason`` is
+    ``"error"``, carrying the error object of ``failure(exc)`` (``(status, message, code)``).
+    ``answer`` is closed when this ends or is closed (a client gone).
+    """
+    include_usage = options.stream_options is not None and options.stream_options.include_usage
+    usage: dict[str, Any] = {"usage": None} if include_usage else {}  # OpenAI: null until the usage chunk
+    yield head.chunk({"role": "assistant", "content": ""}, **usage)
+    sent = ""
+    try:
+        async for item in answer:
+            if isinstance(item, str):
+                if item:  # an empty piece: the reader wrote what is not yet (or not) the answer
+                    sent += item
+                    yield head.chunk({"content": item}, **usage)
+                continue
+            reply = chat_reply(item, options, reply_id=head.id, created=head.created, fingerprint=head.fingerprint)
+            if not reply.content.startswith(sent):
+                raise RuntimeError(f"streamed {sent!r}, but the reply's content is {reply.content!r}")
+            for piece in _PIECES.findall(reply.content[len(sent):]):
+                yield head.chunk({"content": piece}, **usage)
+            yield head.chunk({}, "stop", citations=reply.citations, **usage)
+            if include_usage:
+                yield _event({"id": head.id, "object": "chat.completion.chunk", "created": head.created,
+                              "model": MODEL_ID, "system_fingerprint": head.fingerprint, "choices": [],
+                              "usage": reply.usage})
+            yield DONE
+            return
+        raise RuntimeError("the answer ended without a response")
+    except Exception as exc:  # a stream cannot change its status: it says so, then ends
+        status, message, code = failure(exc)
+        yield head.chunk({}, "error", error=error_body(status, message, code=code)["error"], **usage)
+        yield DONE
+    finally:
+        await answer.aclose()
+
+
+async def iterate_in_thread(items: Iterator[T], executor: Executor) -> AsyncGenerator[T, None]:
+    """``items`` (a blocking iterator) read in a thread of ``executor``, handed on as they come.
+
+    Its exception is raised here. Closing this iterator (a client gone, a deadline passed) stops
+    the thread before it reads the next item, and closes ``items`` if it is a generator, so
+    nothing more is computed for nobody.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    stop = threading.Event()
+
+    def put(kind: str, value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+        except RuntimeError:  # the event loop is closed: nobody reads any more
+            stop.set()
+
+    def pump() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    item = next(items)
+                except StopIteration:
+                    put("end", None)
+                    return
+                put("item", item)
+        except Exception as exc:  # handed to the reader, which raises it
+            put("error", exc)
+        finally:
+            if callable(close := getattr(items, "close", None)):
+                close()
+
+    loop.run_in_executor(executor, pump)  # pump() catches everything: its future holds nothing to await
+    try:
+        while True:
+            kind, value = await queue.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()  # the thread ends by itself, at its next item
 
 
 def _event(body: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -50,17 +50,21 @@ from ragfolio.core.answering.rag import RoutedRetrieval
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
 from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
+from ragfolio.serving.access import AccessControl, AccessPolicy, access_policy, current_policy
 from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
-from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id
+from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id, install_request_logging
 from ragfolio.serving.openai_api import (
+    ChatRequest,
+    ChunkHead,
     OpenAIError,
+    answer_events,
     chat_reply,
     completion_body,
     error_body,
+    iterate_in_thread,
     models_body,
     parse_chat_request,
-    stream_events,
 )
 from ragfolio.serving.playground import playground_view
 from ragfolio.serving.prometheus_metrics import serving_metrics
@@ -143,6 +147,8 @@ class RagfolioService:
 
     def __init__(self) -> None:
         self.config = load_config(root=RagfolioService.working_dir)  # type: ignore[attr-defined]  # set by @bentoml.service
+        install_request_logging()  # every log line of a request names its id
+        self.access = access_policy(self.config)  # API keys and CORS (ragfolio.serving.access)
         try:
             self.engine = ServingEngine(self.config)
         except (BundleIntegrityError, FileNotFoundError) as exc:
@@ -178,7 +184,9 @@ class RagfolioService:
         ``__init__`` would instead be restarted by the server over and over.
         """
         root = RagfolioService.working_dir  # type: ignore[attr-defined]  # set by @bentoml.service
-        verify_bundle(load_config(root=root).bundle)
+        config = load_config(root=root)
+        verify_bundle(config.bundle)
+        AccessPolicy.from_config(config)  # a missing or bad API key variable stops the command too
 
     def __is_ready__(self) -> bool:
         """``/readyz``: true once the bundle is loaded (and warmed up); the LLM is not waited for."""
@@ -260,33 +268,40 @@ class RagfolioService:
         is down, restarting or hung is a 503 like an unreachable endpoint.
         """
         rid = current_request_id()
-        kind = self.config.llm.get("kind")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.answer_timeout_s
         try:
-            retrieval = await asyncio.wait_for(  # batched with concurrent /answer requests' retrievals
-                self._answer_batcher.submit(RetrievalItem(request.query, request.l, None, rid)),
-                self.config.answer_timeout_s)
+            retrieval = await self._retrieval(request, rid)
             call = functools.partial(self.engine.answer, request.query, request.l, request_id=rid, retrieval=retrieval)
             response: AnswerResponse = await self._in_pool(self._answer_pool, max(deadline - loop.time(), 1e-3), call)
-        except TimeoutError:
+        except Exception as exc:
+            return self._failure(endpoint, exc)
+        self.metrics.observe_retrieval(endpoint, response.members, response.degraded)
+        return response
+
+    async def _retrieval(self, request: AnswerRequest, rid: str | None) -> RoutedRetrieval:
+        """The request's routed retrieval, batched with concurrent answering requests' retrievals."""
+        return await asyncio.wait_for(self._answer_batcher.submit(RetrievalItem(request.query, request.l, None, rid)),
+                                      self.config.answer_timeout_s)
+
+    def _failure(self, endpoint: str, exc: Exception) -> Failure:
+        """Why an answer failed (see :meth:`_answered`), logged under the request id and counted."""
+        rid, kind = current_request_id(), self.config.llm.get("kind")
+        if isinstance(exc, TimeoutError):
             message = f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}"
             self._count_timeout(endpoint, message)
             return Failure(504, message, code="timeout")
-        except (LLMUnavailableError, ImportError) as exc:
+        if isinstance(exc, LLMUnavailableError | ImportError):
             logger.warning("request %s: %s: the LLM is unavailable: %s: %s", rid, endpoint, type(exc).__name__, exc)
             self.metrics.llm_errors.labels(error="unavailable").inc()
             return Failure(503, "the LLM is unavailable", {"llm": kind, "hint": "/retrieve still works"},
                            "llm_unavailable")
-        except LLMRequestError as exc:
+        if isinstance(exc, LLMRequestError):
             logger.warning("request %s: %s: the LLM rejected the request: %s", rid, endpoint, exc)
             self.metrics.llm_errors.labels(error="rejected").inc()
             return Failure(502, "the LLM rejected the request", {"llm": kind}, "llm_rejected")
-        except Exception:
-            logger.exception("request %s: %s failed", rid, endpoint)
-            return Failure(500, INTERNAL_ERROR, code="internal_error")
-        self.metrics.observe_retrieval(endpoint, response.members, response.degraded)
-        return response
+        logger.error("request %s: %s failed", rid, endpoint, exc_info=exc)
+        return Failure(500, INTERNAL_ERROR, code="internal_error")
 
     def models(self) -> dict[str, Any]:
         """``GET /v1/models``: the one model, ``ragfolio``, with the bundle's name and version."""
@@ -297,24 +312,78 @@ class RagfolioService:
 
         The question is the last user message (:mod:`ragfolio.serving.openai_api`); a bad request
         is a 400 and a failed answer the status ``/answer`` gives it, both as OpenAI's error
-        object. With ``stream: true`` the computed answer is sent as server-sent events.
+        object. With ``stream: true`` the answer is sent as server-sent events (:meth:`_chat_stream`).
         """
         try:
             chat = parse_chat_request(body, self.engine.limits)
         except OpenAIError as exc:
             return JSONResponse(exc.body(), status_code=exc.status)
+        if chat.options.stream:
+            return await self._chat_stream(chat)
         result = await self._answered("/v1/chat/completions", chat.answer)
         if isinstance(result, Failure):
             return JSONResponse(error_body(result.status, result.message, code=result.code), status_code=result.status)
+        head = self._chunk_head()
+        return JSONResponse(completion_body(chat_reply(result, chat.options, reply_id=head.id, created=head.created,
+                                                       fingerprint=head.fingerprint)))
+
+    def _chunk_head(self) -> ChunkHead:
         bundle = self.engine.bundle
-        reply = chat_reply(result, chat.options, reply_id=f"chatcmpl-{current_request_id() or uuid.uuid4().hex}",
-                           created=int(time.time()), fingerprint=f"{bundle.name}-{bundle.version}")
-        if not chat.options.stream:
-            return JSONResponse(completion_body(reply))
-        usage = chat.options.stream_options is not None and chat.options.stream_options.include_usage
-        return StreamingResponse(stream_events(reply, usage), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+        return ChunkHead(f"chatcmpl-{current_request_id() or uuid.uuid4().hex}", int(time.time()),
+                         f"{bundle.name}-{bundle.version}")
+
+    async def _chat_stream(self, chat: ChatRequest) -> Response:
+        """A chat answer streamed as it is written (:meth:`ServingEngine.answer_stream`, read in an
+        answering thread): the response starts with the reader's first token (at l >= 2: the whole
+        answer), so a failure before it is a status code, and one after it (``answer_timeout_s``
+        included) a last chunk saying ``"error"`` (:func:`ragfolio.serving.openai_api.answer_events`).
+        A client that goes away stops the answer at the reader's next token."""
+        endpoint, rid = "/v1/chat/completions", current_request_id()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.answer_timeout_s
+        request = chat.answer
+
+        async def answer() -> AsyncGenerator[str | AnswerResponse, None]:
+            retrieval = await self._retrieval(request, rid)
+            written = self.engine.answer_stream(request.query, request.l, request_id=rid, retrieval=retrieval)
+            pieces = iterate_in_thread(written, self._answer_pool)
+            try:
+                while True:
+                    try:
+                        item = await asyncio.wait_for(anext(pieces), max(deadline - loop.time(), 1e-3))
+                    except StopAsyncIteration:
+                        return
+                    if isinstance(item, AnswerResponse):
+                        self.metrics.observe_retrieval(endpoint, item.members, item.degraded)
+                    yield item
+            finally:
+                await pieces.aclose()
+
+        items = answer()
+        try:
+            first = await anext(items)
+        except Exception as exc:
+            await items.aclose()
+            failure = self._failure(endpoint, exc)
+            return JSONResponse(error_body(failure.status, failure.message, code=failure.code), status_code=failure.status)
+
+        async def written() -> AsyncGenerator[str | AnswerResponse, None]:
+            try:
+                yield first
+                async for item in items:
+                    yield item
+            finally:
+                await items.aclose()
+
+        def failed(exc: Exception) -> tuple[int, str, str | None]:
+            failure = self._failure(endpoint, exc)
+            return failure.status, failure.message, failure.code
+
+        return StreamingResponse(answer_events(self._chunk_head(), written(), chat.options, failed),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 # Before BentoML reads a body: request ids, the max_body_bytes limit, error bodies without internals.
 RagfolioService.add_asgi_middleware(RequestGuard, max_body_bytes=max_body_bytes)  # type: ignore[attr-defined]
+# Inside the guard: CORS, then API keys (its refusals get the request id and the /v1/ error shape).
+RagfolioService.add_asgi_middleware(AccessControl, policy=current_policy)  # type: ignore[attr-defined]

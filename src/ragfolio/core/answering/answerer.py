@@ -3,7 +3,8 @@
 :class:`Answerer` builds the prompts (:mod:`~ragfolio.core.answering.prompts`), reads the replies
 (a short answer and its one-line explanation, in JSON) and, given the answers of several portfolio
 members with their explanations, asks the LLM to select one, shown in a seeded random order (the order the members were routed in would tell a model that copies the first
-candidate which one the router preferred). The backend comes from
+candidate which one the router preferred). :meth:`Answerer.answer_stream` is the answer as the
+reader writes it (:mod:`~ragfolio.core.answering.reply_stream`). The backend comes from
 :func:`~ragfolio.core.llm.backends.make_backend`.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,9 @@ from ragfolio.core.answering.prompts import (
     selector_messages,
     selector_schema,
 )
+from ragfolio.core.answering.reply_stream import answer_pieces
 from ragfolio.core.llm.chat import ChatBackend, Completion
+from ragfolio.core.llm.text_streams import stream_chat
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +107,21 @@ class Answerer:
         """The answer to ``question`` from ``(title, text)`` passages (closed-book if none)."""
         messages = answer_messages(question, passages, max_passage_words=self.max_passage_words)
         completion = self.backend.complete(messages, max_tokens=self.max_answer_tokens, json_schema=ANSWER_SCHEMA)
+        return self._read(completion)
+
+    def answer_stream(self, question: str, passages: Sequence[tuple[str, str]]) -> Generator[str, None, Answer]:
+        """:meth:`answer` as the reader writes it: the answer's text in pieces as each is settled
+        (:func:`~ragfolio.core.answering.reply_stream.answer_pieces`: one per piece of the reply,
+        empty when it settles nothing; they join to the returned answer's ``text``), then the
+        :class:`Answer` that :meth:`answer` returns for the same reply. A backend that cannot
+        stream gives the text in one piece once it has answered."""
+        messages = answer_messages(question, passages, max_passage_words=self.max_passage_words)
+        reply = stream_chat(self.backend, messages, max_tokens=self.max_answer_tokens, json_schema=ANSWER_SCHEMA)
+        completion = yield from answer_pieces(reply)
+        return self._read(completion)
+
+    @staticmethod
+    def _read(completion: Completion) -> Answer:
         reply = parse_reply(completion.text)
         if not reply.parsed:
             logger.debug("reader reply %r is not the JSON asked for", completion.text)

@@ -1,8 +1,10 @@
 """The LLM contract: chat messages in, a :class:`Completion` out, and the OpenAI-compatible client.
 
 A :class:`ChatBackend` turns chat messages into a :class:`Completion` (text, token counts,
-latency). :class:`OpenAICompatibleClient` speaks to any ``/v1/chat/completions`` or
-``/v1/completions`` server (vLLM, llama.cpp server, Ollama); the in-process backends are in
+latency); a :class:`StreamingBackend` also hands it out as it is generated (a :data:`TextStream`;
+any backend's: :func:`ragfolio.core.llm.text_streams.stream_chat`). :class:`OpenAICompatibleClient`
+speaks to any ``/v1/chat/completions`` or ``/v1/completions`` server (vLLM, llama.cpp server,
+Ollama), whole or streamed; the in-process backends are in
 :mod:`ragfolio.core.llm.embedded`. Base models (such as the embedded Gemma-3-270M) are prompted as
 plain text (:data:`PLAIN`): the messages' contents joined, stopped at :data:`PLAIN_STOP`.
 """
@@ -15,7 +17,7 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,6 +73,11 @@ class Completion:
         return cls("", 0, 0, 0.0)
 
 
+TextStream = Generator[str, None, Completion]
+"""A completion as it is generated: its text pieces (they join to its text), then, as the
+generator's return value, the :class:`Completion` (``completion = yield from stream``)."""
+
+
 class LLMUnavailableError(RuntimeError):
     """The endpoint could not be reached, or kept failing, after the last retry."""
 
@@ -91,6 +98,17 @@ class ChatBackend(Protocol):
         decoding to it does (llama.cpp, OpenAI-compatible servers that honour ``response_format``);
         one that cannot still answers, and the caller's parser counts what is not JSON.
         """
+        ...
+
+
+@runtime_checkable
+class StreamingBackend(Protocol):
+    """A :class:`ChatBackend` that can also hand out its completion as it is generated."""
+
+    def stream(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> TextStream:
+        """:meth:`ChatBackend.complete`'s completion, piece by piece."""
         ...
 
 
@@ -186,6 +204,69 @@ class OpenAICompatibleClient:
             LLMUnavailableError: Unreachable, timed out, 5xx or 429 on every try (says the URL and cause).
             LLMRequestError: A 4xx other than 429, raised at once.
         """
+        body = self._body(messages, max_tokens, temperature, json_schema)
+        start = time.perf_counter()
+        cause = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                with urllib.request.urlopen(self._request(body), timeout=self.timeout_s) as response:
+                    payload = json.loads(response.read())
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as err:
+                cause = self._cause(err)
+            else:
+                return parse_openai(payload, self.url, (time.perf_counter() - start) * 1000.0)
+            logger.warning("%s try %d/%d failed: %s", self.url, attempt + 1, self.max_retries + 1, cause)
+        raise LLMUnavailableError(f"{self.url} failed after {self.max_retries + 1} tries; last cause: {cause}")
+
+    def stream(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> TextStream:
+        """:meth:`complete` with ``stream: true``: the text pieces of the server's server-sent events
+        as they arrive, then the :class:`Completion`.
+
+        Tries are retried as :meth:`complete`'s until the response starts; once it has, a broken
+        connection, a read timeout or an ``error`` event is :class:`LLMUnavailableError`. A server
+        that replies with a whole completion (JSON) instead gives its text as one piece. The token
+        counts are the server's usage chunk (``stream_options.include_usage``); a server that sends
+        none is counted 0 prompt tokens and one completion token per piece.
+
+        Raises:
+            LLMUnavailableError, LLMRequestError: As :meth:`complete`, when the first piece is read.
+        """
+        body = {**self._body(messages, max_tokens, temperature, json_schema), "stream": True,
+                "stream_options": {"include_usage": True}}
+        start = time.perf_counter()
+        with self._open(body) as response:
+            if "text/event-stream" not in response.headers.get("Content-Type", ""):
+                completion = parse_openai(json.loads(response.read()), self.url, (time.perf_counter() - start) * 1000.0)
+                if completion.text:
+                    yield completion.text
+                return completion
+            said: list[str] = []
+            usage: dict[str, Any] = {}
+            try:
+                for data in _sse_data(response):
+                    if data == "[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    if chunk.get("error"):
+                        raise LLMUnavailableError(f"{self.url} failed mid-stream: {str(chunk['error'])[:300]}")
+                    usage = chunk.get("usage") or usage
+                    for choice in chunk.get("choices") or []:
+                        piece = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+                        if piece:
+                            said.append(piece)
+                            yield piece
+            except (OSError, http.client.HTTPException, ValueError) as err:  # cut off, timed out, garbled
+                raise LLMUnavailableError(f"{self.url}: the stream broke off: {type(err).__name__}: {err}") from err
+        latency_ms = (time.perf_counter() - start) * 1000.0
+        return Completion("".join(said), int(usage.get("prompt_tokens", 0)),
+                          int(usage.get("completion_tokens", len(said))), latency_ms)
+
+    def _body(self, messages: Messages, max_tokens: int, temperature: float,
+              json_schema: JSONSchema | None) -> dict[str, Any]:
         check_max_tokens(max_tokens)
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature}
         if self.api == "chat":
@@ -194,29 +275,44 @@ class OpenAICompatibleClient:
             body.update(prompt=render_plain(messages), stop=PLAIN_STOP)
         if json_schema is not None:
             body["response_format"] = response_format(json_schema)
+        return body
+
+    def _request(self, body: dict[str, Any]) -> urllib.request.Request:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        start = time.perf_counter()
+        return urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
+
+    def _cause(self, err: Exception) -> str:
+        """Why a try failed, to retry; a 4xx other than 429 raises :class:`LLMRequestError` instead."""
+        if isinstance(err, urllib.error.HTTPError):
+            detail = err.read()[:300].decode(errors="replace")
+            if err.code != 429 and err.code < 500:
+                raise LLMRequestError(f"{self.url} rejected the request: HTTP {err.code}: {detail}") from err
+            return f"HTTP {err.code}: {detail}"
+        return f"{type(err).__name__}: {getattr(err, 'reason', err)}"
+
+    def _open(self, body: dict[str, Any]) -> http.client.HTTPResponse:
+        """The response to ``body``, its status and headers read (retried as :meth:`complete`)."""
         cause = ""
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = json.loads(response.read())
-            except urllib.error.HTTPError as err:
-                detail = err.read()[:300].decode(errors="replace")
-                if err.code != 429 and err.code < 500:
-                    raise LLMRequestError(f"{self.url} rejected the request: HTTP {err.code}: {detail}") from err
-                cause = f"HTTP {err.code}: {detail}"
+                response: http.client.HTTPResponse = urllib.request.urlopen(self._request(body), timeout=self.timeout_s)
+                return response
             except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as err:
-                cause = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
-            else:
-                return parse_openai(payload, self.url, (time.perf_counter() - start) * 1000.0)
+                cause = self._cause(err)
             logger.warning("%s try %d/%d failed: %s", self.url, attempt + 1, self.max_retries + 1, cause)
         raise LLMUnavailableError(f"{self.url} failed after {self.max_retries + 1} tries; last cause: {cause}")
+
+
+def _sse_data(lines: Iterable[bytes]) -> Iterator[str]:
+    """The ``data:`` fields of a server-sent-events stream, one per line as OpenAI's servers send them."""
+    for raw in lines:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if line.startswith("data:"):
+            yield line[6:] if line.startswith("data: ") else line[5:]
 
 
 def response_format(json_schema: JSONSchema) -> dict[str, Any]:

@@ -13,8 +13,9 @@ an in-process backend) on a loopback port and watches it from a thread:
 :class:`ProcessBackend` is the :class:`~ragfolio.core.llm.chat.ChatBackend` the answerer uses: while
 the process is not ready it raises :class:`~ragfolio.core.llm.chat.LLMUnavailableError` at once;
 otherwise it calls the server with :class:`~ragfolio.core.llm.chat.OpenAICompatibleClient`, whose
-connection errors and timeouts (a crash or a hang mid-call) are that error too. Starting the
-process does not wait for the model to load.
+connection errors and timeouts (a crash or a hang mid-call) are that error too. Its
+:meth:`~ProcessBackend.stream` asks the server for ``stream: true`` and hands out the pieces as the
+server generates them. Starting the process does not wait for the model to load.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from ragfolio.core.llm.chat import Completion, JSONSchema, LLMUnavailableError, Messages, OpenAICompatibleClient
+from ragfolio.core.llm.chat import (
+    Completion,
+    JSONSchema,
+    LLMUnavailableError,
+    Messages,
+    OpenAICompatibleClient,
+    TextStream,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -263,3 +271,19 @@ class ProcessBackend:
             raise LLMUnavailableError("the LLM process is not ready (starting, or restarting after it stopped)")
         return self._current_client().complete(messages, max_tokens=max_tokens, temperature=temperature,
                                                json_schema=json_schema)
+
+    def stream(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, json_schema: JSONSchema | None = None
+    ) -> TextStream:
+        """:meth:`complete`'s completion as the server generates it
+        (:meth:`~ragfolio.core.llm.chat.OpenAICompatibleClient.stream`).
+
+        Raises:
+            LLMUnavailableError: At once while the process is not ready; when the first piece is
+                read if the call fails; mid-stream if the process dies or hangs.
+            LLMRequestError: The server refused the call (when the first piece is read).
+        """
+        if not self.process.ready:
+            raise LLMUnavailableError("the LLM process is not ready (starting, or restarting after it stopped)")
+        return self._current_client().stream(messages, max_tokens=max_tokens, temperature=temperature,
+                                             json_schema=json_schema)

@@ -17,12 +17,21 @@ of the model takes down only this process; anything that speaks the OpenAI API c
   "response_format": {"type": "json_schema", "json_schema": {"schema": {...}}}}``; the messages
   become the backend's prompt (its chat template, or plain text for a base model), and a
   llama.cpp backend's reply is JSON of the schema (``/v1/completions`` takes it too).
+- Either POST with ``"stream": true``: server-sent events in OpenAI's chunk format
+  (``chat.completion.chunk`` with ``delta.content``, or ``text_completion`` with ``text``) as the
+  model generates (a backend with ``stream_text``, llama.cpp; another sends its whole completion
+  as one chunk), a chunk with ``finish_reason``, the usage chunk when
+  ``stream_options.include_usage``, then ``data: [DONE]``. A refused prompt is still a 400 (the
+  response starts with the first piece); a failure after that ends the stream with an
+  ``{"error": ...}`` event. A streamed call runs alone in the generation thread, not batched; a
+  client that goes away stops its generation at the next token.
 - ``GET /v1/models``.
 
 Concurrent requests are gathered (:class:`~ragfolio.core.batching.MicroBatcher`, ``--max-batch``
 prompts, ``--max-wait-ms``) and those of equal settings and similar length go to one ``generate``
 call of the backend, which runs them as one batch
-(:meth:`~ragfolio.core.llm.embedded.TransformersBackend.generate`); generation runs in one thread,
+(:func:`~ragfolio.core.llm.local_calls.answer_calls`,
+:meth:`~ragfolio.core.llm.embedded.TransformersBackend.generate`); generation runs in one thread,
 one batch at a time. A bad request is a 400, a prompt longer than the context a 400 naming its
 length; the server listens on loopback by default and takes no credentials.
 """
@@ -35,17 +44,18 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.llm.backends import EMBEDDED_LLM, make_backend
-from ragfolio.core.llm.chat import Completion, LLMRequestError, LocalModel, Messages, schema_of
+from ragfolio.core.llm.chat import Completion, LLMRequestError, LocalModel, schema_of
+from ragfolio.core.llm.local_calls import Call, Outcome, answer_calls, stream_call
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +68,8 @@ class _Sampling(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     stop: str | list[str] | None = None
     response_format: dict[str, Any] | None = None  # {"type": "json_schema", "json_schema": {"schema": ...}}
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None  # {"include_usage": true}
 
     def stops(self) -> tuple[str, ...] | None:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop) if self.stop else None
@@ -76,94 +88,6 @@ class ChatRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1, max_length=64)
 
 
-@dataclass(frozen=True)
-class Call:
-    """One request to answer: a text ``prompt``, or chat ``messages`` rendered by the backend."""
-
-    prompt: str | None
-    messages: Messages | None
-    max_tokens: int
-    temperature: float
-    stop: tuple[str, ...] | None
-    json_schema: str | None = None  # the schema's canonical JSON (hashable), when the reply must be JSON
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A call's completion, or why the backend refused it (a 400)."""
-
-    completion: Completion | None
-    refusal: str | None = None
-
-
-# A batch pads every prompt to its longest, and padding costs as much as prompt tokens; so prompts
-# are batched only with others at most this much longer (the answerer's short selector prompts
-# apart from its answer prompts, which hold passages).
-MAX_LENGTH_RATIO = 1.5
-
-
-def answer_calls(backend: LocalModel, calls: list[Call]) -> list[Outcome]:
-    """Answer a batch of calls: one ``generate`` per group of equal settings and similar length.
-
-    Chat calls whose model has an engine-side chat template (no text prompt) are completed one
-    by one. A refused group is retried call by call, so one over-long prompt fails alone.
-    """
-    out: dict[int, Outcome] = {}
-    groups: dict[tuple[int, float, tuple[str, ...] | None, str | None], list[tuple[int, str]]] = {}
-    for i, call in enumerate(calls):
-        if call.messages is None:
-            prompt, stop = call.prompt, call.stop
-        else:
-            prompt, stop = backend.prompt(call.messages), call.stop or _tuple(backend.default_stop)
-        if prompt is None:  # the engine applies a chat template of its own
-            try:
-                out[i] = Outcome(backend.complete(call.messages or [], max_tokens=call.max_tokens,
-                                                  temperature=call.temperature, json_schema=_schema(call)))
-            except LLMRequestError as exc:
-                out[i] = Outcome(None, str(exc))
-            continue
-        groups.setdefault((call.max_tokens, call.temperature, stop, call.json_schema), []).append((i, prompt))
-    batches = [(key, part) for key, members in groups.items() for part in _by_length(members)]
-    for (max_tokens, temperature, stop, schema), members in batches:
-        settings: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "stop": stop,
-                                    "json_schema": None if schema is None else json.loads(schema)}
-        prompts = [prompt for _, prompt in members]
-        try:
-            outcomes = [Outcome(c) for c in backend.generate(prompts, **settings)]
-        except LLMRequestError as exc:
-            outcomes = ([_generate_one(backend, p, settings) for p in prompts] if len(prompts) > 1
-                        else [Outcome(None, str(exc))])
-        out.update((i, outcome) for (i, _), outcome in zip(members, outcomes, strict=True))
-    return [out[i] for i in range(len(calls))]
-
-
-def _by_length(members: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
-    """``members`` (index, prompt) in runs of similar length: each at most :data:`MAX_LENGTH_RATIO`
-    times its shortest (characters stand in for tokens)."""
-    runs: list[list[tuple[int, str]]] = []
-    for member in sorted(members, key=lambda m: len(m[1])):
-        if runs and len(member[1]) <= MAX_LENGTH_RATIO * max(len(runs[-1][0][1]), 1):
-            runs[-1].append(member)
-        else:
-            runs.append([member])
-    return runs
-
-
-def _generate_one(backend: LocalModel, prompt: str, settings: dict[str, Any]) -> Outcome:
-    try:
-        return Outcome(backend.generate([prompt], **settings)[0])
-    except LLMRequestError as exc:
-        return Outcome(None, str(exc))
-
-
-def _schema(call: Call) -> dict[str, Any] | None:
-    return None if call.json_schema is None else dict(json.loads(call.json_schema))
-
-
-def _tuple(stop: list[str] | None) -> tuple[str, ...] | None:
-    return tuple(stop) if stop else None
-
-
 class LLMServer:
     """The server's state: the backend, its batcher and the generation thread.
 
@@ -180,6 +104,7 @@ class LLMServer:
         self.batcher: MicroBatcher[Call, Outcome] = MicroBatcher(
             self._process, max_batch_size=max_batch, max_wait_s=max_wait_ms / 1000, executor=self.executor)
         self.loaded = False
+        self.streamed = 0  # streamed calls answered (each alone, outside the batches)
         self._busy_since: float | None = None
 
     def _process(self, calls: list[Call]) -> list[Outcome]:
@@ -194,6 +119,81 @@ class LLMServer:
         self.backend.load()
         self.loaded = True
         logger.info("model loaded in %.1f s; serving", time.perf_counter() - start)
+
+    def _stream(self, call: Call, put: Callable[[str, Any], None], cancel: threading.Event) -> None:
+        """Generate ``call`` in the generation thread, handing on ``("piece", text)`` as they come,
+        then ``("end", Completion)``; or ``("refused", why)`` before any piece (a 400), or
+        ``("failed", why)``. Stops at the next piece once ``cancel`` is set (the client is gone)."""
+        self._busy_since = time.monotonic()
+        stream = stream_call(self.backend, call)
+        said = False
+        try:
+            while not cancel.is_set():
+                try:
+                    piece = next(stream)
+                except StopIteration as end:
+                    self.streamed += 1
+                    put("end", end.value)
+                    return
+                said = True
+                put("piece", piece)
+        except LLMRequestError as exc:
+            put("failed" if said else "refused", str(exc))
+        except Exception:
+            logger.exception("generation failed")
+            put("failed", "generation failed")
+        finally:
+            stream.close()
+            self._busy_since = None
+
+    async def _streamed(self, call: Call, chat: bool, include_usage: bool) -> Any:
+        """The response of a ``stream: true`` call (see the module docstring)."""
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def put(kind: str, value: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the event loop is gone: nobody listens
+                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        loop.run_in_executor(self.executor, self._stream, call, put, cancel)
+        kind, value = await queue.get()
+        if kind in ("refused", "failed"):
+            status, error_type = (400, "invalid_request_error") if kind == "refused" else (500, "server_error")
+            return JSONResponse({"error": {"message": value, "type": error_type}}, status_code=status)
+        head = {"id": f"cmpl-{time.time_ns():x}", "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": int(time.time()), "model": self.model_name}
+
+        def event(body: dict[str, Any]) -> str:
+            return f"data: {json.dumps({**head, **body})}\n\n"
+
+        def chunk(text: str | None, finish_reason: str | None = None) -> str:  # None: the last, no text
+            said = ({"delta": {} if text is None else {"content": text}} if chat else {"text": text or ""})
+            return event({"choices": [{"index": 0, **said, "finish_reason": finish_reason}]})
+
+        async def events() -> AsyncIterator[str]:
+            nonlocal kind, value
+            try:
+                if chat:
+                    yield event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                              "finish_reason": None}]})
+                while kind == "piece":
+                    yield chunk(value)
+                    kind, value = await queue.get()
+                if kind == "end":
+                    completion: Completion = value
+                    yield chunk(None, "length" if completion.completion_tokens >= call.max_tokens else "stop")
+                    if include_usage:
+                        yield event({"choices": [], "usage": _usage(completion)})
+                else:
+                    yield f"data: {json.dumps({'error': {'message': value, 'type': 'server_error'}})}\n\n"
+                yield "data: [DONE]\n\n"
+            finally:
+                cancel.set()
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     def busy_s(self) -> float:
         since = self._busy_since
@@ -213,13 +213,13 @@ class LLMServer:
             stats = self.batcher.stats()
             body = {"status": "ok" if self.loaded else "loading", "model": self.model_name,
                     "busy_s": round(self.busy_s(), 3), "pid": os.getpid(), "batches": stats.batches,
-                    "calls": stats.items}
+                    "calls": stats.items + self.streamed}
             return JSONResponse(body, status_code=200 if self.loaded else 503)
 
         async def models(request: Request) -> JSONResponse:
             return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model"}]})
 
-        async def answer(request: Request, chat: bool) -> JSONResponse:
+        async def answer(request: Request, chat: bool) -> Any:
             if not self.loaded:
                 return error(503, "the model is loading", "unavailable")
             try:
@@ -232,6 +232,8 @@ class LLMServer:
             schema = schema_of(parsed.response_format)
             call = Call(prompt, messages, parsed.max_tokens, parsed.temperature, parsed.stops(),
                         None if schema is None else json.dumps(schema, sort_keys=True))
+            if parsed.stream:
+                return await self._streamed(call, chat, bool((parsed.stream_options or {}).get("include_usage")))
             try:
                 outcome = await self.batcher.submit(call)
             except Exception:
@@ -241,10 +243,10 @@ class LLMServer:
                 return error(400, outcome.refusal or "refused")
             return JSONResponse(self._reply(outcome.completion, call, chat))
 
-        async def completions(request: Request) -> JSONResponse:
+        async def completions(request: Request) -> Any:
             return await answer(request, chat=False)
 
-        async def chat_completions(request: Request) -> JSONResponse:
+        async def chat_completions(request: Request) -> Any:
             return await answer(request, chat=True)
 
         @contextlib.asynccontextmanager
@@ -271,9 +273,13 @@ class LLMServer:
         return {
             "id": f"cmpl-{time.time_ns():x}", "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()), "model": self.model_name, "choices": [choice],
-            "usage": {"prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-                      "total_tokens": completion.tokens},
+            "usage": _usage(completion),
         }
+
+
+def _usage(completion: Completion) -> dict[str, int]:
+    return {"prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
+            "total_tokens": completion.tokens}
 
 
 def _exit_if_failed(future: Any) -> None:

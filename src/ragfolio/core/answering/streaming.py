@@ -1,0 +1,61 @@
+"""Adaptive RAG's answer as it is written: the reader's tokens when one reader answer is the answer.
+
+:func:`stream_answer` is :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.answer` as a generator:
+it yields the final answer's text in pieces and returns the same
+:class:`~ragfolio.core.answering.rag.RAGAnswer` (same answer, candidates, calls and tokens).
+
+- **One member's passages** (l = 1, or every routed member but one failed): the selector is not
+  called for a single candidate, so the reader's answer is the final answer, and it is streamed
+  as the reader writes it (:meth:`~ragfolio.core.answering.answerer.Answerer.answer_stream`). With
+  no member's passages the closed-book answer is streamed the same way.
+- **Two or more**: the final answer exists only once every reader has answered and the selector
+  has chosen, so nothing is yielded; the answer is computed as ``AdaptiveRAG.answer`` computes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+
+from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
+from ragfolio.core.llm.chat import Completion
+
+
+def stream_answer(
+    rag: AdaptiveRAG, query: str, l: int, *, retrieval: RoutedRetrieval | None = None  # noqa: E741
+) -> Generator[str, None, RAGAnswer]:
+    """``rag.answer(query, l, retrieval=retrieval)``: the answer's text in pieces (see the module
+    docstring; some may be empty, one per token the reader writes, so that a consumer can stop it
+    anywhere), then the :class:`RAGAnswer`; the pieces join to its ``answer``.
+
+    Raises:
+        RuntimeError: ``rag`` has no answerer.
+        ragfolio.core.llm.chat.LLMUnavailableError: The LLM cannot be reached (before or while
+            the pieces are yielded).
+    """
+    answerer = rag.answerer
+    if answerer is None:
+        raise RuntimeError("this AdaptiveRAG was built without an answerer (retrieval only)")
+    if retrieval is None:
+        retrieval = rag.retrieve(query, l)
+    runs = retrieval.results.ok_runs
+    if len(runs) > 1:
+        return rag.answer(query, l, retrieval=retrieval)
+    start = time.perf_counter()
+    said = yield from answerer.answer_stream(query, rag.passages(runs[0].doc_ids) if runs else [])
+    reader_ms = 1000 * (time.perf_counter() - start)
+    calls: dict[str, Completion]
+    if runs:  # as AdaptiveRAG.answer: one candidate, and the selector's no-call choice of it
+        start = time.perf_counter()
+        selection = answerer.select(query, [said.text], [said.explanation])
+        calls = {f"answer:{runs[0].name}": said.completion, "select": selection.completion}
+        candidates, chosen, final, fallback = [(runs[0].name, said.text)], selection.index, selection.answer, False
+        answer_ms, select_ms = reader_ms, 1000 * (time.perf_counter() - start)
+    else:  # every member failed: closed-book, timed as AdaptiveRAG.answer times it (its "select" stage)
+        calls = {"answer:closed_book": said.completion}
+        candidates, chosen, final, fallback = [], -1, said.text, False
+        answer_ms, select_ms = 0.0, reader_ms
+    latency = {"route": retrieval.route_ms, "retrieve": retrieval.results.latency_ms, "answer": answer_ms,
+               "select": select_ms}
+    latency["total"] = sum(latency.values())
+    return RAGAnswer(final, candidates, chosen, fallback, retrieval, calls, latency)
