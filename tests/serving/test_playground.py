@@ -3,7 +3,9 @@
 The browser test starts ``bentoml serve`` on the tiny bundle, with the fake LLM answering, opens
 ``/`` in Chromium (driven over the DevTools protocol, see cdp.py), types a question, clicks
 Retrieve, then Answer, then Retrieve with no question, and reads what the page rendered against
-what the API answers for the same request. It skips, saying why, where no Chromium is installed.
+what the API answers for the same request; then, with the fake reader writing slowly at l = 1, that
+Answer's streamed tokens fill the answer box before the members appear. It skips, saying why,
+where no Chromium is installed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from cdp import BROWSERS, Page, find_chromium, headless_chromium
-from conftest import bentoml_serve, write_config
+from conftest import FakeLLM, bentoml_serve, write_config
 from tiny_bundle import MEMBERS, questions
 
 from ragfolio.serving.playground import playground_html
@@ -138,3 +140,34 @@ def test_a_question_typed_in_chromium_shows_members_passages_answers_and_latency
         assert "400" in error and "query: query is empty or whitespace only" in error
         assert re.search(r"request id: [0-9a-f]{32}", error), error
         assert [e for e in page.errors if "status of 400" not in e] == [], page.errors  # Chromium logs the 400
+
+
+TRACE = """(() => {
+  window.trace = [];  // what the result shows after each change: the answer box's text, the member cards
+  new MutationObserver(() => window.trace.push({
+    text: document.getElementById("answer-text")?.textContent ?? "",
+    members: document.querySelectorAll("#members .member").length,
+  })).observe(document.getElementById("result"), { subtree: true, childList: true, characterData: true });
+})()"""
+
+
+@pytest.mark.slow
+def test_the_answer_box_fills_as_the_tokens_arrive_before_the_members_appear(browser, server, monkeypatch) -> None:
+    question = f"{QUESTION} (drip)"  # the fake LLM streams its reply a piece every piece_s seconds
+    monkeypatch.setattr(FakeLLM, "piece_s", 0.15)  # its explanation then takes seconds after the answer
+    with httpx.Client(base_url=server, timeout=30) as http:
+        expected = http.post("/answer", json={"query": question, "l": 1}).json()["answer"]
+    with headless_chromium(browser) as page:
+        page.navigate(f"{server}/")
+        page.wait_for("document.getElementById('portfolio').textContent.startsWith('Bundle')")
+        page.type_into("#query", question)
+        page.evaluate("document.getElementById('l').value = '1'")
+        page.evaluate(TRACE)
+        shown = click_and_wait(page, "answer")
+        trace = page.evaluate("window.trace")
+        assert page.errors == [], page.errors
+    assert shown["selected"] == expected and len(shown["members"]) == 1
+    arriving = [t["text"] for t in trace if t["members"] == 0 and t["text"]]
+    assert arriving, trace  # the answer box had text while no member was shown yet
+    assert all(expected.startswith(text) for text in arriving), (arriving, expected)
+    assert "the first token after" in shown["status"], shown["status"]

@@ -17,6 +17,7 @@ Settings come only from the operator: nothing in a request can change them.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Mapping
@@ -33,6 +34,8 @@ DEFAULT_CONFIG = Path("conf/base/serving.yml")
 CONFIG_ENV = "RAGFOLIO_SERVING_CONFIG"
 ENV_PREFIX = "RAGFOLIO_"
 MAX_BODY_BYTES_CEILING = 64 * 2**20
+OTLP_MODULE = "opentelemetry.exporter.otlp.proto.http.trace_exporter"  # what exporter: otlp imports
+OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
 
 
 class AnswererConfig(BaseModel):
@@ -158,6 +161,47 @@ class CORSConfig(BaseModel):
         return self
 
 
+def module_available(name: str) -> bool:
+    """Whether ``name`` can be imported (its parent packages are imported to find it; nothing else is)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+class TracingConfig(BaseModel):
+    """OpenTelemetry spans per request (:mod:`ragfolio.serving.tracing`); off by default.
+
+    Attributes:
+        exporter: ``none`` (off: nothing is set up), ``console`` (each span a JSON line on stderr)
+            or ``otlp`` (OTLP over HTTP/protobuf; needs ``OTLP_PACKAGE``, which is not a dependency).
+        endpoint: The OTLP traces URL, e.g. ``http://127.0.0.1:4318/v1/traces``; None: the exporter's
+            default (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else ``http://localhost:4318/v1/traces``).
+        sample_rate: Share of requests traced (by trace id); a request whose BentoML span is
+            sampled is always traced, so that its trace is whole.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    exporter: Literal["none", "console", "otlp"] = "none"
+    endpoint: str | None = Field(None, min_length=1)
+    sample_rate: float = Field(1.0, ge=0.0, le=1.0)
+
+    @field_validator("exporter", mode="before")
+    @classmethod
+    def _none_is_a_name(cls, value: Any) -> Any:
+        return "none" if value is None else value  # RAGFOLIO_TRACING__EXPORTER=none reads as null
+
+    @model_validator(mode="after")
+    def _exporter_usable(self) -> TracingConfig:
+        if self.endpoint is not None and self.exporter != "otlp":
+            raise ValueError(f"endpoint={self.endpoint!r} is read only with exporter: otlp, not {self.exporter!r}")
+        if self.exporter == "otlp" and not module_available(OTLP_MODULE):
+            raise ValueError(f"exporter: otlp needs the OTLP exporter ({OTLP_MODULE}), which is not installed: "
+                             f"pip install {OTLP_PACKAGE} (or bentoml[tracing-otlp])")
+        return self
+
+
 class ServingConfig(BaseModel):
     """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
 
@@ -186,6 +230,7 @@ class ServingConfig(BaseModel):
         fault_injection: Off (None) but in benchmarks and tests: a member made slow on purpose.
         auth: API keys; off (open) unless ``api_keys_env`` names a variable.
         cors: Cross-origin browser access; None (the default): none.
+        tracing: OpenTelemetry spans per request; off (``exporter: none``) by default.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -209,6 +254,7 @@ class ServingConfig(BaseModel):
     fault_injection: FaultInjectionConfig | None = None
     auth: AuthConfig = Field(default_factory=AuthConfig)
     cors: CORSConfig | None = None
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("llm")
     @classmethod
@@ -267,7 +313,7 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-SECTION_FIELDS = ("batching", "llm", "llm_process", "answerer", "fault_injection", "auth", "cors")
+SECTION_FIELDS = ("batching", "llm", "llm_process", "answerer", "fault_injection", "auth", "cors", "tracing")
 
 
 def load_config(

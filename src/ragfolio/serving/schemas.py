@@ -135,6 +135,9 @@ class BatchRetrieveRequest(_RoutedRetrieval):
 class AnswerRequest(_Query, _Routed):
     """``POST /answer``: route, retrieve, answer with each routed member's passages, select."""
 
+    stream: bool = Field(False, description="Send the answer as server-sent events as it is written (token events, "
+                                            "then the whole response as an answer event) instead of one JSON body.")
+
 
 # --- responses ------------------------------------------------------------------------------------
 class Passage(BaseModel):

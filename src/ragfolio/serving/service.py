@@ -1,6 +1,7 @@
 """The trained portfolio and router as a BentoML service: ``bentoml serve`` from the project root.
 
-Endpoints (JSON): ``POST /retrieve``, ``POST /batch_retrieve``, ``POST /answer``, ``GET /portfolio``,
+Endpoints (JSON): ``POST /retrieve``, ``POST /batch_retrieve``, ``POST /answer`` (``"stream": true``: server-sent
+events as it is written, :mod:`ragfolio.serving.answer_stream`), ``GET /portfolio``,
 OpenAI's ``GET /v1/models`` and ``POST /v1/chat/completions`` (``/answer`` in OpenAI's shapes,
 :mod:`ragfolio.serving.openai_api`), plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus). ``GET /`` is the
 playground, an HTML page that calls these (:mod:`ragfolio.serving.playground`); it takes the place
@@ -33,7 +34,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -43,7 +44,7 @@ from bentoml.exceptions import BentoMLException
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ragfolio.core.answering.rag import RoutedRetrieval
@@ -51,6 +52,7 @@ from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
 from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
 from ragfolio.serving.access import AccessControl, AccessPolicy, access_policy, current_policy
+from ragfolio.serving.answer_stream import Written, event_stream, started_answer, token_events
 from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id, install_request_logging
@@ -62,7 +64,6 @@ from ragfolio.serving.openai_api import (
     chat_reply,
     completion_body,
     error_body,
-    iterate_in_thread,
     models_body,
     parse_chat_request,
 )
@@ -76,6 +77,7 @@ from ragfolio.serving.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
+from ragfolio.serving.tracing import Tracing
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -155,6 +157,7 @@ class RagfolioService:
             logger.error("refusing to start: %s", exc)
             raise
         self.engine.start_llm()  # returns at once: the LLM loads in its own process meanwhile
+        self.tracing = Tracing.from_config(self.config.tracing, self.engine.num_docs)  # off: nothing set up
         if self.config.warm_up:
             self.engine.warm_up()
         batching = self.config.batching
@@ -197,6 +200,7 @@ class RagfolioService:
         self._retrieve_pool.shutdown(wait=False, cancel_futures=True)
         self._answer_pool.shutdown(wait=False, cancel_futures=True)
         self.engine.close()
+        self.tracing.close()
 
     def _validate(self, model: type[M], **fields: Any) -> M:
         """Validate again with the run-time limits; a pydantic ValidationError becomes BentoML's 400."""
@@ -220,44 +224,51 @@ class RagfolioService:
         self, query: str, l: int | None = None, num_docs: int | None = None  # noqa: E741 - the API's name
     ) -> RetrieveResponse | JSONResponse:
         """Route the query to l members and return each one's passages and the merged list."""
+        trace = self.tracing.start("/retrieve", current_request_id())  # the request's spans (tracing.py)
         request = self._validate(RetrieveRequest, query=query, l=l, num_docs=num_docs)
         item = RetrievalItem(request.query, request.l, request.num_docs, current_request_id())
         try:
             response = await asyncio.wait_for(self._batcher.submit(item), self.config.request_timeout_s)
         except TimeoutError:
-            return self._timeout("/retrieve", f"retrieval took longer than request_timeout_s={self.config.request_timeout_s}")
+            return trace.end(self._timeout("/retrieve", f"retrieval took longer than request_timeout_s={self.config.request_timeout_s}"))
         except Exception:  # e.g. an index that cannot be read: a 500 that names nothing of it
-            return internal_error("/retrieve")
+            return trace.end(internal_error("/retrieve"))
         self.metrics.observe_retrieval("/retrieve", response.members, response.degraded)
-        return response
+        return trace.end(response)
 
     @bentoml.api(input_spec=BatchRetrieveRequest, output_spec=BatchRetrieveResponse)
     async def batch_retrieve(
         self, queries: list[str], l: int | None = None, num_docs: int | None = None  # noqa: E741
     ) -> BatchRetrieveResponse | JSONResponse:
         """``/retrieve`` for each query (at most max_batch), batched with any concurrent ones; in order."""
+        trace = self.tracing.start("/batch_retrieve", rid := current_request_id())
         request = self._validate(BatchRetrieveRequest, queries=queries, l=l, num_docs=num_docs)
         self.metrics.batch_size.labels(endpoint="/batch_retrieve").observe(len(request.queries))
         loop = asyncio.get_running_loop()
         start = loop.time()
-        rid = current_request_id()
         items = [RetrievalItem(q, request.l, request.num_docs, rid) for q in request.queries]
         try:
             results = await asyncio.wait_for(self._batcher.submit_many(items), self.config.request_timeout_s)
         except TimeoutError:
-            return self._timeout("/batch_retrieve",
-                                 f"the batch took longer than request_timeout_s={self.config.request_timeout_s}")
+            return trace.end(self._timeout("/batch_retrieve",
+                                           f"the batch took longer than request_timeout_s={self.config.request_timeout_s}"))
         except Exception:
-            return internal_error("/batch_retrieve")
+            return trace.end(internal_error("/batch_retrieve"))
         for result in results:
             self.metrics.observe_retrieval("/batch_retrieve", result.members, result.degraded)
-        return BatchRetrieveResponse(results=results, degraded=any(r.degraded for r in results),
-                                     latency_ms=1000 * (loop.time() - start))
+        return trace.end(BatchRetrieveResponse(results=results, degraded=any(r.degraded for r in results),
+                                               latency_ms=1000 * (loop.time() - start)))
 
     @bentoml.api(input_spec=AnswerRequest, output_spec=AnswerResponse)
-    async def answer(self, query: str, l: int | None = None) -> AnswerResponse | JSONResponse:  # noqa: E741
-        """Retrieve with l routed members, answer from each member's passages, select one answer."""
-        result = await self._answered("/answer", self._validate(AnswerRequest, query=query, l=l))
+    async def answer(
+        self, query: str, l: int | None = None, stream: bool = False  # noqa: E741
+    ) -> AnswerResponse | Response:
+        """Retrieve with l routed members, answer from each member's passages, select one answer
+        (``stream``: as server-sent events while it is written, :meth:`_answer_events`)."""
+        request = self._validate(AnswerRequest, query=query, l=l, stream=stream)
+        if request.stream:
+            return await self._answer_events(request)
+        result = await self._answered("/answer", request)
         return error(result.status, result.message, **result.extra) if isinstance(result, Failure) else result
 
     async def _answered(self, endpoint: str, request: AnswerRequest) -> AnswerResponse | Failure:
@@ -267,17 +278,17 @@ class RagfolioService:
         URL and may quote its reply); the failure names only the LLM's kind. An LLM process that
         is down, restarting or hung is a 503 like an unreachable endpoint.
         """
-        rid = current_request_id()
+        trace = self.tracing.start(endpoint, rid := current_request_id())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.answer_timeout_s
         try:
-            retrieval = await self._retrieval(request, rid)
+            retrieval = trace.retrieved(await self._retrieval(request, rid))
             call = functools.partial(self.engine.answer, request.query, request.l, request_id=rid, retrieval=retrieval)
             response: AnswerResponse = await self._in_pool(self._answer_pool, max(deadline - loop.time(), 1e-3), call)
         except Exception as exc:
-            return self._failure(endpoint, exc)
+            return trace.end(self._failure(endpoint, exc))
         self.metrics.observe_retrieval(endpoint, response.members, response.degraded)
-        return response
+        return trace.end(response)
 
     async def _retrieval(self, request: AnswerRequest, rid: str | None) -> RoutedRetrieval:
         """The request's routed retrieval, batched with concurrent answering requests' retrievals."""
@@ -333,54 +344,49 @@ class RagfolioService:
                          f"{bundle.name}-{bundle.version}")
 
     async def _chat_stream(self, chat: ChatRequest) -> Response:
-        """A chat answer streamed as it is written (:meth:`ServingEngine.answer_stream`, read in an
-        answering thread): the response starts with the reader's first token (at l >= 2: the whole
-        answer), so a failure before it is a status code, and one after it (``answer_timeout_s``
-        included) a last chunk saying ``"error"`` (:func:`ragfolio.serving.openai_api.answer_events`).
-        A client that goes away stops the answer at the reader's next token."""
-        endpoint, rid = "/v1/chat/completions", current_request_id()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.answer_timeout_s
-        request = chat.answer
-
-        async def answer() -> AsyncGenerator[str | AnswerResponse, None]:
-            retrieval = await self._retrieval(request, rid)
-            written = self.engine.answer_stream(request.query, request.l, request_id=rid, retrieval=retrieval)
-            pieces = iterate_in_thread(written, self._answer_pool)
-            try:
-                while True:
-                    try:
-                        item = await asyncio.wait_for(anext(pieces), max(deadline - loop.time(), 1e-3))
-                    except StopAsyncIteration:
-                        return
-                    if isinstance(item, AnswerResponse):
-                        self.metrics.observe_retrieval(endpoint, item.members, item.degraded)
-                    yield item
-            finally:
-                await pieces.aclose()
-
-        items = answer()
-        try:
-            first = await anext(items)
-        except Exception as exc:
-            await items.aclose()
-            failure = self._failure(endpoint, exc)
-            return JSONResponse(error_body(failure.status, failure.message, code=failure.code), status_code=failure.status)
-
-        async def written() -> AsyncGenerator[str | AnswerResponse, None]:
-            try:
-                yield first
-                async for item in items:
-                    yield item
-            finally:
-                await items.aclose()
+        """A chat answer streamed as it is written (:meth:`_answer_stream`): a failure before the
+        reader's first token (at l >= 2: the whole answer) is a status code, one after it
+        (``answer_timeout_s`` included) a last chunk saying ``"error"``
+        (:func:`ragfolio.serving.openai_api.answer_events`)."""
+        endpoint = "/v1/chat/completions"
+        written = await self._answer_stream(endpoint, chat.answer)
+        if isinstance(written, Failure):
+            return JSONResponse(error_body(written.status, written.message, code=written.code), status_code=written.status)
 
         def failed(exc: Exception) -> tuple[int, str, str | None]:
             failure = self._failure(endpoint, exc)
             return failure.status, failure.message, failure.code
 
-        return StreamingResponse(answer_events(self._chunk_head(), written(), chat.options, failed),
-                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return event_stream(answer_events(self._chunk_head(), written, chat.options, failed))
+
+    async def _answer_stream(self, endpoint: str, request: AnswerRequest) -> Written | Failure:
+        """The answer to a validated request as it is written, read in an answering thread
+        (:func:`ragfolio.serving.answer_stream.started_answer`) once its first piece has come, or why
+        none came. A client that goes away stops the answer at the reader's next token."""
+        trace = self.tracing.start(endpoint, rid := current_request_id())
+        deadline = asyncio.get_running_loop().time() + self.config.answer_timeout_s
+        try:
+            return await started_answer(
+                self._retrieval(request, rid),
+                lambda retrieval: self.engine.answer_stream(request.query, request.l, request_id=rid,
+                                                            retrieval=trace.retrieved(retrieval)),
+                self._answer_pool, deadline,
+                lambda response: self.metrics.observe_retrieval(endpoint, trace.end(response).members, response.degraded))
+        except Exception as exc:
+            return trace.end(self._failure(endpoint, exc))
+
+    async def _answer_events(self, request: AnswerRequest) -> Response:
+        """``/answer`` with ``stream``: server-sent events (:mod:`ragfolio.serving.answer_stream`); a
+        failure before the first piece is its status code, one after it an ``error`` event."""
+        written, rid = await self._answer_stream("/answer", request), current_request_id()
+        if isinstance(written, Failure):
+            return error(written.status, written.message, **written.extra)
+
+        def failed(exc: Exception) -> dict[str, Any]:
+            failure = self._failure("/answer", exc)
+            return {"error": failure.message, **failure.extra, "status": failure.status, "request_id": rid}
+
+        return event_stream(token_events(written, failed))
 
 
 # Before BentoML reads a body: request ids, the max_body_bytes limit, error bodies without internals.
