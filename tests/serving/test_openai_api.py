@@ -329,7 +329,8 @@ def test_a_failed_answer_is_its_status_in_openai_shape(client, monkeypatch, capl
 
 
 def test_the_official_openai_client(client) -> None:
-    openai = pytest.importorskip("openai")  # not a dependency: runs where it is installed
+    import openai  # the dev extra pins it
+
     sdk = openai.OpenAI(base_url=f"{client.base_url}/v1", api_key="unused", http_client=client, max_retries=0)
     question = questions()[1]
     answer = client.post("/answer", json={"query": question}).json()["answer"]
@@ -378,3 +379,20 @@ def test_a_stream_over_http_from_bentoml_serve(tiny_bundle, fake_llm_url, tmp_pa
         while not any("leaving" in prompt for prompt in FakeLLM.cut) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any("leaving" in prompt for prompt in FakeLLM.cut)
+        # the official client over real HTTP: plain, streamed (chunks before the last), citations, a 4xx
+        import openai
+
+        sdk = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
+        plain = sdk.chat.completions.create(model="ragfolio", messages=[{"role": "user", "content": question}])
+        assert plain.choices[0].message.content == whole["choices"][0]["message"]["content"]
+        assert plain.model_extra["citations"] == whole["citations"]
+        pieces = [c for c in sdk.chat.completions.create(
+            model="ragfolio", messages=[{"role": "user", "content": question}], stream=True, extra_body={"l": 1})
+            if c.choices]
+        texts = [c.choices[0].delta.content for c in pieces if c.choices[0].delta.content]
+        assert len(texts) > 1 and pieces[-1].choices[0].finish_reason == "stop"
+        assert "".join(texts) == sdk.chat.completions.create(
+            model="ragfolio", messages=[{"role": "user", "content": question}], extra_body={"l": 1}
+        ).choices[0].message.content
+        with pytest.raises(openai.BadRequestError):
+            sdk.chat.completions.create(model="ragfolio", messages=[])
