@@ -44,25 +44,58 @@ def streamed(url: str, question: str, l: int) -> tuple[float, float, str]:  # no
     return first, time.perf_counter() - start, "".join(pieces)
 
 
+def reader_split(prompts: list[tuple[str, list[tuple[str, str]]]]) -> list[tuple[float, float, int, int]]:
+    """Per ``(question, passages)``: the embedded reader in this process on the answer prompt the
+    service builds, ``(seconds to its first piece: prefill and one token, seconds after it, prompt
+    tokens, generated tokens)``."""
+    from ragfolio.core.answering.prompts import ANSWER_SCHEMA, answer_messages
+    from ragfolio.core.llm.models import DEFAULT_READER
+    from ragfolio.core.llm.native import LlamaCppBackend
+
+    reader = LlamaCppBackend(DEFAULT_READER)
+    reader.load()
+    out = []
+    for question, passages in prompts:
+        start = time.perf_counter()
+        pieces = reader.stream_text(reader.prompt(answer_messages(question, passages)), max_tokens=64,
+                                    stop=reader.default_stop, json_schema=ANSWER_SCHEMA)
+        first = float("nan")
+        for _ in pieces:
+            if first != first:  # the first piece
+                first = time.perf_counter() - start
+        n_prompt, n_new = pieces.counts
+        out.append((first, time.perf_counter() - start - first, n_prompt, n_new))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=10)
     parser.add_argument("--l", type=int, default=1)
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
+    parser.add_argument("--reader-split", action="store_true",
+                        help="after the service stops, run the reader in process on the same prompts to split "
+                             "its call into prefill (time to its first piece) and generation")
     parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
     args = parser.parse_args()
     queries = questions()[: args.requests]
     load_before = load_average()
-    rows = []
+    rows: list[dict] = []
+    prompts: list[tuple[str, list[tuple[str, str]]]] = []
     with serve(args.ready_timeout_s) as served:
         waited = wait_for_llm(served.url, queries[-1], 600.0)
         for question in queries:
             first, total, content = streamed(served.url, question, args.l)
             answer = httpx.post(f"{served.url}/answer", json={"query": question, "l": args.l}, timeout=600).json()
             stages = answer["latency_ms"]
+            passages = [(p["title"], p["text"]) for p in answer["members"][0]["passages"]] if answer["members"] else []
+            prompts.append((question, passages))
             rows.append({"first_s": first, "total_s": total, "same": content == answer["answer"],
                          **{k: stages.get(k, 0.0) / 1000 for k in ("route", "retrieve", "answer", "select", "total")}})
             print(json.dumps(rows[-1]), flush=True)
+    split = reader_split(prompts) if args.reader_split else []  # the service is stopped: the cores are the reader's
+    for row, (prefill, generation, n_prompt, n_new) in zip(rows, split, strict=False):
+        row.update({"prefill_s": prefill, "generation_s": generation, "n_prompt": n_prompt, "n_new": n_new})
     med = {k: float(np.median([r[k] for r in rows])) for k in rows[0] if k != "same"}
     lines = [
         f"# Chat: time to first token, lone requests (l = {args.l})", "",
@@ -76,6 +109,10 @@ def main() -> None:
         f"{med['answer']:.2f} | {med['select']:.2f} | {med['total']:.2f} | "
         f"{sum(r['same'] for r in rows)}/{len(rows)} |",
     ]
+    if "prefill_s" in med:
+        lines += ["", "The reader alone in this process on the same answer prompts (service stopped), median: "
+                  f"prefill and first token {med['prefill_s']:.2f} s ({med['n_prompt']:.0f} prompt tokens), "
+                  f"generation after it {med['generation_s']:.2f} s ({med['n_new']:.0f} tokens)."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -263,6 +263,7 @@ def routing_selection(
         k = len(routers[key].members_)
         choices[key] = choose_router(entry, requested, evidence=(dev_same_budget or {}).get(key),
                                      ls=tuple(range(1, k + 1)))
-        logger.info("%s: serves %s (%s)", key, choices[key].router, choices[key].reason)
+        logger.info("%s: serves %s, routing %s (%s)", key, choices[key].router, choices[key].routing,
+                    choices[key].reason)
     features = {"names": retrieval_inputs.names, "cost": retrieval_inputs.cost}
     return RouterSelection(features, validation, choices)
