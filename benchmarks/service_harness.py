@@ -14,7 +14,6 @@ import os
 import platform
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import httpx
 import numpy as np
 import psutil
 import yaml
+
+from ragfolio.core.llm.process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -78,12 +79,6 @@ def encoder_rates(bundle: Path, queries: list[str], batch: int, n: int = 320,
         rates[name] = n / (time.perf_counter() - start)
     rates["together"] = 1 / sum(1 / rate for rate in rates.values())
     return rates
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

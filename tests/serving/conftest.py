@@ -8,7 +8,6 @@ import functools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,8 @@ import httpx
 import pytest
 import yaml
 from tiny_bundle import write_tiny_bundle
+
+from ragfolio.core.llm.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BENTOML = str(Path(sys.executable).with_name("bentoml"))
@@ -108,12 +109,6 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("bundle") / "bundle"
     write_tiny_bundle(path)
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serve_env(config: Path, home: Path, **extra: str) -> dict[str, str]:
