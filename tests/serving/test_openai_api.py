@@ -17,9 +17,9 @@ from tiny_bundle import MEMBERS, questions
 
 from ragfolio.core.answering.answerer import Answerer, Selection
 from ragfolio.core.llm.chat import Completion, LLMRequestError, LLMUnavailableError
+from ragfolio.serving.answer_stream import iterate_in_thread
 from ragfolio.serving.engine import ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR
-from ragfolio.serving.openai_api import iterate_in_thread
 
 K = len(MEMBERS)
 CHAT = "/v1/chat/completions"

@@ -3,7 +3,7 @@
 :func:`started_answer` is the machinery every streamed answer uses (``/answer`` here, OpenAI's
 chunks in :func:`ragfolio.serving.openai_api.answer_events`): the engine's blocking stream
 (:meth:`ragfolio.serving.engine.ServingEngine.answer_stream`) is read in an answering thread by
-:func:`~ragfolio.serving.openai_api.iterate_in_thread`, each item within the request's deadline,
+:func:`iterate_in_thread`, each item within the request's deadline,
 and the stream is handed over only once its first item has come, so that a failure until then
 is still a status code. Closing it (a client gone) stops the reader at its next token.
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Executor
 from typing import Any, TypeVar
@@ -35,7 +36,6 @@ from typing import Any, TypeVar
 from starlette.responses import StreamingResponse
 
 from ragfolio.core.answering.rag import RoutedRetrieval
-from ragfolio.serving.openai_api import iterate_in_thread
 from ragfolio.serving.schemas import AnswerResponse
 
 T = TypeVar("T")
@@ -87,6 +87,51 @@ async def _written(
             yield item
     finally:
         await pieces.aclose()  # stops the answering thread at its next item
+
+
+async def iterate_in_thread(items: Iterator[T], executor: Executor) -> AsyncGenerator[T, None]:
+    """``items`` (a blocking iterator) read in a thread of ``executor``, handed on as they come.
+
+    Its exception is raised here. Closing this iterator (a client gone, a deadline passed) stops
+    the thread before it reads the next item, and closes ``items`` if it is a generator, so
+    nothing more is computed for nobody.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    stop = threading.Event()
+
+    def put(kind: str, value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+        except RuntimeError:  # the event loop is closed: nobody reads any more
+            stop.set()
+
+    def pump() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    item = next(items)
+                except StopIteration:
+                    put("end", None)
+                    return
+                put("item", item)
+        except Exception as exc:  # handed to the reader, which raises it
+            put("error", exc)
+        finally:
+            if callable(close := getattr(items, "close", None)):
+                close()
+
+    loop.run_in_executor(executor, pump)  # pump() catches everything: its future holds nothing to await
+    try:
+        while True:
+            kind, value = await queue.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()  # the thread ends by itself, at its next item
 
 
 async def _chained(first: T, rest: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:

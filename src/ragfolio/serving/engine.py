@@ -221,36 +221,30 @@ class ServingEngine:
     def route_many(self, items: Sequence[RetrievalItem]) -> list[RoutedRetrieval]:
         """Route and retrieve a batch of queries (see the module docstring); results in order.
 
-        The whole batch is one :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch` at
-        the bundle's ``num_docs``; the queries asking for another depth then run their routed
-        members again on that depth's view (:meth:`_rerun_at`).
+        The queries whose l the router routes are one
+        :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch` at the bundle's ``num_docs``,
+        and those asking for another depth then run their routed members again on that depth's
+        view (the routing's time, the first run included, stays their ``route_ms``). The others
+        go straight to their depth's view: the single best member at l x that depth.
         """
         queries = [item.query.strip() for item in items]
         ls = [item.l or self.default_l for item in items]
         depths = [item.num_docs or self.num_docs for item in items]
-        routed = self.rag.retrieve_batch(queries, ls)  # the whole batch, routed as trained: at the bundle's depth
-        for depth in sorted(set(depths) - {self.num_docs}):
-            rows = [i for i, d in enumerate(depths) if d == depth]
-            again = self._rerun_at(self._view(depth), [queries[i] for i in rows], [ls[i] for i in rows],
-                                   [routed[i] for i in rows])
-            for i, r in zip(rows, again, strict=True):
-                routed[i] = r
-        return routed
-
-    @staticmethod
-    def _rerun_at(view: AdaptiveRAG, queries: list[str], ls: list[int],
-                  routed: list[RoutedRetrieval]) -> list[RoutedRetrieval]:
-        """``routed`` with each query's routed members run again at ``view``'s depth (the routing's
-        time, the members' run at the bundle's depth included, stays its ``route_ms``); an unrouted
-        query is the single best member at l x the view's depth."""
-        keep = [i for i, r in enumerate(routed) if r.routed]
-        runs = dict(zip(keep, view.executor.run_batch([queries[i] for i in keep], [routed[i].members for i in keep])
-                        if keep else [], strict=True))
-        single = [i for i, r in enumerate(routed) if not r.routed]
-        alone = dict(zip(single, view.retrieve_batch([queries[i] for i in single], [ls[i] for i in single])
-                         if single else [], strict=True))
-        return [alone[i] if i in alone else
-                replace(r, results=runs[i], route_ms=r.route_ms + r.results.latency_ms) for i, r in enumerate(routed)]
+        out: dict[int, RoutedRetrieval] = {}
+        routed = [i for i, l in enumerate(ls) if self.rag.routes_at(l)]
+        if routed:  # routed as trained: at the bundle's depth, the batch together
+            out.update(zip(routed, self.rag.retrieve_batch([queries[i] for i in routed], [ls[i] for i in routed]),
+                           strict=True))
+        for depth in sorted(set(depths)):
+            view = self._view(depth)
+            if unrouted := [i for i, d in enumerate(depths) if d == depth and i not in out]:
+                out.update(zip(unrouted, view.retrieve_batch([queries[i] for i in unrouted], [ls[i] for i in unrouted]),
+                               strict=True))
+            if depth != self.num_docs and (rerun := [i for i in routed if depths[i] == depth]):
+                runs = view.executor.run_batch([queries[i] for i in rerun], [out[i].members for i in rerun])
+                for i, run in zip(rerun, runs, strict=True):
+                    out[i] = replace(out[i], results=run, route_ms=out[i].route_ms + out[i].results.latency_ms)
+        return [out[i] for i in range(len(items))]
 
     def retrieve_many(self, items: Sequence[RetrievalItem]) -> list[RetrieveResponse]:
         """Retrieve for a batch of queries at once (see the module docstring); responses in order.

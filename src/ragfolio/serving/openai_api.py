@@ -28,8 +28,8 @@ OpenAI's chat request and answers it with ``/answer`` (:meth:`ragfolio.serving.e
   (references, when asked, come last). Nothing is sent before the reader's first token, so an error
   until then is still a status code; an error after it ends the stream with a chunk whose
   ``finish_reason`` is ``"error"`` and which carries OpenAI's ``error`` object, then ``[DONE]``.
-  :func:`iterate_in_thread` reads the engine's blocking stream in an answering thread, and stops
-  it when the stream is closed (a client gone).
+  :func:`ragfolio.serving.answer_stream.iterate_in_thread` reads the engine's blocking stream in
+  an answering thread, and stops it when the stream is closed (a client gone).
 - **Errors** are OpenAI's shape, :func:`error_body`: ``{"error": {"message", "type", "param",
   "code"}}``, ``type`` ``invalid_request_error`` for a 4xx and ``server_error`` for a 5xx.
 
@@ -38,14 +38,11 @@ Nothing here imports BentoML; :mod:`ragfolio.serving.service` routes the request
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from concurrent.futures import Executor
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
@@ -58,7 +55,6 @@ DONE = "data: [DONE]\n\n"
 
 _TOLERANT = ConfigDict(extra="ignore", strict=True, frozen=True)  # OpenAI's other fields are ignored
 _PIECES = re.compile(r"\S+\s*|\s+")  # word pieces whose concatenation is the text
-T = TypeVar("T")
 
 
 def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -311,51 +307,6 @@ async def answer_events(
         yield DONE
     finally:
         await answer.aclose()
-
-
-async def iterate_in_thread(items: Iterator[T], executor: Executor) -> AsyncGenerator[T, None]:
-    """``items`` (a blocking iterator) read in a thread of ``executor``, handed on as they come.
-
-    Its exception is raised here. Closing this iterator (a client gone, a deadline passed) stops
-    the thread before it reads the next item, and closes ``items`` if it is a generator, so
-    nothing more is computed for nobody.
-    """
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    stop = threading.Event()
-
-    def put(kind: str, value: Any) -> None:
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
-        except RuntimeError:  # the event loop is closed: nobody reads any more
-            stop.set()
-
-    def pump() -> None:
-        try:
-            while not stop.is_set():
-                try:
-                    item = next(items)
-                except StopIteration:
-                    put("end", None)
-                    return
-                put("item", item)
-        except Exception as exc:  # handed to the reader, which raises it
-            put("error", exc)
-        finally:
-            if callable(close := getattr(items, "close", None)):
-                close()
-
-    loop.run_in_executor(executor, pump)  # pump() catches everything: its future holds nothing to await
-    try:
-        while True:
-            kind, value = await queue.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-    finally:
-        stop.set()  # the thread ends by itself, at its next item
 
 
 def _event(body: dict[str, Any]) -> str:
