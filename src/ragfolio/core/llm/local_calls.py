@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragfolio.core.llm.chat import Completion, LLMRequestError, LocalModel, Messages, TextStream
-from ragfolio.core.llm.text_streams import stream_prompt
+from ragfolio.core.llm.text_streams import in_one_piece, stream_prompt
 
 
 @dataclass(frozen=True)
@@ -85,11 +85,8 @@ def stream_call(backend: LocalModel, call: Call) -> TextStream:
     what :func:`answer_calls` would answer, piece by piece."""
     prompt, stop = _prompt(backend, call)
     if prompt is None:  # the engine applies a chat template of its own: only complete() answers
-        completion = backend.complete(call.messages or [], max_tokens=call.max_tokens, temperature=call.temperature,
-                                      json_schema=_schema(call))
-        if completion.text:
-            yield completion.text
-        return completion
+        return (yield from in_one_piece(backend.complete(call.messages or [], max_tokens=call.max_tokens,
+                                                         temperature=call.temperature, json_schema=_schema(call))))
     return (yield from stream_prompt(backend, prompt, max_tokens=call.max_tokens, temperature=call.temperature,
                                      stop=stop, json_schema=_schema(call)))
 

@@ -41,12 +41,17 @@ def stream_chat(
     return _whole(backend, messages, max_tokens, temperature, json_schema)
 
 
-def _whole(backend: ChatBackend, messages: Messages, max_tokens: int, temperature: float,
-           json_schema: JSONSchema | None) -> TextStream:
-    completion = backend.complete(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+def in_one_piece(completion: Completion) -> TextStream:
+    """A finished ``completion`` as a stream: its whole text as one piece (none when empty)."""
     if completion.text:
         yield completion.text
     return completion
+
+
+def _whole(backend: ChatBackend, messages: Messages, max_tokens: int, temperature: float,
+           json_schema: JSONSchema | None) -> TextStream:
+    return (yield from in_one_piece(
+        backend.complete(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)))
 
 
 def _local_stream(backend: LocalModel, messages: Messages, max_tokens: int, temperature: float,
@@ -66,11 +71,8 @@ def stream_prompt(
     ``stream_text`` (llama.cpp), else its whole ``generate`` completion as one piece."""
     stream_text = getattr(backend, "stream_text", None)
     if not callable(stream_text):
-        completion = backend.generate([prompt], max_tokens=max_tokens, temperature=temperature, stop=stop,
-                                      json_schema=json_schema)[0]
-        if completion.text:
-            yield completion.text
-        return completion
+        return (yield from in_one_piece(backend.generate([prompt], max_tokens=max_tokens, temperature=temperature,
+                                                          stop=stop, json_schema=json_schema)[0]))
     start = time.perf_counter()
     pieces = stream_text(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, json_schema=json_schema)
     said, generation = [], iter(pieces)
