@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from local_http import serving
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import ANSWER_SCHEMA, parse_reply
@@ -222,15 +222,8 @@ def sse(*events: dict | str) -> bytes:
 
 @pytest.fixture
 def sse_server() -> Iterator[type[_SSE]]:
-    handler = type("Handler", (_SSE,), {"script": [], "seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    with serving(type("Handler", (_SSE,), {"script": [], "seen": []})) as handler:
         yield handler
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_the_client_streams_chat_and_completions_chunks(sse_server) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from local_http import serving
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import (
@@ -237,16 +237,8 @@ class _Script(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted_server() -> Iterator[type[_Script]]:
-    handler = type("Handler", (_Script,), {"responses": [], "seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    with serving(type("Handler", (_Script,), {"responses": [], "seen": []})) as handler:
         yield handler
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _ok(text: str) -> tuple[int, dict]:
