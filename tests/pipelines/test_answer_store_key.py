@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragfolio.core.llm import backends
-from ragfolio.pipelines.answering_evaluation.nodes import answer_store_key
+from ragfolio.pipelines.answering_evaluation.nodes import AnsweringEvaluationParams, answer_store_key, system_keys
 
 SETTINGS = {"dataset": "hotpotqa", "corpus": "abc", "members": ["bm25_a", "dense_b"], "params": {"seed": 0}}
 LLM = {"kind": "openai", "settings": {"model": "m"}}
@@ -50,3 +50,13 @@ def test_the_llm_identity_names_the_model_file_and_the_converter(tmp_path, monke
     monkeypatch.setattr(backends, "package_versions", lambda names: dict.fromkeys(names, "9.9"))
     assert backends.backend_identity(config)["packages"]["transformers"] == "9.9"
     assert answer_store_key(SETTINGS, backends.backend_identity(config)) != answer_store_key(SETTINGS, first)
+
+
+def test_a_system_s_own_parameters_change_only_that_system_s_key() -> None:
+    base = AnsweringEvaluationParams(systems=["single_best", "single_best_wide", "vendi_rag_authors"])
+    first = system_keys("common", base.systems, base)
+    with_loop = system_keys("common", base.systems, base.model_copy(update={"vendi_rag_authors": {"tau": 0.9}}))
+    wider = system_keys("common", base.systems, base.model_copy(update={"wide_factor": 3}))
+    assert {s for s in first if first[s] != with_loop[s]} == {"vendi_rag_authors"}
+    assert {s for s in first if first[s] != wider[s]} == {"single_best_wide"}
+    assert system_keys("other", base.systems, base)["single_best"] != first["single_best"]

@@ -13,6 +13,11 @@ from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 SYSTEMS = ("no_retrieval", "single_best")
 
 
+def keys(settings: str, systems=SYSTEMS) -> dict[str, str]:
+    """Every system stored under the same ``settings``."""
+    return dict.fromkeys(systems, settings)
+
+
 @dataclass(frozen=True)
 class Q:
     id: str
@@ -26,11 +31,11 @@ class Counting:
         self.asked: list[str] = []
         self.fail_on = fail_on
 
-    def __call__(self, q: Q) -> list[dict]:
+    def __call__(self, q: Q, systems: list[str]) -> list[dict]:
         if q.id == self.fail_on:
             raise KeyboardInterrupt  # the run is stopped while answering this question
         self.asked.append(q.id)
-        return [{"id": q.id, "system": s, "prediction": f"{q.question}:{s}", "em": 1.0} for s in SYSTEMS]
+        return [{"id": q.id, "system": s, "prediction": f"{q.question}:{s}", "em": 1.0} for s in systems]
 
 
 QUESTIONS = [Q(f"q{i}", f"question {i}") for i in range(4)]
@@ -39,34 +44,53 @@ QUESTIONS = [Q(f"q{i}", f"question {i}") for i in range(4)]
 def test_a_second_run_reads_every_answer_from_the_store(tmp_path: Path) -> None:
     path = tmp_path / "out" / "answer_store.jsonl"
     first = Counting()
-    rows, reused = answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s1", first)
+    rows, reused = answer_all(QUESTIONS, keys("s1"), AnswerStore(path), first)
     assert first.asked == ["q0", "q1", "q2", "q3"] and reused == 0 and len(rows) == 8
     second = Counting()
-    again, reused = answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s1", second)  # a new process reads the file
+    again, reused = answer_all(QUESTIONS, keys("s1"), AnswerStore(path), second)  # a new process reads the file
     assert second.asked == [] and reused == 4 and again == rows
     other = Counting()  # other settings: answered afresh, stored beside the first
-    answer_all(QUESTIONS[:1], SYSTEMS, AnswerStore(path), "s2", other)
+    answer_all(QUESTIONS[:1], keys("s2"), AnswerStore(path), other)
     assert other.asked == ["q0"] and len(AnswerStore(path)) == 10
 
 
 def test_a_stopped_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     path = tmp_path / "answer_store.jsonl"
     with pytest.raises(KeyboardInterrupt):
-        answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s", Counting(fail_on="q2"))
+        answer_all(QUESTIONS, keys("s"), AnswerStore(path), Counting(fail_on="q2"))
     resumed = Counting()
-    rows, reused = answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s", resumed)
+    rows, reused = answer_all(QUESTIONS, keys("s"), AnswerStore(path), resumed)
     assert resumed.asked == ["q2", "q3"] and reused == 2
     assert [r["id"] for r in rows] == ["q0", "q0", "q1", "q1", "q2", "q2", "q3", "q3"]
     fresh = Counting()
-    answer_all(QUESTIONS, SYSTEMS, AnswerStore(path), "s", fresh, resume=False)
+    answer_all(QUESTIONS, keys("s"), AnswerStore(path), fresh, resume=False)
     assert fresh.asked == [q.id for q in QUESTIONS]
 
 
-def test_a_question_missing_a_system_is_answered_again(tmp_path: Path) -> None:
-    store = AnswerStore(tmp_path / "answer_store.jsonl")
-    store.add([{"id": "q0", "system": "no_retrieval"}], "s")
-    assert store.get("q0", SYSTEMS, "s") is None
-    assert store.get("q0", ["no_retrieval"], "s") == [{"id": "q0", "system": "no_retrieval", "settings": "s"}]
+def test_a_question_missing_a_system_is_answered_by_that_system_alone(tmp_path: Path) -> None:
+    path = tmp_path / "answer_store.jsonl"
+    store = AnswerStore(path)
+    store.add([{"id": "q0", "system": "no_retrieval"}], keys("s"))
+    assert store.get("q0", "single_best", "s") is None
+    assert store.get("q0", "no_retrieval", "s") == {"id": "q0", "system": "no_retrieval", "settings": "s"}
+    asked: list[tuple[str, list[str]]] = []
+
+    def answer(q: Q, systems: list[str]) -> list[dict]:
+        asked.append((q.id, systems))
+        return [{"id": q.id, "system": s} for s in systems]
+
+    rows, reused = answer_all(QUESTIONS[:1], keys("s"), AnswerStore(path), answer)
+    assert asked == [("q0", ["single_best"])] and reused == 0
+    assert [r["system"] for r in rows] == list(SYSTEMS)
+    asked.clear()  # a system whose own settings changed is answered again, the others are read back
+    rows, reused = answer_all(QUESTIONS[:1], {"no_retrieval": "s", "single_best": "s2"}, AnswerStore(path), answer)
+    assert asked == [("q0", ["single_best"])] and rows[1]["settings"] == "s2"
+
+
+def test_an_answer_lacking_a_system_it_was_asked_for_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"gave no record of \['single_best'\]"):
+        answer_all(QUESTIONS[:1], keys("s"), AnswerStore(tmp_path / "s.jsonl"), lambda q, systems: [
+            {"id": q.id, "system": "no_retrieval"}])
 
 
 def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path: Path) -> None:
@@ -86,8 +110,8 @@ def test_settings_hash_is_order_free_and_sensitive() -> None:
 
 def test_no_path_keeps_nothing_on_disk(tmp_path: Path) -> None:
     store = AnswerStore(None)
-    store.add([{"id": "q0", "system": "x"}], "s")
-    assert store.get("q0", ["x"], "s") is not None and list(tmp_path.iterdir()) == []
+    store.add([{"id": "q0", "system": "x"}], {"x": "s"})
+    assert store.get("q0", "x", "s") is not None and list(tmp_path.iterdir()) == []
 
 
 def test_a_resumed_run_gives_the_rows_of_a_fresh_one_in_the_same_order(tmp_path) -> None:
@@ -98,11 +122,11 @@ def test_a_resumed_run_gives_the_rows_of_a_fresh_one_in_the_same_order(tmp_path)
     systems = ["a", "b", "c"]
     questions = [SimpleNamespace(id="q1"), SimpleNamespace(id="q2")]
 
-    def answer(q):  # the systems run in a per-question shuffled order
+    def answer(q, only):  # the systems run in a per-question shuffled order
         return [{"id": q.id, "system": s, "prediction": f"{q.id}-{s}"} for s in (["c", "a", "b"] if q.id == "q1" else ["b", "c", "a"])]
 
     store = AnswerStore(tmp_path / "store.jsonl")
-    fresh, reused = answer_all(questions, systems, store, "k", answer)
-    again, reused_again = answer_all(questions, systems, AnswerStore(tmp_path / "store.jsonl"), "k", answer)
+    fresh, reused = answer_all(questions, dict.fromkeys(systems, "k"), store, answer)
+    again, reused_again = answer_all(questions, dict.fromkeys(systems, "k"), AnswerStore(tmp_path / "store.jsonl"), answer)
     assert (reused, reused_again) == (0, 2)
     assert fresh == again and [r["system"] for r in fresh] == systems * 2

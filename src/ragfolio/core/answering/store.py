@@ -4,8 +4,9 @@ An end-to-end evaluation makes ~20 LLM calls per question; on a CPU a run of a f
 questions takes hours. :class:`AnswerStore` appends each answered question's records to a JSONL
 file as soon as they exist (one line per system, flushed and fsynced) and, at the start of a run,
 reads back what is stored, keyed by ``(question id, system, settings)``: ``settings`` is a hash of
-everything that changes an answer or its timing (:func:`settings_hash`), so a run with other
-settings answers afresh instead of reusing stale rows. A last line cut short by a killed run is
+everything that changes that system's answer or its timing (:func:`settings_hash`), so a run with
+other settings answers afresh instead of reusing stale rows, and a run that adds a system answers
+with that system alone. A last line cut short by a killed run is
 skipped with a warning; any other unreadable line is an error naming the file and line.
 """
 
@@ -76,18 +77,16 @@ class AnswerStore:
     def __len__(self) -> int:
         return len(self._load())
 
-    def get(self, question_id: str, systems: Iterable[str], settings: str) -> list[dict[str, Any]] | None:
-        """The stored records of every one of ``systems`` for the question, or None if any is missing."""
-        stored = self._load()
-        rows = [stored.get((question_id, system, settings)) for system in systems]
-        return None if any(r is None for r in rows) else [r for r in rows if r is not None]
+    def get(self, question_id: str, system: str, settings: str) -> dict[str, Any] | None:
+        """The stored record of ``system`` for the question under ``settings``, or None."""
+        return self._load().get((question_id, system, settings))
 
-    def add(self, records: Iterable[dict[str, Any]], settings: str) -> None:
-        """Store ``records`` (each with ``id`` and ``system``) under ``settings``, on disk at once."""
-        rows = [{**r, "settings": settings} for r in records]
+    def add(self, records: Iterable[dict[str, Any]], settings: Mapping[str, str]) -> None:
+        """Store ``records`` (each with ``id`` and ``system``), each under its system's ``settings``, on disk at once."""
+        rows = [{**r, "settings": settings[str(r["system"])]} for r in records]
         stored = self._load()
         for row in rows:
-            stored[str(row["id"]), str(row["system"]), settings] = row
+            stored[str(row["id"]), str(row["system"]), row["settings"]] = row
         if self.path is None or not rows:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,27 +104,29 @@ def _json_default(value: Any) -> Any:
 
 
 def answer_all(
-    questions: Sequence[Q], systems: Sequence[str], store: AnswerStore, settings: str,
-    answer: Callable[[Q], list[dict[str, Any]]], *, resume: bool = True, desc: str = "answering",
+    questions: Sequence[Q], settings: Mapping[str, str], store: AnswerStore,
+    answer: Callable[[Q, list[str]], list[dict[str, Any]]], *, resume: bool = True, desc: str = "answering",
 ) -> tuple[list[dict[str, Any]], int]:
-    """Every question's records: read from ``store`` when it holds all ``systems`` under ``settings``
-    (unless ``resume`` is False), else from ``answer(question)`` and stored at once.
+    """Every question's records for the systems of ``settings`` (system -> its settings hash):
+    those ``store`` holds are read back (unless ``resume`` is False); ``answer(question, missing)``
+    answers with the systems it lacks, and their records are stored at once.
 
     Returns:
-        ``(records, n_reused)``: the records in question order, each question's in ``systems`` order
-        (whatever order the systems ran in), so a resumed run writes the same rows as a fresh one;
-        and how many questions were read back.
+        ``(records, n_reused)``: the records in question order, each question's in the order of
+        ``settings`` (whatever order the systems ran in), so a resumed run writes the same rows as
+        a fresh one; and how many questions were read back whole.
     """
-    position = {system: i for i, system in enumerate(systems)}
     rows: list[dict[str, Any]] = []
     reused = 0
     for question in tqdm(questions, desc=desc, unit="q"):
-        stored = store.get(question.id, systems, settings) if resume else None
-        if stored is None:
-            stored = answer(question)
-            store.add(stored, settings)
-            stored = sorted(({**r, "settings": settings} for r in stored), key=lambda r: position[r["system"]])
+        found = {s: store.get(question.id, s, key) if resume else None for s, key in settings.items()}
+        if missing := [s for s, row in found.items() if row is None]:
+            new = answer(question, missing)
+            store.add(new, settings)
+            found |= {r["system"]: {**r, "settings": settings[r["system"]]} for r in new}
+            if lost := [s for s in missing if found[s] is None]:
+                raise ValueError(f"answering {question.id!r} gave no record of {lost}")
         else:
             reused += 1
-        rows += stored
+        rows += [row for row in found.values() if row is not None]
     return rows, reused

@@ -226,10 +226,11 @@ class SystemRunner:
         return [self.rag.runner] + ([self.wide_runner] if self.wide_runner is not None else [])
 
     def run(self, question: str, order: Sequence[str] | None = None) -> list[SystemAnswer]:
-        """Every system's answer to ``question``, run (and returned) in ``order`` (default :attr:`systems`)."""
+        """The answers to ``question`` of the systems in ``order`` (default: every one of
+        :attr:`systems`), run and returned in that order."""
         order = list(self.systems if order is None else order)
-        if sorted(order) != sorted(self.systems):
-            raise ValueError(f"order={order} must list each of {list(self.systems)} once")
+        if len(set(order)) != len(order) or set(order) - set(self.systems):
+            raise ValueError(f"order={order} must list some of {list(self.systems)}, each once")
         self._answers, self._selections = {}, {}
         out = []
         for position, system in enumerate(order):

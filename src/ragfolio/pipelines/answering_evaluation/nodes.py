@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -39,7 +39,10 @@ from ragfolio.param_blocks import kwargs_of
 logger = logging.getLogger(__name__)
 
 VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either Vendi-RAG loop
-STORE_VERSION = 3  # bumped when a stored record's meaning changes, so old rows are not reused
+# Parameters no stored answer depends on, or (the last four) only some systems' (system_keys)
+NOT_IN_KEY = {"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume",
+              "routed_l", "wide_factor", "vendi_rag", "vendi_rag_authors"}
+STORE_VERSION = 4  # bumped when a stored record's meaning changes, so old rows are not reused
 # The modules whose code makes the stored answers (with what they import in ragfolio): not the scores.
 ANSWERING_CODE = ("ragfolio.core.answering.systems", "ragfolio.core.routing.online", "ragfolio.core.llm.backends",
                   "ragfolio.core.routing.features.router_features", "ragfolio.core.data.corpora",
@@ -98,9 +101,11 @@ def _test_questions(
     return [qs[i] for i in chosen]
 
 
-def _answer(systems: SystemRunner, dataset: str, system_order: str, seed: int, q: Question) -> list[dict[str, Any]]:
-    """Every system's record for question ``q``, the systems run in the question's order."""
-    order = run_order(systems.systems, system_order, seed, q.id)
+def _answer(
+    systems: SystemRunner, dataset: str, system_order: str, seed: int, q: Question, only: list[str]
+) -> list[dict[str, Any]]:
+    """The records of the systems ``only`` for question ``q``, run in the question's order."""
+    order = [s for s in run_order(systems.systems, system_order, seed, q.id) if s in only]
     return [a.record(q.id, dataset, q.answers) for a in systems.run(q.question, order)]
 
 
@@ -136,6 +141,15 @@ def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str
     node = code_identity.module_file(__name__, code_identity.SOURCE_ROOT)  # this file alone: not the scores it imports
     code = {"answering": source_digest(ANSWERING_CODE), "node": file_sha256(node or Path(__file__))[:16]}
     return settings_hash({"version": STORE_VERSION, **settings, "llm": dict(llm), "code": code})
+
+
+def system_keys(common: str, systems: Sequence[str], p: AnsweringEvaluationParams) -> dict[str, str]:
+    """Each system's store key: ``common`` (:func:`answer_store_key`) and the parameters only that
+    system reads, so adding a system to a run, or changing one system's block, answers with that
+    system alone."""
+    own = {"single_best_wide": {"wide_factor": p.wide_factor}, "vendi_rag": p.vendi_rag,
+           "vendi_rag_authors": p.vendi_rag_authors}
+    return {s: settings_hash({"common": common, "system": s, "own": own.get(s)}) for s in systems}
 
 
 
@@ -205,14 +219,14 @@ def answer_test_questions(
         key = answer_store_key({
             "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
             "router_features": router_features.to_dict(), "members": [m.name for m in members],
-            "single_best": systems.single_best.name, "systems": systems.systems,
+            "single_best": systems.single_best.name,
             "routers": {"learned": _router_digest(router), **{m: _router_digest(o.router) for m, o in online.items()}},
-            "params": p.model_dump(exclude={"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume"}),
+            "params": p.model_dump(exclude=NOT_IN_KEY),
         }, llm)
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
         systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
         answer = partial(_answer, systems, dataset, p.system_order, p.seed)
-        answered, reused = answer_all(sample, systems.systems, answer_store, key, answer, resume=p.resume,
+        answered, reused = answer_all(sample, system_keys(key, systems.systems, p), answer_store, answer, resume=p.resume,
                                       desc=f"{dataset} answering")
         rows += score_all(answered, runner.texts)  # scored as read: the store keeps answers, not scores
         orders[dataset] = [
