@@ -9,7 +9,8 @@ issue's other baselines (:data:`ROUTED_BASELINES`: one retriever given more pass
 and Vendi-RAG); latency and retrieval latency (mean, p95, and
 the mean retrieval latency when the system ran in the first or the second half of its question's
 order, which differ if caches leak between systems); tokens; the selector's fallbacks and a
-histogram of the position it picked; Vendi-RAG's rounds and judge acceptance.
+histogram of the position it picked; Vendi-RAG's rounds and judge acceptance; and for each system
+with a selector the headroom over single best (:func:`headroom`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import numpy as np
 
 from ragfolio.core.answering.scores import SCORES
 from ragfolio.core.answering.systems import SYSTEMS
+from ragfolio.core.metrics import exact_match
 from ragfolio.core.stats import mean_intervals, paired_differences
 
 # The baselines each routed system is compared with besides single_best: the same retriever with
 # l x num_docs passages in one prompt (is the gain complementarity or only more passages?) and the
 # iterative Vendi-RAG (is it as accurate at fewer tokens?).
-ROUTED_BASELINES = ("single_best_wide", "vendi_rag")
+ROUTED_BASELINES = ("single_best_wide", "vendi_rag", "vendi_rag_authors")
 ROUTED_PREFIXES = ("routed_l", "pre_retrieval_l", "post_retrieval_l")
 
 
@@ -79,16 +81,41 @@ def _system_summary(rows: list[dict[str, Any]], n_systems: int) -> dict[str, Any
 
 
 def _minus(records: Sequence[dict[str, Any]], system: str, baseline: str) -> dict[str, Any] | None:
-    """``{score: interval}`` of ``system`` minus ``baseline`` per question, paired by id; None unless
-    both answered the same questions (or they are one system)."""
+    """``{score: interval, "n": questions}`` of ``system`` minus ``baseline`` on the questions both
+    answered, paired by id; None when they share none (or are one system)."""
     mine = {r["id"]: r for r in records if r["system"] == system}
     base = {r["id"]: r for r in records if r["system"] == baseline}
-    if system == baseline or not base or mine.keys() != base.keys():
+    ids = sorted(mine.keys() & base.keys())
+    if system == baseline or not ids:
         return None
-    ids = sorted(mine)
     found = paired_differences([[float(mine[i][s]) for s in SCORES] for i in ids],
                                [[float(base[i][s]) for s in SCORES] for i in ids])
-    return {score: interval.to_dict() for score, interval in zip(SCORES, found, strict=True)}
+    return {"n": len(ids), **{score: interval.to_dict() for score, interval in zip(SCORES, found, strict=True)}}
+
+
+def headroom(records: Sequence[dict[str, Any]], system: str, baseline: str = "single_best") -> dict[str, Any] | None:
+    """What a selector could gain and what it found, on the questions ``system`` and ``baseline`` both answered.
+
+    Returns:
+        ``{"n", "baseline_wrong_candidate_right", "selector_found", "baseline_right_system_wrong"}``:
+        the questions where ``baseline``'s answer is not an exact match but one of ``system``'s
+        candidates is; of those, how many the selector picked a right one on; and the questions
+        ``system`` lost that ``baseline`` had right. None when ``system`` never had two candidates.
+    """
+    mine = {r["id"]: r for r in records if r["system"] == system}
+    base = {r["id"]: r for r in records if r["system"] == baseline}
+    ids = sorted(mine.keys() & base.keys())
+    if not any(mine[i].get("candidates") for i in ids):
+        return None
+    open_, found, lost = 0, 0, 0
+    for i in ids:
+        r, b = mine[i], base[i]
+        if not b["em"] and any(exact_match(c, r["answers"]) for c in r.get("candidates") or [r["prediction"]]):
+            open_ += 1
+            found += bool(r["em"])
+        lost += bool(b["em"]) and not r["em"]
+    return {"n": len(ids), "baseline_wrong_candidate_right": open_, "selector_found": found,
+            "baseline_right_system_wrong": lost}
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -97,7 +124,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     Every system but ``single_best`` gets ``minus_single_best`` (``{em, f1, answer_recall}``
     paired intervals) when it answered the same questions; ``em_minus_single_best`` repeats its EM.
     Routed systems (``routed_l*``, ``pre_retrieval_l*``, ``post_retrieval_l*``) also get
-    ``minus: {baseline: {em, f1, answer_recall}}`` for each of :data:`ROUTED_BASELINES` that ran.
+    ``minus: {baseline: {n, em, f1, answer_recall}}`` for each of :data:`ROUTED_BASELINES` that ran
+    (on the questions both answered), and those with a selector ``headroom`` (:func:`headroom`).
     """
     out: dict[str, Any] = {}
     for dataset in sorted({r["dataset"] for r in records}):
@@ -115,6 +143,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 versus = {b: _minus(rows, system, b) for b in ROUTED_BASELINES}
                 if versus := {b: d for b, d in versus.items() if d is not None}:
                     summary["minus"] = versus
+                if (room := headroom(rows, system)) is not None:
+                    summary["headroom"] = room
             out[dataset][system] = summary
     return out
 

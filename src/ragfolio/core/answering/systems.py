@@ -107,6 +107,7 @@ class SystemAnswer:
         judged: Vendi-RAG's judge calls; ``accepted``: the rounds the judge's score accepted.
         run_position: 0-based position of the system in the question's run order.
         parse_failures: Reader and selector replies that were not the JSON asked for (read as text).
+        candidates: The answers the selector chose among, in router order (empty: no selector).
         cache: The runners' memo counters (:data:`ragfolio.core.retrieval.running.memo.COUNTERS`) over this system's run.
     """
 
@@ -125,6 +126,7 @@ class SystemAnswer:
     accepted: int | None = None
     run_position: int = 0
     parse_failures: int = 0
+    candidates: list[str] = field(default_factory=list)
     cache: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -148,7 +150,7 @@ class SystemAnswer:
             "n_passages": len(self.doc_ids), "members": self.members, "fallback": self.fallback,
             "selector_position": self.selector_position, "selector_options": self.selector_options,
             "rounds": self.rounds, "judged": self.judged, "accepted": self.accepted,
-            "run_position": self.run_position, "parse_failures": self.parse_failures,
+            "run_position": self.run_position, "parse_failures": self.parse_failures, "candidates": self.candidates,
             "n_calls": sum(c.tokens > 0 for c in self.calls), **{c: self.cache.get(c, 0) for c in COUNTERS},
         }
 
@@ -329,7 +331,7 @@ class SystemRunner:
         return SystemAnswer(
             system, selection.answer, latency + selection.completion.latency_ms, [*calls, selection.completion],
             doc_ids, got.members, selection.fallback, got.retrieval_ms, selection.position, len(selection.shown),
-            parse_failures=failures + int(selection.parsed is False),
+            parse_failures=failures + int(selection.parsed is False), candidates=[a.text for a in parts],
         )
 
     def _shared_answer(self, question: str, doc_ids: list[int]) -> Answer:

@@ -83,11 +83,18 @@ def _log_table(report: dict[str, Any]) -> None:
                 f"{m['latency_ms_mean']:>9.0f}{m['latency_ms_p95']:>9.0f}{m['retrieval_ms_mean']:>9.1f}"
                 f"{m['tokens_mean']:>8.0f}  {_fmt(diff.get('em')):<22}{_fmt(diff.get('f1')):<22}"
             )
-    vendi = report["datasets"]["all"].get("vendi_rag", {})
-    if vendi:
-        lines.append(f"vendi_rag: {vendi['rounds_mean']:.2f} rounds per question, judge acceptance "
-                     f"{vendi['judge_acceptance_rate'] if vendi['judge_acceptance_rate'] is not None else float('nan'):.2f} "
-                     f"of {vendi['judge_calls']} judgements, accepted on {vendi['accepted_share']:.2f} of questions")
+    for loop in ("vendi_rag", "vendi_rag_authors"):
+        if vendi := report["datasets"]["all"].get(loop, {}):
+            rate = vendi["judge_acceptance_rate"]
+            lines.append(f"{loop}: {vendi['rounds_mean']:.2f} rounds per question, judge acceptance "
+                         f"{rate if rate is not None else float('nan'):.2f} of {vendi['judge_calls']} judgements, "
+                         f"accepted on {vendi['accepted_share']:.2f} of questions")
+    for system, m in report["datasets"]["all"].items():
+        if room := m.get("headroom"):
+            lines.append(f"{system} headroom over single_best ({room['n']} questions): a candidate right where "
+                         f"single_best is wrong on {room['baseline_wrong_candidate_right']}, the selector found "
+                         f"{room['selector_found']}; single_best right where {system} is wrong on "
+                         f"{room['baseline_right_system_wrong']}")
     lines.append(f"selector positions picked (by candidates shown): {report['selector_positions']}")
     lines.append(f"foreign query-cache hits (must be 0): {report['foreign_query_hits']}")
     for dataset, entry in report["retrieval_orders"].items():
