@@ -1,7 +1,7 @@
 """What batched routing costs per stage, for every servable router, on the pipeline's bundle.
 
-For each router of ``data/06_models`` (``routers``, ``pre_retrieval_routers``,
-``post_retrieval_routers``: the ``--portfolio`` one, default ``all``) served over the bundle's
+For each router of ``data/06_models`` (``routers``, and ``retrieval_routers/<kind>``: the
+``--portfolio`` one, default ``all``) served over the bundle's
 members and corpus, this routes and retrieves batches of the sample's questions
 (:meth:`ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch`) and reports, per batch size
 (``--batch-sizes``, default 1, 16, 64), the time per query of each stage of the routing
@@ -32,7 +32,8 @@ from ragfolio.core.bundle import load_bundle
 from ragfolio.core.routing.registry import load_router
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"learned": "routers", "pre_retrieval": "pre_retrieval_routers", "post_retrieval": "post_retrieval_routers"}
+FOLDERS = {"learned": "routers", "pre_retrieval": "retrieval_routers/pre_retrieval",
+           "post_retrieval": "retrieval_routers/post_retrieval"}
 STAGES = ("members", "first_stage", "features", "predict")
 
 

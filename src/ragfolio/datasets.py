@@ -16,7 +16,7 @@ from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.base import RouterProtocol
-from ragfolio.core.routing.registry import load_router
+from ragfolio.core.routing.registry import load_router, save_router
 
 
 class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
@@ -148,11 +148,40 @@ class RouterFolderDataset(AbstractDataset[dict[str, RouterProtocol], dict[str, R
         for key, router in data.items():
             if "/" in key or key.startswith("."):
                 raise DatasetError(f"router key {key!r} is not a valid folder name")
-            router.save(self._path / key)
+            save_router(router, self._path / key)
         (self._path / "index.json").write_text(json.dumps({"keys": list(data)}, indent=1))
 
     def _exists(self) -> bool:
         return (self._path / "index.json").exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
+
+
+class RoutersByKindDataset(AbstractDataset[dict[str, dict[str, RouterProtocol]], dict[str, dict[str, RouterProtocol]]]):
+    """Routers by kind, then by portfolio: ``<path>/<kind>/`` folders of :class:`RouterFolderDataset`
+    plus ``kinds.json`` (router training's servable routers beside the learned one)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = Path(path)
+
+    def load(self) -> dict[str, dict[str, RouterProtocol]]:
+        index_file = self._path / "kinds.json"
+        if not index_file.exists():
+            raise DatasetError(f"no routers at {self._path} (missing {index_file.name}): run the router_training pipeline")
+        return {kind: RouterFolderDataset(str(self._path / kind)).load() for kind in json.loads(index_file.read_text())["kinds"]}
+
+    def save(self, data: dict[str, dict[str, RouterProtocol]]) -> None:
+        if self._path.exists():
+            shutil.rmtree(self._path)
+        for kind, routers in data.items():
+            if "/" in kind or kind.startswith("."):
+                raise DatasetError(f"router kind {kind!r} is not a valid folder name")
+            RouterFolderDataset(str(self._path / kind)).save(routers)
+        (self._path / "kinds.json").write_text(json.dumps({"kinds": list(data)}, indent=1))
+
+    def _exists(self) -> bool:
+        return (self._path / "kinds.json").exists()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}

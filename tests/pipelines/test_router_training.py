@@ -13,7 +13,7 @@ from kedro_datasets.pickle import PickleDataset
 
 from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.routing.routers.retrieval_routers import MODES
+from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.scoring.utility_index import datasets_of, split_questions
 from ragfolio.pipeline_registry import register_pipelines
 
@@ -51,7 +51,7 @@ def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0) -> Data
     for name in ("router_metrics", "router_timings"):
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
     datasets["router_headline"] = JSONDataset(filepath=str(tmp_path / "router_headline.json"))
-    for name in ("router_comparison", "dev_router_comparison", "dev_same_budget", "routers", "pre_retrieval_routers", "post_retrieval_routers", "questions",
+    for name in ("router_comparison", "dev_router_comparison", "dev_same_budget", "routers", "retrieval_routers", "questions",
                  "utility_index"):  # kept past their last use, for the checks below
         datasets[name] = PickleDataset(filepath=str(tmp_path / f"{name}.pkl"))
     return DataCatalog(datasets)
@@ -79,7 +79,7 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
     assert cost["n_queries"] == 14 and cost["first_stage_ms_per_query"] > 0
     for key, entry in metrics["datasets"].items():
         oracle = entry["oracle"]["best_of_l"][0]
-        for mode in MODES:
+        for mode in servable_names(learned=False):
             curve = entry[mode]["best_of_l"]
             assert len(curve) == k and curve == sorted(curve) and curve[-1] == pytest.approx(oracle), (key, mode)
             assert f"{mode}_l1" in entry["summary"] and "gap_closed_l1" in entry[mode]
@@ -88,7 +88,7 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
             if entry["selection"][mode]["fallback"]:  # a router that fell back takes the default member first
                 assert entry["headroom"]["routers"][mode]["switched"] == 0
         room = entry["headroom"]
-        assert room["n"] == entry["n_test"] and set(room["routers"]) >= {"learned", *MODES}
+        assert room["n"] == entry["n_test"] and set(room["routers"]) >= set(servable_names())
         assert room["routers"]["top_average"]["switched"] == 0 and room["routers"]["top_average"]["captured"] in (0, None)
         assert "learned" in entry["selection"]
     assert np.isfinite(metrics["datasets"]["all"]["post_retrieval"]["best_of_l"]).all()
@@ -154,8 +154,9 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
     questions, index = catalog.load("questions"), catalog.load("utility_index")
     texts = [q.question for d in datasets_of(index, "all") for q in split_questions(questions, index, d, "test")]
     k = metrics["k"]
-    trained = {"learned": catalog.load("routers")["all"], "pre_retrieval": catalog.load("pre_retrieval_routers")["all"],
-               "post_retrieval": catalog.load("post_retrieval_routers")["all"]}
+    by_kind = catalog.load("retrieval_routers")
+    trained = {"learned": catalog.load("routers")["all"], "pre_retrieval": by_kind["pre_retrieval"]["all"],
+               "post_retrieval": by_kind["post_retrieval"]["all"]}
     for name, router in trained.items():
         rag = AdaptiveRAG.from_bundle(dataclasses.replace(bundle, router=router, routed_ls=None))
         batched = [r.members for r in rag.retrieve_batch(texts, [k] * len(texts))]
@@ -216,7 +217,7 @@ def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
     from ragfolio.core.routing.judging.evaluation import COMPARED
     from ragfolio.pipelines.router_training.nodes import plot_router_curves
 
-    routers = [*COMPARED, "paper", "paper_universal", *MODES]
+    routers = [*COMPARED, "paper", "paper_universal", *servable_names(learned=False)]
     entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers}
     entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}}
     fig = plot_router_curves({"k": 2, "datasets": {"hotpotqa": entry}})

@@ -164,7 +164,9 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
         with (tmp / CORPUS).open("w", encoding="utf-8") as handle:
             for record in bundle.corpus.to_records():
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        bundle.router.save(tmp / ROUTER)
+        from ragfolio.core.routing.registry import save_router  # the routers' runtime, only when one is saved
+
+        save_router(bundle.router, tmp / ROUTER)
         (tmp / EMBEDDINGS).mkdir()
         for name, emb in bundle.embeddings.items():
             np.save(tmp / EMBEDDINGS / f"{name}.npy", np.ascontiguousarray(emb, dtype=np.float32), allow_pickle=False)
@@ -269,9 +271,11 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
     }
     indexes = [CorpusIndex.load(entry["kind"], entry["key"], folder / entry["path"], mmap=mmap)
                for entry in manifest.get("indexes", [])]
-    from ragfolio.core.routing.registry import router_class  # the routers' runtime, only when one is loaded
+    from ragfolio.core.routing.registry import load_router  # the routers' runtime, only when one is loaded
 
-    router = router_class(manifest.get("router", LEARNED)).load(folder / ROUTER)
+    router = load_router(folder / ROUTER)  # a user's router: the module its router.json records is imported
+    if router.name != manifest.get("router", LEARNED):
+        raise ValueError(f"{folder / ROUTER} holds a {router.name!r} router; the manifest names {manifest.get('router')!r}")
     return PortfolioBundle(
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
         router=router, scoring=manifest["scoring"], routing=RouterFeatures.from_dict(manifest["routing"]),

@@ -240,7 +240,7 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router
         got = rag.retrieve(query, 2)
         assert got.members == expected and [r.name for r in got.results.runs] == [members[j].name for j in expected]
         assert len(got.router_scores) == 2 and got.route_ms >= 0
-        if router.reads_results:
+        if router.reads == "members":
             assert asked[-1] == [0, 1, 2] and len(asked) == i + 1  # all k once, nothing run twice
         else:
             assert asked[-1] == expected
@@ -280,7 +280,7 @@ def test_a_batch_is_routed_together_as_each_query_is_alone(rag_parts, router_cla
         offline = route(RouteInputs({"first_stage": first}, {"members": member_features}), 2)[0]
         assert [r.members for r in together] == offline.tolist()
         assert "first_stage" in together[0].stages_ms
-        assert ("members" in together[0].stages_ms) == router_class.reads_results
+        assert ("members" in together[0].stages_ms) == (router_class.reads == "members")
     mixed = rag.retrieve_batch(batch[:3], [1, 2, 3])
     assert [len(r.members) for r in mixed] == [1, 2, 3]
     assert [r.members[0] for r in mixed] == [r.members[0] for r in alone[:3]]

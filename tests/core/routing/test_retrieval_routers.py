@@ -10,9 +10,8 @@ import pytest
 
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.judging.evaluation import best_of_l
-from ragfolio.core.routing.registry import load_router, make_router, router_names
+from ragfolio.core.routing.registry import load_router, make_router, router_names, servable_names
 from ragfolio.core.routing.routers.retrieval_routers import (
-    MODES,
     PostRetrievalRouter,
     PreRetrievalRouter,
     cdf_knots,
@@ -22,6 +21,8 @@ from ragfolio.core.routing.routers.retrieval_routers import (
 )
 
 K = 3
+
+MODES = ("pre_retrieval", "post_retrieval")
 
 
 def _synthetic(n: int, seed: int, *, signal: bool) -> tuple[RouteInputs, np.ndarray]:
@@ -93,8 +94,10 @@ def test_save_and_load_give_identical_routes(completion: str, tmp_path: Path) ->
             np.testing.assert_allclose(loaded_scores, scores)
 
 
-def test_the_registry_knows_both_modes() -> None:
+def test_the_registry_knows_both_modes_and_serves_them_after_the_learned_router() -> None:
     assert set(MODES) <= set(router_names())
+    assert servable_names() == ["learned", "pre_retrieval", "post_retrieval"]  # cheapest first: what each reads
+    assert servable_names(learned=False) == list(MODES)
     assert isinstance(make_router("pre_retrieval"), PreRetrievalRouter)
     assert isinstance(make_router("post_retrieval"), PostRetrievalRouter)
 

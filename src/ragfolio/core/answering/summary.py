@@ -15,6 +15,7 @@ with a selector the headroom over single best (:func:`headroom`).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +31,7 @@ from ragfolio.core.stats import mean_intervals, paired_differences
 # l x num_docs passages in one prompt (is the gain complementarity or only more passages?) and the
 # iterative Vendi-RAG (is it as accurate at fewer tokens?).
 ROUTED_BASELINES = ("single_best_wide", "vendi_rag", "vendi_rag_authors")
-ROUTED_PREFIXES = ("routed_l", "pre_retrieval_l", "post_retrieval_l")
+ROUTED = re.compile(r"_l\d+$")  # routed_l<l>, <router kind>_l<l>: the systems that route to l members
 
 
 def _order(systems: Sequence[str]) -> dict[str, int]:
@@ -123,7 +124,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     Every system but ``single_best`` gets ``minus_single_best`` (``{em, f1, answer_recall}``
     paired intervals) when it answered the same questions; ``em_minus_single_best`` repeats its EM.
-    Routed systems (``routed_l*``, ``pre_retrieval_l*``, ``post_retrieval_l*``) also get
+    Routed systems (``routed_l<l>``, ``<router kind>_l<l>``) also get
     ``minus: {baseline: {n, em, f1, answer_recall}}`` for each of :data:`ROUTED_BASELINES` that ran
     (on the questions both answered), and those with a selector ``headroom`` (:func:`headroom`).
     """
@@ -139,7 +140,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             if diff is not None:
                 summary["minus_single_best"] = diff
                 summary["em_minus_single_best"] = diff["em"]
-            if system.startswith(ROUTED_PREFIXES):
+            if ROUTED.search(system):
                 versus = {b: _minus(rows, system, b) for b in ROUTED_BASELINES}
                 if versus := {b: d for b, d in versus.items() if d is not None}:
                     summary["minus"] = versus

@@ -8,8 +8,9 @@ Systems (the keys of ``answer_metrics.json``; :func:`system_names` gives their o
   routed union gain from complementarity, or only from more passages?).
 * ``routed_l<l>``: the learned query router's top-l members run concurrently, one answer per
   member, the selector picks (no selector at l = 1).
-* ``pre_retrieval_l<l>``, ``post_retrieval_l<l>``: the same with the routers that see the retrieval
-  (:mod:`ragfolio.core.routing.online`); post-retrieval runs all k members, then routes.
+* ``pre_retrieval_l<l>``, ``post_retrieval_l<l>`` (and ``<kind>_l<l>`` for a user's servable
+  router): the same with the routers that see the retrieval (:mod:`ragfolio.core.routing.online`);
+  post-retrieval runs all k members, then routes.
 * ``portfolio_all``: every member, no routing, every answer to the selector.
 * ``vendi_rag``: the iterative Vendi-RAG baseline (:mod:`ragfolio.core.answering.vendi_rag`).
 * ``vendi_rag_authors``: the ``vendirag`` package's own loop (:mod:`ragfolio.core.answering.vendirag_loop`),
@@ -48,15 +49,17 @@ from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.running.memo import COUNTERS
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.registry import servable_names
 
 ROUTED_L = (1, 2, 3)
-RETRIEVAL_MODES = ("pre_retrieval", "post_retrieval")
 
 logger = logging.getLogger(__name__)
 
 
-def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] = RETRIEVAL_MODES) -> tuple[str, ...]:
-    """Every system's name, in report order, for routed ``ls`` and the retrieval-router ``modes``."""
+def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Every system's name, in report order, for routed ``ls`` and the router kinds ``modes``
+    (default: every servable router but the learned one, :func:`~ragfolio.core.routing.registry.servable_names`)."""
+    modes = servable_names(learned=False) if modes is None else modes
     routed = [f"{prefix}_l{l}" for prefix in ("routed", *modes) for l in ls]
     return ("no_retrieval", "single_best", "single_best_wide", *routed, "portfolio_all", "vendi_rag", "vendi_rag_authors")
 
@@ -166,7 +169,7 @@ class SystemRunner:
             None leaves that system out.
         wide_runner: A runner over the same corpus returning ``2 x num_docs`` passages
             (``single_best_wide``); None leaves that system out.
-        retrieval_routers: ``{"pre_retrieval" | "post_retrieval": routing}`` over ``rag``'s
+        retrieval_routers: ``{router kind: routing}`` (``pre_retrieval``, ``post_retrieval``, a user's) over ``rag``'s
             members; the modes missing are left out.
         ls: The l of the routed systems (capped at k).
         cold_caches: Drop the query caches before each system (False only shows, in tests, what
@@ -196,8 +199,8 @@ class SystemRunner:
     ) -> None:
         if rag.answerer is None:
             raise ValueError("the AdaptiveRAG needs an answerer to be evaluated end to end")
-        if unknown := sorted(set(retrieval_routers or {}) - set(RETRIEVAL_MODES)):
-            raise ValueError(f"retrieval_routers {unknown} must be among {RETRIEVAL_MODES}")
+        if unknown := sorted(set(retrieval_routers or {}) - set(servable_names(learned=False))):
+            raise ValueError(f"retrieval_routers {unknown} must be among {servable_names(learned=False)}")
         if not ls or min(ls) < 1:
             raise ValueError(f"ls={list(ls)} must be non-empty, each >= 1")
         self.rag, self.single_best, self.wide_runner = rag, single_best, wide_runner
@@ -210,7 +213,7 @@ class SystemRunner:
             logger.warning("routed l %s above the portfolio's k=%d: answered at l=%d instead", capped, rag.k, rag.k)
         self.cold_caches = cold_caches
         self.answerer: Answerer = rag.answerer
-        modes = [m for m in RETRIEVAL_MODES if m in self.retrieval_routers]
+        modes = [m for m in servable_names(learned=False) if m in self.retrieval_routers]
         wide = () if wide_runner is None else ("single_best_wide",)
         left_out = {"single_best_wide"} - set(wide) | {"vendi_rag", "vendi_rag_authors"} - set(self.loops)
         made = tuple(s for s in system_names(self.ls, modes) if s not in left_out)

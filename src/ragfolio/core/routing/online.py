@@ -75,9 +75,10 @@ class BatchRouting:
 
 
 def routes_on_retrieval(router: RouterProtocol) -> bool:
-    """Whether ``router`` reads the retrieval (first-stage rankings or member results), so that it
-    routes through :class:`OnlineRetrievalRouting` rather than from query features alone."""
-    return "first_stage" in getattr(router, "query_blocks", ()) or bool(getattr(router, "reads_results", False))
+    """Whether ``router`` reads the retrieval (its ``reads``: the first-stage rankings or every
+    member's results), so that it routes through :class:`OnlineRetrievalRouting` rather than from
+    query features alone."""
+    return getattr(router, "reads", "query") in ("first_stage", "members")
 
 
 class OnlineRetrievalRouting:
@@ -103,7 +104,7 @@ class OnlineRetrievalRouting:
             raise ValueError(f"a router over {len(router.members_)} members for {len(executor.members)} members")
         self.router, self.executor, self.featurizer = router, executor, featurizer
         self.query_features = query_features
-        self.reads_results = bool(getattr(router, "reads_results", False))
+        self.reads_results = getattr(router, "reads", "query") == "members"
 
     @property
     def k(self) -> int:

@@ -1,18 +1,32 @@
-"""Routers by name: build one from its hyperparameters, or load a saved one from its folder.
+"""Routers by name: build one from its hyperparameters, load a saved one, and which ones can be served.
 
 The registry holds the learned router, every ablation and the routers that see the retrieval
 (``pre_retrieval``, ``post_retrieval``); :func:`register_router` adds another
-class (any class with the members of :class:`~ragfolio.core.routing.base.RouterProtocol`).
-:func:`load_router` reads the router's name from the folder's ``router.json``, so whoever loads a
-router (the bundle, the Kedro dataset of routers) need not know which kind it is.
+class (any class with the members of :class:`~ragfolio.core.routing.base.RouterProtocol`), and
+:func:`import_router_modules` imports the modules that register a user's routers
+(``router_training.router_modules``). :func:`load_router` reads the router's name from the
+folder's ``router.json``, so whoever loads a router (the bundle, the Kedro dataset of routers) need
+not know which kind it is; a router of a user's module also records that module there, and loading
+imports it.
+
+**Servable routers.** A router class that declares ``reads`` (one of :data:`READS`: what it needs
+to route a query) can be served: router training trains it on every portfolio, judges it on the
+dev questions and ``bundle.router: auto`` may choose it; the service routes it from query
+features alone (``query``) or from the shared first stage and, for ``members``, every member's
+results (:mod:`ragfolio.core.routing.online`). :func:`servable_names` lists them, cheapest first:
+the order ties are broken in. Routers without ``reads`` (the ablations, the oracle, the paper's
+router) are compared in reports only.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragfolio.core.routing.base import RouterProtocol, saved_name
+from ragfolio.core.routing.base import CONFIG_FILE, LEARNED, RouterProtocol, saved_name
 from ragfolio.core.routing.routers.baseline_routers import (
     GreedyPrefixRouter,
     OracleRouter,
@@ -26,6 +40,8 @@ from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 
 R = TypeVar("R", bound=type[RouterProtocol])
+
+READS = ("query", "first_stage", "members")  # what a servable router reads to route, cheapest first
 
 _ROUTERS: dict[str, type[RouterProtocol]] = {
     cls.name: cls
@@ -71,6 +87,54 @@ def make_router(name: str, **params: Any) -> RouterProtocol:
     return router_class(name)(**params)
 
 
+def servable_names(*, learned: bool = True) -> list[str]:
+    """The routers that can be served (their class declares ``reads``), cheapest first: by
+    :data:`READS`, then in registration order; ``learned=False`` leaves out the learned router
+    (its own nodes train it, with its ablations)."""
+    ranked = sorted((READS.index(reads), i, name) for i, (name, cls) in enumerate(_ROUTERS.items())
+                    if (reads := getattr(cls, "reads", None)) in READS)
+    return [name for *_, name in ranked if learned or name != LEARNED]
+
+
+def check_servable(name: str, setting: str) -> str:
+    """``name`` when it is a servable router, else a ValueError naming ``setting`` and the choices."""
+    if name not in servable_names():
+        raise ValueError(f"{setting}={name!r} is not a servable router; servable: {servable_names()} "
+                         "(a router class declaring `reads`, registered by a module of router_training.router_modules)")
+    return name
+
+
+def import_router_modules(modules: Sequence[str]) -> None:
+    """Import the modules that register a user's routers (:func:`register_router`); twice does nothing.
+
+    Raises:
+        ImportError: A module cannot be imported (the message names it).
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ImportError(f"router module {module!r} cannot be imported: {error}") from error
+
+
+def save_router(router: RouterProtocol, folder: str | Path) -> None:
+    """``router.save(folder)``, and for a router defined outside ragfolio its module recorded in
+    ``router.json`` (``module``), so that :func:`load_router` imports it in a process that has not."""
+    router.save(folder)
+    module = type(router).__module__
+    if not module.startswith("ragfolio."):
+        path = Path(folder) / CONFIG_FILE
+        config = json.loads(path.read_text())
+        if config.get("module") != module:
+            path.write_text(json.dumps({**config, "module": module}, indent=1))
+
+
 def load_router(folder: str | Path) -> RouterProtocol:
-    """The router saved in ``folder``, of the kind its ``router.json`` names (the learned one if none)."""
-    return router_class(saved_name(folder)).load(folder)
+    """The router saved in ``folder``, of the kind its ``router.json`` names (the learned one if
+    none), importing first the module it records when that kind is a user's router not yet registered."""
+    name = saved_name(folder)
+    if name not in _ROUTERS:
+        module = json.loads((Path(folder) / CONFIG_FILE).read_text()).get("module")
+        if module:
+            import_router_modules([module])
+    return router_class(name).load(folder)

@@ -171,7 +171,7 @@ def _retrieval_routings(
 def answer_test_questions(
     questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
     utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
-    pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
+    retrieval_routers: dict[str, dict[str, RouterProtocol]],
     cache: ArrayCache, pool_settings: dict[str, Any], router_features: RouterFeatures, answer_store: AnswerStore,
     params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -198,7 +198,7 @@ def answer_test_questions(
         raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a corpus "
                          f"{sorted(sets.datasets)}")
     runners = CorpusRunners(sets, cache.corpus_reader(), settings)
-    trained = {"pre_retrieval": pre_retrieval_routers, "post_retrieval": post_retrieval_routers} if p.retrieval_routers else {}
+    trained = retrieval_routers if p.retrieval_routers else {}
     rows: list[dict[str, Any]] = []
     orders: dict[str, Any] = {}
     for dataset in sets.datasets:

@@ -33,8 +33,7 @@ from ragfolio.core.routing.judging.evaluation import (
     gap_closed,
 )
 from ragfolio.core.routing.judging.headroom import headroom
-from ragfolio.core.routing.registry import make_router
-from ragfolio.core.routing.routers.retrieval_routers import MODES
+from ragfolio.core.routing.registry import make_router, servable_names
 from ragfolio.core.routing.routers.universal import UniversalRouting, judge_universal
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import (
@@ -222,7 +221,7 @@ def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selecti
     for name, curve in curves.items():
         if name != "oracle":
             entry[name]["gap_closed_l1"] = gap_closed(curve[0], single, oracle)
-    for mode in MODES:
+    for mode in servable_names(learned=False):
         if mode in curves:
             entry["summary"].update({f"{mode}_l{l}": curves[mode][l - 1] for l in (1, 2) if l <= k})
     default = int(comparison.picks["top_average"][0, 0]) if len(comparison.utilities) else 0
@@ -273,7 +272,7 @@ def headline_routers(metrics: dict[str, Any]) -> dict[str, Any]:
         for the ``all`` portfolio (or the first, without one); every curve is in ``router_metrics.json``.
     """
     entry: dict[str, Any] = metrics["datasets"].get(ALL) or next(iter(metrics["datasets"].values()), {})
-    routers = [name for name in ("learned", *MODES) if name in entry]
+    routers = [name for name in servable_names() if name in entry]
     headline: dict[str, Any] = {
         "best_of_1": {"single_best_member": entry.get("single_best_member"),
                       **{name: entry[name]["best_of_l"][0] for name in (*routers, "oracle") if name in entry}},
@@ -308,7 +307,7 @@ def _pct(x: float | None) -> str:
 
 def _routed(entry: dict[str, Any]) -> list[str]:
     """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in (*COMPARED, "paper", "paper_universal", *MODES) if name in entry]
+    return [name for name in dict.fromkeys([*COMPARED, "paper", "paper_universal", *servable_names()]) if name in entry]
 
 
 # A marker and a dash per router (eleven before one repeats: every router of a report has a line).

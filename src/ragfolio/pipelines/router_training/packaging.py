@@ -17,7 +17,7 @@ from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.judging.evaluation import COMPARED
-from ragfolio.core.routing.routers.retrieval_routers import MODES
+from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
@@ -36,8 +36,7 @@ def build_bundle(
     corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: Portfolios,
     routers: dict[str, RouterProtocol], router_metrics: dict[str, Any], router_features: RouterFeatures,
     pool_settings: dict[str, Any], cache: ArrayCache, params: dict[str, Any],
-    pre_retrieval_routers: dict[str, RouterProtocol] | None = None,
-    post_retrieval_routers: dict[str, RouterProtocol] | None = None,
+    retrieval_routers: dict[str, dict[str, RouterProtocol]] | None = None,
 ) -> PortfolioBundle:
     """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
 
@@ -47,9 +46,9 @@ def build_bundle(
     (:func:`~ragfolio.core.scoring.runners.served_corpus`). ``selection.corpus`` records what the selection
     metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
     the one ``router_metrics["served"]`` names (``bundle.router``: ``auto`` chose it by validation on
-    train questions, or it was named): the learned one (query features only), or a router that sees
-    the retrieval (``pre_retrieval``, ``post_retrieval``; the bundle's ``routing`` carries their
-    featurizer). ``selection.served_router`` records the choice, its reason and the validation
+    train questions, or it was named): the learned one (query features only), or one of
+    ``retrieval_routers`` (by kind: ``pre_retrieval``, ``post_retrieval`` and a user's servable
+    routers; the bundle's ``routing`` carries the retrieval featurizer). ``selection.served_router`` records the choice, its reason and the validation
     values compared, and what the report measured of it on test. The bundle carries every corpus
     index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
     """
@@ -71,7 +70,8 @@ def build_bundle(
         "greedy_train_values": sel.greedy_train_values[: portfolios.k],
         "certificate": sel.certificate,
         "n_train": sel.n_train,
-        "test_best_of_l": {name: routed[name]["best_of_l"] for name in (*COMPARED, *MODES) if name in routed},
+        "test_best_of_l": {name: routed[name]["best_of_l"]
+                           for name in dict.fromkeys([*COMPARED, *servable_names()]) if name in routed},
         "corpus": sets.describe(),
     }
     served_entry = router_metrics.get("served") or {}
@@ -84,8 +84,7 @@ def build_bundle(
         if served_entry.get("routed_ls") is not None:
             routed_ls = tuple(served_entry["routed_ls"])
     scoring = {name: value for name, value in settings.to_dict().items() if name != "score"}
-    served = {"learned": routers, "pre_retrieval": pre_retrieval_routers or {},
-              "post_retrieval": post_retrieval_routers or {}}[name]
+    served = {"learned": routers, **(retrieval_routers or {})}.get(name, {})
     if key not in served:
         raise ValueError(f"no {name} router was trained for portfolio {key!r}")
     bundle = PortfolioBundle(

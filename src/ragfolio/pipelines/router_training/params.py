@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
 from ragfolio.core.routing.features.query_features import TextHasher
+from ragfolio.core.routing.registry import check_servable, import_router_modules
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
@@ -24,14 +25,17 @@ class BundleParams(BaseModel):
     portfolio: str = ALL
     default_l: int = Field(2, ge=1)
     # auto: the router with the largest gain over the default member on the dev questions (validation
-    # inside train without a dev split; ragfolio.core.routing.judging.choice); or one router by name
-    router: Literal["auto", "learned", "pre_retrieval", "post_retrieval"] = "auto"
+    # inside train without a dev split; ragfolio.core.routing.judging.choice); or a servable router by
+    # name (ragfolio.core.routing.registry.servable_names: learned, pre_retrieval, post_retrieval, a user's)
+    router: str = "auto"
 
 
 class RetrievalRoutingParams(BaseModel):
-    """The routers that see the retrieval (``router_training.retrieval_routing``)."""
+    """The servable routers beside the learned one (``router_training.retrieval_routing``): the
+    features' settings, then each router kind's hyperparameters by its name (``pre_retrieval``,
+    ``post_retrieval``, and a user's routers from ``router_modules``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     agreement_depth: int = Field(10, ge=1)
     query_block_size: int = Field(256, ge=1)
@@ -39,6 +43,19 @@ class RetrievalRoutingParams(BaseModel):
         PreRetrievalRouter, "router_training.retrieval_routing.pre_retrieval")] = Field(default_factory=dict)
     post_retrieval: Annotated[dict[str, Any], kwargs_of(
         PostRetrievalRouter, "router_training.retrieval_routing.post_retrieval")] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _servable_kinds(self) -> RetrievalRoutingParams:
+        for kind, block in (self.model_extra or {}).items():
+            check_servable(kind, f"router_training.retrieval_routing.{kind}")
+            if not isinstance(block, dict):
+                raise ValueError(f"router_training.retrieval_routing.{kind} must be a mapping of hyperparameters")
+        return self
+
+    def hyperparameters(self, kind: str) -> dict[str, Any]:
+        """The hyperparameters given for router ``kind`` (none: its defaults)."""
+        block = getattr(self, kind, None) if kind in type(self).model_fields else (self.model_extra or {}).get(kind)
+        return dict(block or {})
 
 
 PAPER_HYPERPARAMETERS = frozenset(f.name for f in fields(PaperRouter) if f.init) - {"blocks"}
@@ -75,9 +92,14 @@ class PaperRouterParams(BaseModel):
 
 
 class RouterTrainingParams(BaseModel):
-    """``router_training`` parameters (conf/base/parameters_router_training.yml)."""
+    """``router_training`` parameters (conf/base/parameters_router_training.yml).
+
+    ``router_modules`` are imported before anything else is read, so the routers they register are
+    servable names the other settings may use."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    router_modules: list[str] = Field(default_factory=list)  # modules registering a user's routers
 
     text_features: Annotated[dict[str, Any], kwargs_of(TextHasher, "router_training.text_features")] = Field(
         default_factory=dict)
@@ -90,6 +112,19 @@ class RouterTrainingParams(BaseModel):
     retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
     bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_router_modules(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            import_router_modules(data.get("router_modules") or [])
+        return data
+
+    @model_validator(mode="after")
+    def _served_router_exists(self) -> RouterTrainingParams:
+        if self.bundle.router != "auto":
+            check_servable(self.bundle.router, "router_training.bundle.router")
+        return self
 
     @model_validator(mode="after")
     def _paper_encoders_exist(self) -> RouterTrainingParams:

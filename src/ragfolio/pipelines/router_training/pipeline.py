@@ -75,14 +75,14 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(
                 train_retrieval_routers,
                 inputs={**ROWS, "retrieval_inputs": "retrieval_inputs", "params": "params:router_training"},
-                outputs=["pre_retrieval_routers", "post_retrieval_routers"],
+                outputs="retrieval_routers",
                 name="train_retrieval_routers",
             ),
             node(
                 compare_on_dev,
                 inputs={
                     **ROWS, "retrieval_inputs": "retrieval_inputs", "routers": "routers",
-                    "pre_retrieval_routers": "pre_retrieval_routers", "post_retrieval_routers": "post_retrieval_routers",
+                    "retrieval_routers": "retrieval_routers",
                 },
                 outputs="dev_router_comparison",
                 name="compare_on_dev",
@@ -100,8 +100,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(
                 routing_selection,
                 inputs={
-                    "routers": "routers", "pre_retrieval_routers": "pre_retrieval_routers",
-                    "post_retrieval_routers": "post_retrieval_routers", "retrieval_inputs": "retrieval_inputs",
+                    "routers": "routers", "retrieval_routers": "retrieval_routers", "retrieval_inputs": "retrieval_inputs",
                     "dev_comparison": "dev_router_comparison", "params": "params:router_training",
                     "dev_same_budget": "dev_same_budget",
                 },
@@ -127,8 +126,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 compare_retrieval_routers,
                 inputs={
                     **ROWS, "query_router_comparison": "paper_router_comparison",
-                    "retrieval_inputs": "retrieval_inputs", "pre_retrieval_routers": "pre_retrieval_routers",
-                    "post_retrieval_routers": "post_retrieval_routers",
+                    "retrieval_inputs": "retrieval_inputs", "retrieval_routers": "retrieval_routers",
                 },
                 outputs="router_comparison",
                 name="compare_retrieval_routers",
@@ -158,7 +156,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "corpora": "corpora", "candidates": "candidates", "portfolios": "portfolios", "routers": "routers",
                     "router_metrics": "router_metrics", "router_features": "router_features",
                     "pool_settings": "pool_settings", "cache": "retrieval_cache", "params": "params:router_training",
-                    "pre_retrieval_routers": "pre_retrieval_routers", "post_retrieval_routers": "post_retrieval_routers",
+                    "retrieval_routers": "retrieval_routers",
                 },
                 outputs="bundle",
                 name="build_bundle",

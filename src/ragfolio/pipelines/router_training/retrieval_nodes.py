@@ -1,4 +1,7 @@
-"""Nodes of ``router_training`` for the routers that see the retrieval (``pre_retrieval``, ``post_retrieval``).
+"""Nodes of ``router_training`` for the servable routers beside the learned one: the routers that
+see the retrieval (``pre_retrieval``, ``post_retrieval``) and any a user registers
+(``router_modules``; :func:`~ragfolio.core.routing.registry.servable_names`), kept in one
+``retrieval_routers`` mapping ``{router kind: {portfolio: router}}``.
 
 Features of the shared first stage (per dataset) and of each portfolio member's results (per
 portfolio and dataset) are computed from the pool runners built from ``pool_settings``, in blocks
@@ -25,11 +28,10 @@ from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer, RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison
-from ragfolio.core.routing.judging.choice import SERVABLE, RouterChoice, RouterSelection, choose_router
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit, route_all
-from ragfolio.core.routing.registry import make_router
+from ragfolio.core.routing.registry import make_router, servable_names
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
-from ragfolio.core.routing.routers.retrieval_routers import MODES
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
@@ -125,33 +127,38 @@ def retrieval_split(
     return RoutingSplit(inputs, base.utilities)
 
 
+RoutersByKind = dict[str, dict[str, RouterProtocol]]  # router kind -> portfolio -> fitted router
+
+
 def train_retrieval_routers(
     router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
     utility_index: UtilityIndex, portfolios: Portfolios, params: dict[str, Any],
-) -> tuple[dict[str, RouterProtocol], dict[str, RouterProtocol]]:
-    """Per portfolio, a pre- and a post-retrieval router trained (and selected) on its train questions."""
+) -> RoutersByKind:
+    """Per servable router kind but the learned one (:func:`~ragfolio.core.routing.registry.servable_names`,
+    a user's included), per portfolio: the router fitted on its train questions, with its
+    ``router_training.retrieval_routing.<kind>`` hyperparameters."""
     p = RouterTrainingParams(**params)
-    hyper = {"pre_retrieval": p.retrieval_routing.pre_retrieval, "post_retrieval": p.retrieval_routing.post_retrieval}
-    out: dict[str, dict[str, RouterProtocol]] = {mode: {} for mode in MODES}
+    kinds = servable_names(learned=False)
+    out: RoutersByKind = {kind: {} for kind in kinds}
     for key, sel in portfolios.selections.items():
         train = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "train")
-        for mode in MODES:
-            router = make_router(mode, **{"random_state": p.seed, **hyper[mode]})
-            out[mode][key] = router.fit(train.inputs, train.utilities, sel.portfolio)
-    return out["pre_retrieval"], out["post_retrieval"]
+        for kind in kinds:
+            router = make_router(kind, **{"random_state": p.seed, **p.retrieval_routing.hyperparameters(kind)})
+            out[kind][key] = router.fit(train.inputs, train.utilities, sel.portfolio)
+    return out
 
 
 def compare_retrieval_routers(
     query_router_comparison: dict[str, RoutingComparison], router_inputs: dict[str, Features],
     retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
-    portfolios: Portfolios, pre_retrieval_routers: dict[str, RouterProtocol],
-    post_retrieval_routers: dict[str, RouterProtocol],
+    portfolios: Portfolios, retrieval_routers: RoutersByKind,
 ) -> dict[str, RoutingComparison]:
-    """Each portfolio's comparison with the pre- and post-retrieval routings of its test questions added."""
+    """Each portfolio's comparison with the routings of its test questions by every router of
+    ``retrieval_routers`` added."""
     out = {}
     for key, comparison in query_router_comparison.items():
         test = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "test")
-        routers = {"pre_retrieval": pre_retrieval_routers[key], "post_retrieval": post_retrieval_routers[key]}
+        routers = {kind: trained[key] for kind, trained in retrieval_routers.items()}
         out[key] = replace(comparison, picks={**comparison.picks, **route_all(routers, test)})
     return out
 
@@ -162,7 +169,7 @@ DEV_BASELINES = ("top_average", "greedy_prefix", "oracle")  # what a dev compari
 def compare_on_dev(
     router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
     utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
-    pre_retrieval_routers: dict[str, RouterProtocol], post_retrieval_routers: dict[str, RouterProtocol],
+    retrieval_routers: RoutersByKind,
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with dev questions (``data_prep.dev_fraction``): the routers that can be served
     and the fixed baselines (:data:`DEV_BASELINES`, fitted on train), routing its dev questions.
@@ -181,8 +188,7 @@ def compare_on_dev(
                      for name in DEV_BASELINES}
         dev_queries = query_split(router_inputs, utility_matrices, utility_index, key, members, "dev")
         picks = {**route_all({"learned": routers[key]}, dev_queries),  # the learned router reads query features only
-                 **route_all({"pre_retrieval": pre_retrieval_routers[key],
-                              "post_retrieval": post_retrieval_routers[key], **baselines}, dev)}
+                 **route_all({**{kind: trained[key] for kind, trained in retrieval_routers.items()}, **baselines}, dev)}
         out[key] = RoutingComparison(picks, dev.utilities)
     return out
 
@@ -204,6 +210,7 @@ def judge_on_dev(
     sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
     runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
     out: dict[str, dict[str, dict[str, Any]]] = {}
+    servable = servable_names()
     for key, comparison in dev_comparison.items():
         sel = portfolios.selection(key)
         members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
@@ -212,7 +219,7 @@ def judge_on_dev(
                                        for d, qs in devs.items() if qs])
         ls = range(1, portfolios.k + 1)
         out[key] = {name: same_budget_comparison(runs, picks, ls).get("union_minus_single", {})
-                    for name, picks in comparison.picks.items() if name in SERVABLE}
+                    for name, picks in comparison.picks.items() if name in servable}
     return out
 
 
@@ -222,12 +229,11 @@ def dev_values(comparison: RoutingComparison) -> dict[str, dict[str, float]]:
     curves = comparison.curves
     default = curves["top_average"][0]
     return {name: {"dev_best_of_1": curves[name][0], "dev_default": default}
-            for name in ("learned", *MODES) if name in curves}
+            for name in servable_names() if name in curves}
 
 
 def routing_selection(
-    routers: dict[str, RouterProtocol], pre_retrieval_routers: dict[str, RouterProtocol],
-    post_retrieval_routers: dict[str, RouterProtocol], retrieval_inputs: RetrievalInputs,
+    routers: dict[str, RouterProtocol], retrieval_routers: RoutersByKind, retrieval_inputs: RetrievalInputs,
     dev_comparison: dict[str, RoutingComparison], params: dict[str, Any],
     dev_same_budget: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> RouterSelection:
@@ -254,8 +260,8 @@ def routing_selection(
                                 "val_best_of_1": learned.val_routed_best_of_1_,
                                 "val_best_of_1_top_scored": learned.val_best_of_1_,
                                 "val_default": learned.val_default_, "switch_margin": learned.switch_margin_}
-        for mode, trained in (("pre_retrieval", pre_retrieval_routers), ("post_retrieval", post_retrieval_routers)):
-            entry[mode] = trained[key].selection()  # type: ignore[attr-defined]
+        for kind, trained in retrieval_routers.items():  # a router without selection() is judged on dev only
+            entry[kind] = trained[key].selection() if hasattr(trained[key], "selection") else {}
         if key in dev_comparison:
             for name, values in dev_values(dev_comparison[key]).items():
                 entry[name] = {**entry.get(name, {}), **values}

@@ -1,7 +1,7 @@
 """Which trained router to serve: the one that gains most over the default member on dev questions.
 
-``router_training.bundle.router: auto`` serves, of the routers a portfolio trained
-(:data:`SERVABLE`), the one with the largest **dev gain** ``dev_best_of_1 - dev_default``: its
+``router_training.bundle.router: auto`` serves, of the routers a portfolio trained that can be
+served (:func:`~ragfolio.core.routing.registry.servable_names`), the one with the largest **dev gain** ``dev_best_of_1 - dev_default``: its
 best-of-1 as it routes on the dev questions (``data_prep.dev_fraction``, carved from train and
 never fitted on) minus the default member's (best train mean) on the same questions. Every router
 is judged on the same dev questions, so the gains compare directly. Without a dev split
@@ -10,7 +10,7 @@ each router measured inside train while fitting: the learned router on its held-
 (``val_fraction``), the retrieval routers on the out-of-fold predictions of a cross-validation over
 all of train, so their values are over different questions and only the gains compare; a router
 that fell back gains 0 there. Ties (within ``tolerance``) go to the cheaper router, in
-:data:`SERVABLE` order; a router without the values compared (saved before they were recorded) is
+:func:`~ragfolio.core.routing.registry.servable_names` order; a router without the values compared (saved before they were recorded) is
 never chosen. Test questions are never read.
 
 **Do no harm.** A point estimate on a few dozen dev questions is not evidence, so ``auto`` routes
@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-SERVABLE = ("learned", "pre_retrieval", "post_retrieval")  # cheapest first: the order ties are broken in
+from ragfolio.core.routing.registry import servable_names
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
     """The router to serve among ``validation``'s (router name -> its validation values).
 
     Args:
-        validation: Per trained router of :data:`SERVABLE`: ``val_best_of_1`` (validation best-of-1
+        validation: Per trained router (those not servable are ignored): ``val_best_of_1`` (validation best-of-1
             as routed), ``val_default`` (the default member's on the same questions), ``fallback``,
             and with a dev split ``dev_best_of_1`` and ``dev_default`` (the rule then compares
             dev gains, when every router has them).
@@ -133,8 +133,9 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
             validation values.
     """
     table: dict[str, dict[str, Any]] = {}
+    servable = servable_names()
     for name, entry in validation.items():
-        if name in SERVABLE:
+        if name in servable:
             row: dict[str, Any] = {}
             for on in ("val", "dev"):
                 if on == "val" or f"{on}_best_of_1" in entry:
@@ -159,7 +160,7 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
     supported = {name: gain for name, gain in known.items() if _supported_ls(judged.get(name))}
     pool = supported or known
     best = max(pool.values())
-    chosen = next(name for name in SERVABLE if name in pool and pool[name] >= best - tolerance)
+    chosen = next(name for name in servable if name in pool and pool[name] >= best - tolerance)
     choice = RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}", table, label,
                           _supported_ls(judged.get(chosen)), judged)
     return replace(choice, reason=f"{choice.reason}; {_routing_note(choice)}")

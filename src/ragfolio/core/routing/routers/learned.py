@@ -162,6 +162,7 @@ class Router(SavedRouter):
     """
 
     name: ClassVar[str] = LEARNED
+    reads: ClassVar[Literal["query"]] = "query"  # servable, from query features alone
     tensors: ClassVar[Literal["numpy", "torch", "none"]] = "torch"
     hidden: int = 128
     embedding_dim: int = 64

@@ -146,7 +146,7 @@ class _RetrievalRouter(SavedRouter):
     """
 
     name: ClassVar[str]
-    reads_results: ClassVar[bool]
+    reads: ClassVar[Literal["first_stage", "members"]]  # servable (ragfolio.core.routing.registry.READS)
     query_blocks: list[str] = field(default_factory=lambda: ["first_stage"])
     results_block: str = "members"
     alphas: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0, 1000.0])
@@ -173,7 +173,7 @@ class _RetrievalRouter(SavedRouter):
                   for b in self.query_blocks]
         Q = np.concatenate([np.asarray(b, dtype=np.float64).reshape(len(inputs), -1) for b in blocks], axis=1)
         M = np.zeros((len(inputs), k, 0))
-        if self.reads_results:
+        if self.reads == "members":
             block = (inputs.results or {}).get(self.results_block)
             if block is None or np.ndim(block) != 3 or np.shape(block)[1] != k:
                 raise ValueError(f"{self.name} reads results[{self.results_block!r}] of shape (n, {k}, d): the "
@@ -319,15 +319,12 @@ class _RetrievalRouter(SavedRouter):
                 "margin": None if self.fallback_ else _finite_or_none(self.margin_)}
 
 
-MODES = ("pre_retrieval", "post_retrieval")  # the registry names of the two routers below
-
-
 @dataclass
 class PreRetrievalRouter(_RetrievalRouter):
     """Routes from the query blocks only (first-stage features): run only the l chosen members."""
 
     name: ClassVar[str] = "pre_retrieval"
-    reads_results: ClassVar[bool] = False
+    reads: ClassVar[Literal["first_stage", "members"]] = "first_stage"
 
 
 @dataclass
@@ -335,4 +332,4 @@ class PostRetrievalRouter(_RetrievalRouter):
     """Routes from the query blocks and every member's result features: all members run, l go to the LLM."""
 
     name: ClassVar[str] = "post_retrieval"
-    reads_results: ClassVar[bool] = True
+    reads: ClassVar[Literal["first_stage", "members"]] = "members"
