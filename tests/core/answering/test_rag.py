@@ -177,6 +177,11 @@ def test_only_the_systems_asked_for_run_in_report_order(rag_parts, tiny_dir) -> 
     for only in ([], ["single_best", "routed_l4"]):
         with pytest.raises(ValueError, match="must be a non-empty subset of"):
             _systems(rag_parts, tiny_dir, only=only)
+    runner, members, router, hasher, _ = rag_parts  # an l above k is refused, not answered at k
+    rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], Answerer(EchoBackend()))
+    with pytest.raises(ValueError, match=r"routed l \[4\] above the portfolio's k=3"):
+        SystemRunner(rag, members[0], VendiRAG(rag.answerer, runner, num_docs=3), ls=(1, 4))
+    rag.close()
 
 
 def test_each_system_runs_with_its_own_cold_query_caches(rag_parts, tiny_dir) -> None:

@@ -31,7 +31,6 @@ latencies of the LLM calls it needs, which an in-process LLM serves one after an
 
 from __future__ import annotations
 
-import logging
 import time
 import zlib
 from collections.abc import Sequence
@@ -52,9 +51,6 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.routing.registry import servable_names
 
 ROUTED_L = (1, 2, 3)
-
-logger = logging.getLogger(__name__)
-
 
 def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] | None = None) -> tuple[str, ...]:
     """Every system's name, in report order, for routed ``ls`` and the router kinds ``modes``
@@ -171,7 +167,7 @@ class SystemRunner:
             (``single_best_wide``); None leaves that system out.
         retrieval_routers: ``{router kind: routing}`` (``pre_retrieval``, ``post_retrieval``, a user's) over ``rag``'s
             members; the modes missing are left out.
-        ls: The l of the routed systems (capped at k).
+        ls: The l of the routed systems (each at most k).
         cold_caches: Drop the query caches before each system (False only shows, in tests, what
             the counters see when systems share them).
         only: The systems to run, a subset of those the arguments above make (None: all of them),
@@ -208,9 +204,9 @@ class SystemRunner:
         if authors_vendi is not None:
             self.loops["vendi_rag_authors"] = authors_vendi
         self.retrieval_routers = dict(retrieval_routers or {})
-        self.ls = sorted({min(l, rag.k) for l in ls})
-        if capped := sorted(l for l in set(ls) if l > rag.k):
-            logger.warning("routed l %s above the portfolio's k=%d: answered at l=%d instead", capped, rag.k, rag.k)
+        if above := sorted(l for l in set(ls) if l > rag.k):
+            raise ValueError(f"routed l {above} above the portfolio's k={rag.k}")
+        self.ls = sorted(set(ls))
         self.cold_caches = cold_caches
         self.answerer: Answerer = rag.answerer
         modes = [m for m in servable_names(learned=False) if m in self.retrieval_routers]

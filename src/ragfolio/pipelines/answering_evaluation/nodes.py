@@ -206,6 +206,9 @@ def answer_test_questions(
             continue
         sel, router, runner = portfolios.selection(dataset), routers[dataset], runners.for_dataset(dataset)
         members = [specs[i] for i in portfolios.members(dataset)]
+        if above := [l for l in p.routed_l if l > len(members)]:
+            raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={len(members)}: "
+                             f"set each to at most {len(members)}")
         rag = AdaptiveRAG(runner, members, router, hasher, encoders, answerer, timeout_s=p.member_timeout_s)
         wide = runners.for_dataset(dataset, p.wide_factor * settings.num_docs) if p.wide_factor else None
         online = _retrieval_routings(rag, trained, dataset, router_features, settings.num_docs)

@@ -59,8 +59,8 @@ def build_bundle(
     sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
     members = [specs[i] for i in portfolios.members(key)]
     if p.bundle.default_l > len(members):
-        logger.warning("router_training.bundle.default_l=%d is above the portfolio's k=%d: the bundle serves "
-                       "default_l=%d", p.bundle.default_l, len(members), len(members))
+        raise ValueError(f"router_training.bundle.default_l={p.bundle.default_l} is above portfolio {key!r}'s "
+                         f"k={len(members)}: set it to at most {len(members)}")
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
     sets = Corpora.from_json(corpora)
     names = sets.names_for(sets.datasets if key == ALL else [key])
@@ -90,7 +90,7 @@ def build_bundle(
     bundle = PortfolioBundle(
         name=key, corpus=corpus, members=members, router=served[key], scoring=scoring,
         routing=router_features,
-        embeddings=embeddings, default_l=min(p.bundle.default_l, len(members)), routed_ls=routed_ls,
+        embeddings=embeddings, default_l=p.bundle.default_l, routed_ls=routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,
     )
     bundle = with_indexes(bundle)
