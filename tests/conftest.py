@@ -34,17 +34,17 @@ def edit_source(tmp_path, monkeypatch) -> Iterator[Callable[[str], None]]:
     src = tmp_path / "source_copy"
     shutil.copytree(code_identity.SOURCE_ROOT / "ragfolio", src / "ragfolio", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(code_identity, "SOURCE_ROOT", src)
-    code_identity.clear_source_digests()
+    code_identity._digest.cache_clear()  # as a new process would
 
     def edit(module: str) -> None:
         path = code_identity.module_file(module, src)
         if path is None:
             raise ValueError(f"module {module!r} has no file under {src}")
         path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-        code_identity.clear_source_digests()
+        code_identity._digest.cache_clear()  # as a new process would
 
     yield edit
-    code_identity.clear_source_digests()
+    code_identity._digest.cache_clear()  # as a new process would
 
 
 @pytest.fixture

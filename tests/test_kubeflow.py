@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 from kedro.pipeline import Pipeline, node
+from reproducible import is_tracked
 
 from ragfolio import kubeflow
-from ragfolio.core.timings import is_tracked
 from ragfolio.pipeline_registry import register_pipelines
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,13 +30,13 @@ def test_threads_computing_digests_never_parse_at_the_same_time(monkeypatch) -> 
                 inside[0] -= 1
 
     monkeypatch.setattr(code_identity.ast, "parse", slow_parse)
-    code_identity.clear_source_digests()
+    code_identity._digest.cache_clear()  # as a new process would
     modules = ["ragfolio.core.retrieval.running.pool_runner", "ragfolio.core.retrieval.running.member_executor"]
     try:
         with ThreadPoolExecutor(max_workers=6) as pool:
             digests = list(pool.map(lambda _: code_identity.source_digest(modules), range(6)))
     finally:
-        code_identity.clear_source_digests()
+        code_identity._digest.cache_clear()  # as a new process would
     assert overlaps[0] == 0
     assert len(set(digests)) == 1
     assert digests[0] == code_identity.source_digest(modules)

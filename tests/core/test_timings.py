@@ -33,13 +33,3 @@ def test_rows_keep_their_names_beside_their_timings() -> None:
     assert list(timings.columns) == ["id", "dataset", "system", "latency_ms", "retrieval_ms"]
     assert timings["latency_ms"].tolist() == [5.0, 6.0] and "latency_ms" in rows  # the input is left as it was
     assert {"latency_ms", "retrieval_ms", "latency_ms_mean", "cost"} <= TIMING_KEYS
-
-
-def test_only_timings_and_caches_are_exempt_from_byte_for_byte_reproduction() -> None:
-    from ragfolio.core.timings import is_tracked
-
-    assert not is_tracked("08_reporting/timings/answers.jsonl") and not is_tracked("04_feature/retrieval_cache/x.npz")
-    assert not is_tracked("07_model_output/answer_store.jsonl")
-    for name in ("07_model_output/answers.jsonl", "08_reporting/router_metrics.json", "06_models/bundle/manifest.json",
-                 "08_reporting/timings_of_mine.json"):
-        assert is_tracked(name), name

@@ -56,10 +56,11 @@ def tiny(tiny_dir: Path) -> tuple[list[str], list[str], list[str]]:
 
 def test_bm25_indexes_once_and_agrees_with_bm25s(settings, tiny, record_property) -> None:
     from elasticsearch import helpers
+    from rankings import rank_overlap
 
     from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever
     from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever
-    from ragfolio.core.retrieval.indexes.elasticsearch_requests import bulk_actions, rank_overlap
+    from ragfolio.core.retrieval.indexes.elasticsearch_requests import bulk_actions
 
     texts, ids, queries = tiny
     es = ElasticsearchBM25Retriever(settings, k1=1.2, b=0.75).index(texts, ids)
@@ -81,8 +82,9 @@ def test_bm25_indexes_once_and_agrees_with_bm25s(settings, tiny, record_property
 
 
 def test_dense_flat_knn_equals_exact_inner_product_search(settings) -> None:
+    from rankings import rank_overlap
+
     from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchDenseRetriever
-    from ragfolio.core.retrieval.indexes.elasticsearch_requests import rank_overlap
     from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
 
     rng = np.random.default_rng(0)

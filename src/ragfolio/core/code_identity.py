@@ -198,11 +198,6 @@ def _digest(modules: tuple[str, ...], src: Path) -> str:
     return digest.hexdigest()[:20]
 
 
-def clear_source_digests() -> None:
-    """Forget the digests computed so far (a test that edits source in place needs it)."""
-    _digest.cache_clear()
-
-
 def package_version(name: str) -> str:
     """The installed version of distribution ``name``, or ``"absent"``."""
     try:

@@ -242,13 +242,6 @@ def _contradictions(family: Family) -> list[str]:
     return problems
 
 
-def unregister(name: str) -> Family:
-    """Remove the family registered as ``name`` (a plugin's, or a test's) and return it."""
-    family = get_family(name)
-    del _REGISTRY[name]
-    return family
-
-
 def get_family(name: str) -> Family:
     """The family registered as ``name``.
 

@@ -23,6 +23,7 @@ pytest.importorskip("elasticsearch")
 import elastic_transport  # noqa: E402
 from elastic_transport import ApiResponseMeta, BaseNode, HttpHeaders  # noqa: E402
 from elastic_transport._node import NodeApiResponse  # noqa: E402  (public in _node only)
+from rankings import rank_overlap  # noqa: E402
 
 from ragfolio.core.cache import ArrayCache  # noqa: E402
 from ragfolio.core.data.loading import load_folder  # noqa: E402
@@ -37,7 +38,6 @@ from ragfolio.core.retrieval.indexes.elasticsearch_requests import (
     knn_searches,
     msearch_lines,
     parse_msearch,
-    rank_overlap,
 )
 from ragfolio.core.retrieval.indexes.elasticsearch_settings import (
     ElasticsearchIndexMissingError,
