@@ -26,10 +26,10 @@ from typing import Any
 
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
-from report_tables import interval_text
 from service_harness import machine
 
 from ragfolio.core.routing.judging.feature_ablation import ablate_features
+from ragfolio.core.stats import interval_text
 from ragfolio.pipelines.router_training.nodes import build_query_features
 from ragfolio.pipelines.router_training.retrieval_nodes import build_retrieval_features, retrieval_split
 

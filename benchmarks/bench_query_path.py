@@ -24,14 +24,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from report_tables import interval_text
 
 from ragfolio.core.bundle import load_bundle
 from ragfolio.core.data.records import Question
 from ragfolio.core.metrics import support_recall
 from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
 from ragfolio.core.retrieval.encoders.kinds import make_encoder, with_query_engine
-from ragfolio.core.stats import mean_intervals, paired_differences
+from ragfolio.core.stats import interval_text, mean_intervals, paired_differences
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from report_tables import interval_text
 
-from ragfolio.core.stats import Interval, mean_intervals, paired_differences
+from ragfolio.core.stats import Interval, interval_text, mean_intervals, paired_differences
 
 
 def iv(interval: Interval) -> str:

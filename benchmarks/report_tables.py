@@ -19,14 +19,8 @@ import pandas as pd
 
 from ragfolio.core.routing.judging.evaluation import COMPARED
 from ragfolio.core.routing.registry import servable_names
+from ragfolio.core.stats import interval_text
 from ragfolio.pipelines.answering_evaluation.report import plot_em_vs_tokens, summarize_answers
-
-
-def interval_text(x: dict | None) -> str:
-    """``+0.012 [-0.010, +0.034]`` of a paired-bootstrap interval; ``-`` when undefined."""
-    if not x or x.get("low") is None:
-        return "-"
-    return f"{x['estimate']:+.3f} [{x['low']:+.3f}, {x['high']:+.3f}]"
 
 
 def portfolio_table(metrics: dict) -> list[str]:

@@ -22,9 +22,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from report_tables import interval_text
 
-from ragfolio.core.stats import paired_differences
+from ragfolio.core.stats import interval_text, paired_differences
 
 SYSTEMS = ("single_best", "vendi_rag", "vendi_rag_authors")
 SCORES = ("em", "f1", "answer_recall")

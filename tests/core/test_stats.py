@@ -101,3 +101,14 @@ def test_a_seed_repeats_the_interval_and_another_seed_moves_it() -> None:
 def test_bad_input_fails_naming_it(call, match) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_one_way_to_write_an_interval() -> None:
+    from ragfolio.core.stats import Interval, interval_text
+
+    x = Interval(0.0221, -0.0284, 0.0712, 42)
+    assert interval_text(x) == "+0.022 [-0.028, +0.071]" == str(x)
+    assert interval_text(x.to_dict(), with_n=True) == "+0.022 [-0.028, +0.071] on 42 questions"
+    assert Interval.from_dict(x.to_dict()) == x
+    assert interval_text(Interval(0.5, float("nan"), float("nan"), 1).to_dict()) == "+0.500 [undefined]"
+    assert interval_text(None) == interval_text({}) == "-"

@@ -16,6 +16,7 @@ with one shared draw of rows, so the intervals of one report come from the same 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,30 @@ class Interval:
             return None if math.isnan(x) else x
 
         return {"estimate": self.estimate, "low": clean(self.low), "high": clean(self.high), "n": self.n}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Interval:
+        """The interval :meth:`to_dict` wrote (an undefined end back to ``nan``)."""
+        def end(x: float | None) -> float:
+            return math.nan if x is None else float(x)
+
+        return cls(float(data["estimate"]), end(data.get("low")), end(data.get("high")), int(data.get("n", 0)))
+
+    def __str__(self) -> str:
+        """``+0.022 [-0.030, +0.070]``; ``+0.022 [undefined]`` when one value gives no spread."""
+        if math.isnan(self.low) or math.isnan(self.high):
+            return f"{self.estimate:+.3f} [undefined]"
+        return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
+
+
+def interval_text(x: Interval | Mapping[str, Any] | None, *, with_n: bool = False) -> str:
+    """An interval, or its :meth:`Interval.to_dict` as reports hold it, as text (:meth:`Interval.__str__`,
+    then `` on 42 questions`` with ``with_n``); ``-`` when there is none. The one way reports, logs
+    and reasons write an interval."""
+    if not x:
+        return "-"
+    interval = x if isinstance(x, Interval) else Interval.from_dict(x)
+    return f"{interval} on {interval.n} questions" if with_n else str(interval)
 
 
 def mean_intervals(

@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ragfolio.core.answering.summary import selector_positions, summarize
+from ragfolio.core.stats import interval_text
 from ragfolio.core.timings import split_timings
 from ragfolio.plotting import subplots
 
@@ -65,12 +66,6 @@ def headline_answers(metrics: dict[str, Any]) -> dict[str, Any]:
     return {"n": n, "em": {name: m["em"] for name, m in overall.items()}}
 
 
-def _fmt(interval: dict[str, Any] | None) -> str:
-    if not interval or interval.get("low") is None:
-        return "-"
-    return f"{interval['estimate']:+.2f} [{interval['low']:+.2f},{interval['high']:+.2f}]"
-
-
 def _log_table(report: dict[str, Any]) -> None:
     head = (f"{'dataset':<16}{'system':<19}{'n':>4}{'EM':>7}{'F1':>7}{'ans.rec':>8}{'ms mean':>9}{'ms p95':>9}"
             f"{'retr ms':>9}{'tokens':>8}  {'EM - single best':<22}{'F1 - single best':<22}")
@@ -81,7 +76,7 @@ def _log_table(report: dict[str, Any]) -> None:
             lines.append(
                 f"{dataset:<16}{system:<19}{m['n']:>4}{m['em']:>7.3f}{m['f1']:>7.3f}{m['answer_recall']:>8.3f}"
                 f"{m['latency_ms_mean']:>9.0f}{m['latency_ms_p95']:>9.0f}{m['retrieval_ms_mean']:>9.1f}"
-                f"{m['tokens_mean']:>8.0f}  {_fmt(diff.get('em')):<22}{_fmt(diff.get('f1')):<22}"
+                f"{m['tokens_mean']:>8.0f}  {interval_text(diff.get('em')):<26}{interval_text(diff.get('f1')):<26}"
             )
     for loop in ("vendi_rag", "vendi_rag_authors"):
         if vendi := report["datasets"]["all"].get(loop, {}):

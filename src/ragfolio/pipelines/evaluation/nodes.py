@@ -16,6 +16,7 @@ from ragfolio.core.scoring.utility_index import ALL, SPLITS, UtilityIndex, has_s
 from ragfolio.core.selection.best_of_k import split_report, win_shares
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.selection.sample_complexity import key_seed, sample_complexity
+from ragfolio.core.stats import interval_text
 from ragfolio.plotting import subplots
 
 logger = logging.getLogger(__name__)
@@ -134,12 +135,6 @@ def headline_portfolios(metrics: dict[str, Any]) -> dict[str, Any]:
     return {"k": k, **at_k, "single_best": overall.get("single_best"), "oracle": overall.get("oracle_all")}
 
 
-def _interval_text(interval: dict[str, Any]) -> str:
-    """``+0.018 [+0.004, +0.031]`` (``n/a`` for an end that is undefined)."""
-    ends = [f"{v:+.3f}" if v is not None else "n/a" for v in (interval["low"], interval["high"])]
-    return f"{interval['estimate']:+.3f} [{ends[0]}, {ends[1]}]"
-
-
 def _log_summary(report: dict[str, Any], report_k: list[int]) -> None:
     """Log the test table: greedy vs top-by-average at each reported k with the difference's interval."""
     level = round(100 * report["intervals"]["confidence"])
@@ -152,7 +147,7 @@ def _log_summary(report: dict[str, Any], report_k: list[int]) -> None:
             continue
         cells = "".join(
             f"  {test['greedy_at_k'][k - 1]:8.3f} {test['top_by_average_at_k'][k - 1]:5.3f}"
-            f" {_interval_text(test['greedy_minus_top_by_average_at_k'][k - 1]):<24}"
+            f" {interval_text(test['greedy_minus_top_by_average_at_k'][k - 1]):<24}"
             for k in report_k if k <= len(test["greedy_at_k"])
         )
         lines.append(f"{key:<18}{test['n']:>5}{cells}  {test['single_best']:6.3f}  {test['oracle_all']:6.3f}")

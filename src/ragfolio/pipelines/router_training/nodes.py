@@ -45,6 +45,7 @@ from ragfolio.core.scoring.utility_index import (
     split_rows,
 )
 from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.core.stats import interval_text
 from ragfolio.pipelines.router_training.params import RouterTrainingParams
 from ragfolio.plotting import subplots
 
@@ -245,7 +246,7 @@ def _log_summary(report: dict[str, Any]) -> None:
             lines.append(f"  {name:<15}" + " ".join(f"{v:.3f}" for v in entry[name]["best_of_l"])
                          + f" {_pct(entry[name].get('gap_closed_l1')):>6} {_pct(taken.get('captured')):>8}"
                          + f" {_pct(taken.get('worse')):>5}"
-                         + f"  {_interval(entry[name].get('minus_single_best', {}).get('l1'))}")
+                         + f"  {interval_text(entry[name].get('minus_single_best', {}).get('l1'))}")
         budget = entry["same_budget"]
         lines.append("  routed union   " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
         lines.append("  single, l*n    " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))
@@ -254,7 +255,7 @@ def _log_summary(report: dict[str, Any]) -> None:
                      f"{served['reason']}")
         budget = (served.get("same_budget") or {}).get("union_minus_single", {}).get("l2")
         if budget:
-            lines.append(f"  its routed union at l = 2 minus the single best given 2 x num_docs: {_interval(budget)}")
+            lines.append(f"  its routed union at l = 2 minus the single best given 2 x num_docs: {interval_text(budget)}")
     cost = report["retrieval_features"]["cost"]
     if served is not None and served.get("routing") != "on":
         logger.warning("routing %s for what is served (%s): %s", served.get("routing"), served["portfolio"],
@@ -293,12 +294,6 @@ def served_headline(served: Mapping[str, Any]) -> dict[str, Any]:
         out[f"routes_{key}"] = routed is None or int(key[1:]) in routed
         out[f"dev_low_{key}"], out[f"dev_high_{key}"] = interval.get("low"), interval.get("high")
     return out
-
-
-def _interval(x: dict[str, Any] | None) -> str:
-    if not x or x.get("low") is None:
-        return "-"
-    return f"{x['estimate']:+.3f} [{x['low']:+.3f}, {x['high']:+.3f}]"
 
 
 def _pct(x: float | None) -> str:

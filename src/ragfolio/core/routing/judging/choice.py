@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ragfolio.core.routing.registry import servable_names
+from ragfolio.core.stats import interval_text
 
 
 @dataclass(frozen=True)
@@ -178,18 +179,11 @@ def _supported_ls(intervals: Mapping[str, Any] | None) -> tuple[int, ...]:
     return tuple(l for l in _ls(intervals) if (low := intervals[f"l{l}"].get("low")) is not None and low > 0)
 
 
-def describe_interval(x: Mapping[str, Any]) -> str:
-    """``+0.022 [-0.030, +0.070] on 42 questions`` (an interval of :meth:`ragfolio.core.stats.Interval.to_dict`)."""
-    low, high = x.get("low"), x.get("high")
-    bounds = f" [{low:+.3f}, {high:+.3f}]" if low is not None and high is not None else " [undefined]"
-    return f"{x['estimate']:+.3f}{bounds} on {x['n']} questions"
-
-
 def _evidence_note(intervals: Mapping[str, Any] | None) -> str:
     if not intervals:
         return "; no dev same-budget evidence"
     return "; dev same-budget evidence: " + ", ".join(
-        f"l = {l} {describe_interval(intervals[f'l{l}'])}" for l in _ls(intervals))
+        f"l = {l} {interval_text(intervals[f'l{l}'], with_n=True)}" for l in _ls(intervals))
 
 
 def _routing_note(choice: RouterChoice) -> str:
@@ -202,10 +196,10 @@ def _routing_note(choice: RouterChoice) -> str:
     parts = []
     if choice.routed_ls:
         parts.append("routing on at l = " + ", ".join(
-            f"{l} (dev evidence {describe_interval(intervals[f'l{l}'])})" for l in choice.routed_ls))
+            f"{l} (dev evidence {interval_text(intervals[f'l{l}'], with_n=True)})" for l in choice.routed_ls))
     if off:
         parts.append(("routing off" if not choice.routed_ls else "off") + " at l = " + ", ".join(
-            f"{l}: dev evidence {describe_interval(intervals[f'l{l}'])} is not enough" for l in off)
+            f"{l}: dev evidence {interval_text(intervals[f'l{l}'], with_n=True)} is not enough" for l in off)
             + " (the 95% interval of the routed union minus the single best member given the same passages "
               "must be above zero), so the single best member serves l x num_docs passages there")
     return "; ".join(parts)
