@@ -107,7 +107,7 @@ def grown_bundle(base: PortfolioBundle, n_total: int, encode_sample: int) -> tup
     for name, emb in base.embeddings.items():
         embeddings[name] = with_stand_ins(np.asarray(emb, dtype=np.float32), sources)
         if sample:
-            encoder = make_encoder({**base.scoring["encoders"][name], "show_progress": False})
+            encoder = make_encoder({**base.scoring.encoders[name], "show_progress": False})
             encoder.encode_passages(texts[:8])  # load the model outside the timing
             start = time.perf_counter()
             real = encoder.encode_passages(texts)
@@ -161,7 +161,7 @@ def dense_recall(bundle: PortfolioBundle, questions: list[Question], k: int = 4)
         if index.kind != "dense":
             continue
         name = index.key["encoder"]
-        encoder = make_encoder({**bundle.scoring["encoders"][name], "show_progress": False})
+        encoder = make_encoder({**bundle.scoring.encoders[name], "show_progress": False})
         query_emb = encoder.encode_queries([q.question for q in questions])
         vectors = np.asarray(bundle.embeddings[name])
         exact = DenseRetriever(index_type="flat").index(vectors)

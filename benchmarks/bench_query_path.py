@@ -84,7 +84,7 @@ def main() -> None:
     print(f"{len(texts)} questions, {len(bundle.corpus)} passages, torch threads {args.threads}\n")
     print(f"| encoder | setting | ms / lone query | queries/s, batches of 16 | of 64 | min cosine to torch fp32 "
           f"| recall@{args.k} [95%] | minus torch fp32 [95%] |\n|---|---|---|---|---|---|---|---|", flush=True)
-    for name, spec in bundle.scoring["encoders"].items():
+    for name, spec in bundle.scoring.encoders.items():
         passages = np.asarray(bundle.embeddings[name])
         reference, reference_hits = None, None
         for label, encoder in settings(spec).items():

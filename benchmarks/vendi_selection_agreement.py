@@ -25,7 +25,6 @@ from vendirag.retriever import vrs_select
 
 from ragfolio.core.bundle import load_bundle
 from ragfolio.core.retrieval.ranking.diversification import vendi
-from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_PORT = "src/ragfolio/core/answering/vendi_rag.py"
@@ -50,7 +49,7 @@ def main() -> None:
     parser.add_argument("--s", type=float, nargs="+", default=[0.3, 0.5, 0.8])
     parser.add_argument("--old-rev", default="82e648a")
     args = parser.parse_args()
-    runner = PoolRunner.from_bundle(load_bundle(args.bundle))
+    runner = load_bundle(args.bundle).runner()
     questions = [q["question"] for q in json.loads(args.questions.read_text()) if q.get("split") == "test"]
     pool = runner.base(f"dense:{args.encoder}", questions)
     q_emb, p_emb = runner.query_embeddings(args.encoder, questions), runner.passage_embeddings(args.encoder)

@@ -3,7 +3,7 @@ import pytest
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.scoring.distributed import RunnerConfig
+from ragfolio.core.scoring.runners import RunnerConfig
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 

@@ -14,6 +14,7 @@ from ragfolio.core.answering.systems import SYSTEMS
 from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.core.timings import TIMING_KEYS
 from ragfolio.datasets import ArrayFolderDataset, RecordDataset, RouterFolderDataset
 from ragfolio.pipeline_registry import register_pipelines
@@ -139,7 +140,7 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert save_bundle(bundle, tmp_path / "bundle")["corpus"]["fingerprint"] == fingerprint
     settings = catalog.load("pool_settings")  # what candidate scoring ran with, as the bundle describes it
     assert settings["num_docs"] == router_metrics["num_docs"] == 4 and settings["score"] == "support_recall"
-    assert bundle.scoring == {key: value for key, value in settings.items() if key != "score"}
+    assert bundle.scoring == PoolSettings.from_dict(settings)
     assert bundle.routing == catalog.load("router_features")
 
     # answering_evaluation: every system answers with the embedded LLM, each with cold query caches

@@ -29,7 +29,7 @@ def test_unrouted_l_is_the_single_best_member_at_l_times_num_docs(partial_bundle
         assert info["routed_ls"] == [1] and info["single_best"] == single
         routed = client.post("/retrieve", json={"query": "which river is the longest", "l": 1}).json()
         assert routed["routed"] and len(routed["members"]) == 1
-        for body, depth in (({"l": 2}, SCORING["num_docs"]), ({"l": 3, "num_docs": 2}, 2), ({}, SCORING["num_docs"])):
+        for body, depth in (({"l": 2}, SCORING.num_docs), ({"l": 3, "num_docs": 2}, 2), ({}, SCORING.num_docs)):
             unrouted = client.post("/retrieve", json={"query": "which river is the longest", **body}).json()
             l = body.get("l", 2)  # noqa: E741 - the bundle's default_l is 2
             assert unrouted["routed"] is False and [m["name"] for m in unrouted["members"]] == [single], body

@@ -87,7 +87,6 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
     from ragfolio.core.bundle import load_bundle, save_bundle
     from ragfolio.core.data.loading import load_folder
     from ragfolio.core.data.records import build_corpus
-    from ragfolio.core.retrieval.running.pool_runner import PoolRunner
     from ragfolio.core.routing.base import RouteInputs
     from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
@@ -96,8 +95,8 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
     base = load_bundle(tmp_path / "base")
     corpus = build_corpus(load_folder(FIXTURES))
     texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
-    featurizer = RetrievalFeaturizer((), SCORING["num_docs"], 5)
-    first, members = featurizer.compute(PoolRunner.from_bundle(base), texts, base.members)
+    featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
+    first, members = featurizer.compute(base.runner(), texts, base.members)
     wins = members[:, :, featurizer.member_names().index("unique")].argmax(axis=1)
     U = np.zeros((len(texts), base.k), np.float32)
     U[np.arange(len(texts)), wins] = 1.0

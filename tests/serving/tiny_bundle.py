@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -24,13 +25,13 @@ from ragfolio.core.bundle import PortfolioBundle, save_bundle
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
 from ragfolio.core.retrieval.pool import make_candidate
-from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.query_features import TextHasher, query_features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+from ragfolio.core.scoring.runners import PoolSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 MEMBERS = [
@@ -38,7 +39,7 @@ MEMBERS = [
     ("graph", {"seeds": "bm25", "n_seeds": 2, "rank": "ppr"}),
     ("two_hop", {"first": "bm25", "append": "title", "second": "bm25"}),
 ]
-SCORING = {"num_docs": 3, "prefilter_depth": 12, "bm25_base": {}, "graph_max_degree": 20, "encoders": {}}
+SCORING = PoolSettings(num_docs=3, prefilter_depth=12, bm25_base={}, graph_max_degree=20, encoders={}, score="support_recall")
 
 
 def questions() -> list[str]:
@@ -67,8 +68,8 @@ def write_tiny_bundle(path: Path, router_kind: str = "learned", routed_ls: tuple
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )
     if router_kind == "post_retrieval":
-        featurizer = RetrievalFeaturizer((), SCORING["num_docs"], 5)
-        first, member_features = featurizer.compute(PoolRunner.from_bundle(bundle), texts, members)
+        featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
+        first, member_features = featurizer.compute(bundle.runner(), texts, members)
         post = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(
             RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
         )
@@ -123,7 +124,7 @@ def write_encoder_bundle(path: Path) -> dict:
     router = Router(hidden=8, embedding_dim=4, max_epochs=3, random_state=0).fit(
         RouteInputs(features), U, [m.name for m in members]
     )
-    scoring = {**SCORING, "encoders": {"count": {"kind": "counting"}, "count8": {"kind": "counting", "dim": 8}}}
+    scoring = replace(SCORING, encoders={"count": {"kind": "counting"}, "count8": {"kind": "counting", "dim": 8}})
     passages = passage_texts(corpus.titles, corpus.texts)
     bundle = PortfolioBundle(
         name="tiny-encoder", corpus=corpus, members=members, router=router, scoring=scoring,

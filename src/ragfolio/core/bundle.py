@@ -29,7 +29,7 @@ were saved) still loads, and the service builds its indexes at start-up as it di
 This module is the format only: it imports no encoder or LLM, the index classes only to save and
 load them, and a router's class only when :func:`load_bundle` loads one. The runtime is built from a bundle by
 :meth:`ragfolio.core.answering.rag.AdaptiveRAG.from_bundle` (and
-:meth:`ragfolio.core.retrieval.running.pool_runner.PoolRunner.from_bundle` for retrieval alone).
+:meth:`PortfolioBundle.runner` for retrieval alone).
 """
 
 from __future__ import annotations
@@ -43,17 +43,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.cache import file_sha256
+from ragfolio.core.cache import ArrayCache, file_sha256
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
+from ragfolio.core.scoring.runners import PoolSettings
+
+if TYPE_CHECKING:
+    from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 FORMAT = 2  # 2: indexes/ and the manifest's "indexes"
 FORMATS = (1, 2)  # formats load_bundle reads
@@ -77,8 +81,9 @@ class PortfolioBundle:
         corpus: The passages served.
         members: The portfolio's members, in the router's member order.
         router: The fitted router (any registered kind; its ``name`` is stored in the manifest).
-        scoring: The ``candidate_scoring`` settings the members ran with (``num_docs``,
-            ``prefilter_depth``, ``bm25_base``, ``graph_max_degree``, ``encoders``).
+        scoring: The ``candidate_scoring`` settings the members ran with
+            (:class:`~ragfolio.core.scoring.runners.PoolSettings`: ``num_docs``, ``prefilter_depth``,
+            ``bm25_base``, ``graph_max_degree``, ``encoders``, ``score``, ``family_modules``).
         routing: The router's inputs (:class:`~ragfolio.core.routing.features.router_features.RouterFeatures`).
         embeddings: ``(n_passages, dim)`` float32 corpus embeddings by encoder name.
         default_l: Members a query is routed to when the caller does not say.
@@ -97,7 +102,7 @@ class PortfolioBundle:
     corpus: Corpus
     members: list[CandidateSpec]
     router: RouterProtocol
-    scoring: dict[str, Any]
+    scoring: PoolSettings
     routing: RouterFeatures
     embeddings: dict[str, npt.NDArray[np.float32]]
     default_l: int = 1
@@ -120,6 +125,14 @@ class PortfolioBundle:
     def routes_at(self, l: int) -> bool:  # noqa: E741 - members per query
         """Whether a request for ``l`` members is routed (else the single best member serves it)."""
         return self.routed_ls is None or l in self.routed_ls
+
+    def runner(self, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
+        """A pool runner over the bundle's corpus, with its embeddings and indexes, configured as
+        candidate scoring ran the members (``num_docs`` overridable): it encodes no passage, builds
+        no index the bundle holds and writes nothing to disk."""
+        config = self.scoring.runner_config(ArrayCache(tempfile.gettempdir(), enabled=False), num_docs)
+        return config.build(self.corpus.titles, self.corpus.texts, max_query_batches=max_query_batches,
+                            passage_embeddings=self.embeddings, indexes=self.indexes)
 
     @property
     def k(self) -> int:
@@ -186,7 +199,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "routed_ls": None if bundle.routed_ls is None else list(bundle.routed_ls),
             "single_best": bundle.single_best,
             "members": [m.to_record() for m in bundle.members],
-            "scoring": bundle.scoring,
+            "scoring": bundle.scoring.to_dict(),
             "routing": bundle.routing.to_dict(),
             "selection": bundle.selection,
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
@@ -249,6 +262,11 @@ def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> No
         )
 
 
+def _pool_settings(stored: dict[str, Any]) -> PoolSettings:
+    """The manifest's ``scoring``; a bundle written before it held ``score`` measured support recall."""
+    return PoolSettings.from_dict({"score": "support_recall", **stored})
+
+
 def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> PortfolioBundle:
     """The bundle saved at ``path``; with ``verify`` (the default) every file is checked first.
 
@@ -278,7 +296,7 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
         raise ValueError(f"{folder / ROUTER} holds a {router.name!r} router; the manifest names {manifest.get('router')!r}")
     return PortfolioBundle(
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
-        router=router, scoring=manifest["scoring"], routing=RouterFeatures.from_dict(manifest["routing"]),
+        router=router, scoring=_pool_settings(manifest["scoring"]), routing=RouterFeatures.from_dict(manifest["routing"]),
         embeddings=embeddings, default_l=int(manifest["default_l"]),
         routed_ls=None if manifest.get("routed_ls") is None else tuple(manifest["routed_ls"]),
         single_best=int(manifest.get("single_best", 0)), selection=manifest["selection"],

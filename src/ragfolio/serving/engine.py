@@ -120,8 +120,8 @@ class ServingEngine:
         self.config = config
         bundle = load_bundle(config.bundle, verify=True)
         if config.query_engine is not None:  # a runtime choice, like the device: the same vectors
-            encoders = with_query_engine(bundle.scoring["encoders"], config.query_engine)
-            bundle = replace(bundle, scoring={**bundle.scoring, "encoders": encoders})
+            encoders = with_query_engine(bundle.scoring.encoders, config.query_engine)
+            bundle = replace(bundle, scoring=replace(bundle.scoring, encoders=encoders))
         self.bundle: PortfolioBundle = bundle
         self.default_l = config.default_l or bundle.default_l
         if not 1 <= self.default_l <= bundle.k:

@@ -19,6 +19,7 @@ from ragfolio.core.routing.features.router_features import RetrievalFeatureSetti
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.baseline_routers import TopAverageRouter
 from ragfolio.core.routing.routers.learned import Router
+from ragfolio.core.scoring.runners import PoolSettings
 
 PASSAGES = [
     ("Danube", "The Danube is the second-longest river in Europe."),
@@ -42,7 +43,8 @@ def _bundle() -> PortfolioBundle:
     corpus = Corpus.from_records([{"id": f"p{i}", "title": t, "text": x} for i, (t, x) in enumerate(PASSAGES)])
     return PortfolioBundle(
         name="tiny", corpus=corpus, members=members, router=router,
-        scoring={"num_docs": 2, "prefilter_depth": 4, "bm25_base": {}, "graph_max_degree": 5, "encoders": {}},
+        scoring=PoolSettings(num_docs=2, prefilter_depth=4, bm25_base={}, graph_max_degree=5, encoders={},
+                             score="support_recall"),
         routing=RouterFeatures(TextHasher.from_dict(TEXT_FEATURES), ()),
         embeddings={"fake": rng.normal(size=(len(PASSAGES), 3)).astype(np.float32)},
         default_l=1, selection={"greedy_train_values": [0.5, 1.0]},
@@ -184,12 +186,11 @@ def test_a_bundle_serves_a_router_that_sees_the_retrieval(tmp_path: Path) -> Non
     """A post-retrieval router and its featurizer settings survive the bundle; the loaded one routes alike."""
     from dataclasses import replace
 
-    from ragfolio.core.retrieval.running.pool_runner import PoolRunner
     from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
 
     base = _bundle()
-    runner = PoolRunner.from_bundle(base)
+    runner = base.runner()
     questions = ["which river is long", "which mountain is high", "who made violins", "which river is famous"] * 5
     featurizer = RetrievalFeaturizer((), runner.num_docs, 2)
     first, members = featurizer.compute(runner, questions, base.members)

@@ -168,7 +168,7 @@ class AdaptiveRAG:
         ``rag.runner.prepare(bundle.members, ["warm-up"])`` to build them up front.
         """
         return cls(
-            PoolRunner.from_bundle(bundle, num_docs=num_docs), bundle.members, bundle.router,
+            bundle.runner(num_docs=num_docs), bundle.members, bundle.router,
             bundle.routing.text_features, bundle.routing.encoders, answerer,
             timeout_s=timeout_s, retrieval_features=bundle.routing.retrieval_features,
             routed_ls=bundle.routed_ls, single_best=bundle.single_best,

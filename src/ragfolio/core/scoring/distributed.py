@@ -21,23 +21,21 @@ its blocks, each distinct corpus gets one warm-up task that computes the corpus 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.records import Corpus
-from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+from ragfolio.core.scoring.runners import RunnerConfig
 from ragfolio.core.scoring.utility import Score, utility_matrix
 
 if TYPE_CHECKING:
@@ -51,36 +49,6 @@ Utility = npt.NDArray[np.float32]
 MAX_RUNNERS_PER_WORKER = 4
 _RUNNERS: OrderedDict[str, PoolRunner] = OrderedDict()
 _RUNNERS_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class RunnerConfig:
-    """Everything a :class:`PoolRunner` needs besides its corpus: small and picklable.
-
-    Attributes:
-        encoders: Encoder configs by name.
-        cache: The runner's on-disk cache (workers on one machine share it by path).
-        options: Other :class:`PoolRunner` keyword arguments (``num_docs``, ``prefilter_depth``, ...).
-        family_modules: Modules registering the user's families, imported where the runner is built
-            (a Dask worker's registry starts with the built-ins only).
-    """
-
-    encoders: Mapping[str, Mapping[str, Any]]
-    cache: ArrayCache
-    options: Mapping[str, Any] = field(default_factory=dict)
-    family_modules: Sequence[str] = ()
-
-    def build(self, titles: Sequence[str], texts: Sequence[str]) -> PoolRunner:
-        import_families(self.family_modules)
-        return PoolRunner(titles, texts, self.encoders, self.cache, **self.options)
-
-    def key(self) -> str:
-        """A string naming this configuration, for the worker's runner table."""
-        return json.dumps(
-            {"encoders": self.encoders, "cache": [str(self.cache.root), self.cache.enabled, self.cache.read_only],
-             "options": self.options},
-            sort_keys=True, default=str,
-        )
 
 
 @dataclass(frozen=True)

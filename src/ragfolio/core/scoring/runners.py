@@ -7,6 +7,7 @@ candidate scoring's parameters, so what they retrieve, and what a bundle claims,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,8 +21,39 @@ from ragfolio.core.data.records import Corpus
 from ragfolio.core.record_checks import checked_fields
 from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
-from ragfolio.core.scoring.distributed import RunnerConfig
 from ragfolio.core.scoring.utility import SCORES, Score
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """Everything a :class:`PoolRunner` needs besides its corpus: small and picklable.
+
+    Attributes:
+        encoders: Encoder configs by name.
+        cache: The runner's on-disk cache (workers on one machine share it by path).
+        options: Other :class:`PoolRunner` keyword arguments (``num_docs``, ``prefilter_depth``, ...).
+        family_modules: Modules registering the user's families, imported where the runner is built
+            (a Dask worker's registry starts with the built-ins only).
+    """
+
+    encoders: Mapping[str, Mapping[str, Any]]
+    cache: ArrayCache
+    options: Mapping[str, Any] = field(default_factory=dict)
+    family_modules: Sequence[str] = ()
+
+    def build(self, titles: Sequence[str], texts: Sequence[str], **extra: Any) -> PoolRunner:
+        """The runner over ``(titles, texts)``; ``extra``: :class:`PoolRunner` keywords beyond the
+        options (a bundle's embeddings and indexes, ``max_query_batches``)."""
+        import_families(self.family_modules)
+        return PoolRunner(titles, texts, self.encoders, self.cache, **self.options, **extra)
+
+    def key(self) -> str:
+        """A string naming this configuration, for the worker's runner table."""
+        return json.dumps(
+            {"encoders": self.encoders, "cache": [str(self.cache.root), self.cache.enabled, self.cache.read_only],
+             "options": self.options},
+            sort_keys=True, default=str,
+        )
 
 
 @dataclass(frozen=True)

@@ -83,12 +83,11 @@ def build_bundle(
         selection["served_router"] = {k: v for k, v in served_entry.items() if k != "corpus"}
         if served_entry.get("routed_ls") is not None:
             routed_ls = tuple(served_entry["routed_ls"])
-    scoring = {name: value for name, value in settings.to_dict().items() if name != "score"}
     served = {"learned": routers, **(retrieval_routers or {})}.get(name, {})
     if key not in served:
         raise ValueError(f"no {name} router was trained for portfolio {key!r}")
     bundle = PortfolioBundle(
-        name=key, corpus=corpus, members=members, router=served[key], scoring=scoring,
+        name=key, corpus=corpus, members=members, router=served[key], scoring=settings,
         routing=router_features,
         embeddings=embeddings, default_l=p.bundle.default_l, routed_ls=routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,

@@ -261,7 +261,8 @@ def routing_selection(
                                 "val_best_of_1_top_scored": learned.val_best_of_1_,
                                 "val_default": learned.val_default_, "switch_margin": learned.switch_margin_}
         for kind, trained in retrieval_routers.items():  # a router without selection() is judged on dev only
-            entry[kind] = trained[key].selection() if hasattr(trained[key], "selection") else {}
+            selection = getattr(trained[key], "selection", None)
+            entry[kind] = selection() if callable(selection) else {}
         if key in dev_comparison:
             for name, values in dev_values(dev_comparison[key]).items():
                 entry[name] = {**entry.get(name, {}), **values}

@@ -21,12 +21,11 @@ enabled=False)`` so per-query parts and results are not written to disk.
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from functools import cached_property, partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +34,7 @@ from tqdm.auto import tqdm
 from ragfolio.core.cache import ArrayCache, fingerprint
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
-from ragfolio.core.retrieval.family import Family, families, import_families
+from ragfolio.core.retrieval.family import Family, families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex, index_key, indexes_among, stored_vectors
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
@@ -49,9 +48,6 @@ from ragfolio.core.retrieval.ranking.hops import expand_queries
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running.memo import PartsMemo
 from ragfolio.core.retrieval.running.shared_parts import run_parts, shared_part_calls
-
-if TYPE_CHECKING:
-    from ragfolio.core.bundle import PortfolioBundle
 
 logger = logging.getLogger(__name__)
 
@@ -133,20 +129,6 @@ class PoolRunner:
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
-
-    @classmethod
-    def from_bundle(cls, bundle: PortfolioBundle, *, num_docs: int | None = None, max_query_batches: int = 256) -> PoolRunner:
-        """A runner over ``bundle``'s corpus, with its embeddings and indexes: encodes no passage,
-        builds no index the bundle holds, writes nothing to disk."""
-        s = bundle.scoring
-        import_families(s.get("family_modules", []))
-        num_docs = num_docs or s["num_docs"]
-        return cls(
-            bundle.corpus.titles, bundle.corpus.texts, s["encoders"], ArrayCache(tempfile.gettempdir(), enabled=False),
-            num_docs=num_docs, prefilter_depth=max(s["prefilter_depth"], num_docs),
-            bm25_params=s.get("bm25_base") or None, graph_max_degree=s["graph_max_degree"],
-            max_query_batches=max_query_batches, passage_embeddings=bundle.embeddings, indexes=bundle.indexes,
-        )
 
     @cached_property
     def passage_texts(self) -> list[str]:
