@@ -1,14 +1,16 @@
-"""Which retrieval features carry a retrieval router's gain: refit without each group, judge on test.
+"""Which retrieval features carry a retrieval router's gain: refit without each group, judge on dev.
 
 Loads a finished run through the Kedro catalog (``--data-root``: the run's ``data_root``, default
 the project's ``data/``), rebuilds the router inputs the pipeline builds (query features and the
 retrieval features; the rankings are read from the run's retrieval cache), and for each portfolio
 asked (``--portfolios``, default ``all``) refits the ``--mode`` router (default
 ``post_retrieval``, with the run's hyperparameters) with every feature, without each feature
-group and without each whole block (:mod:`ragfolio.core.routing.judging.feature_ablation`). Prints a
-markdown table per portfolio (best-of-1 on test, gap closed, paired 95% intervals minus the
-single best member and minus the router with every feature, headroom captured) and writes it to
-``--out``. Run from the repository root::
+group and without each whole block (:mod:`ragfolio.core.routing.judging.feature_ablation`), and
+judges each on the ``--split`` questions (default ``dev``: choosing features is a choice, and
+choices are read on dev; ``test`` only to report). Prints a markdown table per portfolio
+(best-of-1, gap closed, paired intervals minus the single best member and minus the router with
+every feature, Bonferroni-corrected over the table's intervals so that the table as a whole is at
+95%; headroom captured) and writes it to ``--out``. Run from the repository root::
 
     .venv/bin/python benchmarks/ablate_retrieval_features.py --out docs/ablation_sample.md
     .venv/bin/python benchmarks/ablate_retrieval_features.py --data-root /tmp/full-run/data \\
@@ -44,7 +46,7 @@ def _share(x: float | None) -> str:
 
 def table(key: str, out: dict[str, Any]) -> list[str]:
     lines = [
-        f"### {key}: {out['n_test']} test questions ({out['n_train']} train); single best member "
+        f"### {key}: {out['n_test']} {out['split']} questions ({out['n_train']} train); single best member "
         f"{out['single_best_member']:.3f}, oracle {out['oracle']:.3f}; a member beats the default on "
         f"{_share(out['headroom_share'])} of them",
         "",
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--data-root", default=None, help="the run's data_root (default: the project's data/)")
     parser.add_argument("--mode", default="post_retrieval", choices=["pre_retrieval", "post_retrieval"])
     parser.add_argument("--portfolios", nargs="+", default=["all"])
+    parser.add_argument("--split", default="dev", choices=["dev", "test"], help="the questions judged on")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -90,17 +93,21 @@ def main() -> None:
         f"Machine: {machine()}; features rebuilt in {features_s:.0f} s (rankings from the run's cache)",
         "",
         "Each row refits the router on the train questions (the same hyperparameters and model selection) "
-        "with the named features left out, and routes the test questions. Intervals: paired 95% bootstrap, "
-        "at l = 1.",
+        f"with the named features left out, and routes the {args.split} questions. Intervals: paired bootstrap "
+        "at l = 1, each at the Bonferroni level over the table's intervals (the table as a whole at 95%).",
         "",
     ]
     for key in args.portfolios:
-        train, test = (retrieval_split(router_inputs, retrieval_inputs, data["utility_matrices"], data["utility_index"],
-                                       data["portfolios"], key, split) for split in ("train", "test"))
+        train, judged = (retrieval_split(router_inputs, retrieval_inputs, data["utility_matrices"],
+                                         data["utility_index"], data["portfolios"], key, split)
+                         for split in ("train", args.split))
+        if not len(judged.utilities):
+            raise SystemExit(f"portfolio {key!r} has no {args.split} questions (data_prep.dev_fraction: 0?): "
+                             "use --split test, and read the table as a report, not a choice")
         members = data["portfolios"].selection(key).portfolio
-        out = ablate_features(args.mode, {"random_state": params["seed"], **hyper}, train, test, members,
+        out = ablate_features(args.mode, {"random_state": params["seed"], **hyper}, train, judged, members,
                               retrieval_inputs.names)
-        lines += table(key, out)
+        lines += table(key, {**out, "split": args.split})
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -82,3 +82,13 @@ def test_dropping_the_group_that_carries_the_signal_loses_the_gain() -> None:
     assert not variants["without first_stage.form"]["fallback"]  # a noise group leaves the gain
     assert no_scores["n_features"] == full["n_features"] - 2
     assert out["n_test"] == 300 and 0 < out["headroom_share"] < 1
+    # Bonferroni over the table: each interval at 1 - 0.05 / m, wider than at a looser family level
+    assert out["n_intervals"] == 2 * len(variants) - 1
+    assert out["interval_confidence"] == pytest.approx(1 - 0.05 / out["n_intervals"])
+    loose = ablate_features("post_retrieval", {}, train, test, MEMBERS, names, confidence=0.5)["variants"][ALL_FEATURES]
+
+    def width(x: dict) -> float:
+        return x["high"] - x["low"]
+
+    assert width(full["minus_single_best"]) > width(loose["minus_single_best"])
+    assert full["minus_single_best"]["estimate"] == loose["minus_single_best"]["estimate"]

@@ -140,7 +140,7 @@ class RoutingComparison:
         return out
 
     def differences(
-        self, baseline: str, ls: Sequence[int] = (1, 2), *, fixed: bool = False
+        self, baseline: str, ls: Sequence[int] = (1, 2), *, fixed: bool = False, confidence: float = 0.95
     ) -> dict[str, dict[str, dict[str, Any]]]:
         """``{router: {"l1": interval, "l2": ...}}``: every other router's best-of-l minus ``baseline``'s,
         per query, paired (one shared bootstrap resampling for all routers and l).
@@ -150,6 +150,7 @@ class RoutingComparison:
                 ``greedy_prefix`` the fixed greedy members).
             ls: The l compared (those above k are left out).
             fixed: Compare every l with the baseline at l = 1 (a single member, not a growing set).
+            confidence: Two-sided level of each interval (lower it for a multiplicity correction).
         """
         if len(self.utilities) == 0 or baseline not in self.picks:
             return {}
@@ -162,7 +163,7 @@ class RoutingComparison:
         A = np.concatenate([per_query_best_of_l(self.utilities, self.picks[n])[:, [l - 1 for l in ls]] for n in names],
                            axis=1)
         B = np.tile(base[:, [0] * len(ls) if fixed else [l - 1 for l in ls]], len(names))
-        found = iter(paired_differences(A, B))
+        found = iter(paired_differences(A, B, confidence=confidence))
         return {name: {f"l{l}": next(found).to_dict() for l in ls} for name in names}
 
     def differences_to_single_best(self, ls: Sequence[int] = (1, 2)) -> dict[str, dict[str, Any]]:

@@ -6,8 +6,14 @@ column by column by :class:`~ragfolio.core.routing.features.retrieval_features.R
 ``RouteInputs.results``). :func:`feature_groups` sorts those columns into the groups below, and
 :func:`ablate_features` refits the router once with every feature, once without each group and
 once without each whole block (same hyperparameters, the same model selection on train
-questions, so a group whose loss makes the router fall back shows it), and routes the test
-questions with each.
+questions, so a group whose loss makes the router fall back shows it), and routes the judged
+questions with each (dev, where the run has them: the ablation is a choice of features, and
+choices are not read on test).
+
+**Multiplicity.** The table reports about two intervals per variant (minus the single best member,
+minus every feature); with a dozen variants a few 95% intervals would clear zero by chance alone.
+Each interval is therefore at the Bonferroni level ``1 - (1 - confidence) / m`` over the ``m``
+intervals reported, so the table as a whole errs with probability at most ``1 - confidence``.
 
 Groups (by column name):
 
@@ -85,16 +91,19 @@ def _drops(names: Mapping[str, Sequence[str]]) -> dict[str, dict[str, list[int]]
 
 def ablate_features(
     mode: str, hyperparameters: Mapping[str, Any], train: RoutingSplit, test: RoutingSplit,
-    members: Sequence[str], names: Mapping[str, Sequence[str]], *, seed: int = 0,
+    members: Sequence[str], names: Mapping[str, Sequence[str]], *, seed: int = 0, confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Refit router ``mode`` (``pre_retrieval`` or ``post_retrieval``) on ``train`` with every feature
-    and without each group and block, and judge each at l = 1 on ``test``.
+    and without each group and block, and judge each at l = 1 on ``test`` (the judged questions:
+    pass the dev split where there is one).
 
     Returns:
-        ``{"n_train", "n_test", "single_best_member", "oracle", "headroom_share", "variants": {label:
-        {"n_features", "fallback", "best_of_1", "gap_closed_l1", "minus_single_best", "minus_all_features",
-        "captured", "worse"}}}``; intervals are paired 95% bootstrap intervals at l = 1
-        (:meth:`~ragfolio.core.routing.judging.evaluation.RoutingComparison.differences`).
+        ``{"n_train", "n_test", "single_best_member", "oracle", "headroom_share", "n_intervals",
+        "interval_confidence", "variants": {label: {"n_features", "fallback", "best_of_1",
+        "gap_closed_l1", "minus_single_best", "minus_all_features", "captured", "worse"}}}``;
+        intervals are paired bootstrap intervals at l = 1
+        (:meth:`~ragfolio.core.routing.judging.evaluation.RoutingComparison.differences`), each at
+        ``interval_confidence``: ``confidence`` Bonferroni-corrected over the ``n_intervals`` reported.
     """
     baselines = {name: make_router(name).fit(train.inputs, train.utilities, members)
                  for name in ("top_average", "oracle")}
@@ -110,8 +119,10 @@ def ablate_features(
     comparison = RoutingComparison(picks, test.utilities)
     curves = comparison.curves
     single, oracle = curves["top_average"][0], curves["oracle"][0]
-    to_single = comparison.differences("top_average", (1,), fixed=True)
-    to_all = comparison.differences(ALL_FEATURES, (1,))
+    n_intervals = 2 * len(routers) - 1  # minus the single best for every variant, minus all features for the rest
+    level = 1 - (1 - confidence) / n_intervals
+    to_single = comparison.differences("top_average", (1,), fixed=True, confidence=level)
+    to_all = comparison.differences(ALL_FEATURES, (1,), confidence=level)
     default = int(picks["top_average"][0, 0]) if len(test.utilities) else 0  # the best train mean, as routers take it
     room = headroom(test.utilities, default, {label: picks[label] for label in routers})
     variants = {
@@ -128,4 +139,5 @@ def ablate_features(
         for label, router in routers.items()
     }
     return {"n_train": len(train.utilities), "n_test": len(test.utilities), "single_best_member": single,
-            "oracle": oracle, "headroom_share": room["share"], "variants": variants}
+            "oracle": oracle, "headroom_share": room["share"], "n_intervals": n_intervals,
+            "interval_confidence": level, "variants": variants}
