@@ -39,7 +39,7 @@ def main() -> None:
     params = yaml.safe_load(args.params.read_text())["candidate_scoring"]
     root = args.data_root
     records = json.loads((root / "02_intermediate/questions.json").read_text())
-    corpora = Corpora.from_json(json.loads((root / "03_primary/corpora.json").read_text()))
+    corpora = Corpora.from_dict(json.loads((root / "03_primary/corpora.json").read_text()))
     candidates = [CandidateSpec.from_record(c) for c in json.loads((root / "03_primary/candidates.json").read_text())]
     cache = ArrayCache(root / "04_feature/retrieval_cache", read_only=True)
     short: Counter[str] = Counter()

@@ -2,8 +2,9 @@
 
     python scripts/architecture_counts.py [--src src/ragfolio]
 
-- **artifact subscripts**: string subscripts of a stage artifact (``portfolios["k"]``,
-  ``utility_index[...]``, ...) in ``pipelines/``; nodes should read a record's attributes.
+- **artifact subscripts**: string subscripts and ``.get("...")`` lookups of a stage artifact
+  (``portfolios["k"]``, ``router_metrics.get("served")``, ...) in ``pipelines/``, every artifact a
+  node receives counted (:data:`ARTIFACTS`); nodes should read a record's attributes.
 - **largest room**: the package of ``ragfolio.core`` with the most modules directly in it.
 - **twin names**: module basenames found in more than one folder (Kedro's ``nodes.py`` and
   ``pipeline.py``, and ``__init__.py``, are a convention, not twins).
@@ -22,13 +23,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 STAGES = ("data", "retrieval", "scoring", "selection", "routing", "answering")  # in the method's order
-ARTIFACTS = ("portfolios", "utility_index", "router_features", "retrieval_features", "retrieval_inputs",
-             "router_selection", "query_features")
+ARTIFACTS = ("corpora", "pool_settings", "query_sample", "portfolios", "utility_index", "router_features",
+             "retrieval_features", "retrieval_inputs", "router_selection", "query_features", "router_metrics")
 CONVENTIONAL = {"__init__.py", "nodes.py", "pipeline.py"}
 
 
 def artifact_subscripts(pipelines: Path) -> dict[str, int]:
-    """``{artifact: count}`` of ``artifact["..."]`` subscripts in the pipelines' modules."""
+    """``{artifact: count}`` of ``artifact["..."]`` subscripts and ``artifact.get("...")`` calls in the
+    pipelines' modules."""
     counts: Counter[str] = Counter()
     for path in pipelines.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -36,6 +38,10 @@ def artifact_subscripts(pipelines: Path) -> dict[str, int]:
                     and node.value.id in ARTIFACTS and isinstance(node.slice, ast.Constant)
                     and isinstance(node.slice.value, str)):
                 counts[node.value.id] += 1
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                  and isinstance(node.func.value, ast.Name) and node.func.value.id in ARTIFACTS
+                  and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                counts[node.func.value.id] += 1
     return dict(sorted(counts.items()))
 
 

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.scoring.runners import RunnerConfig
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
@@ -61,7 +60,7 @@ def test_one_runner_per_distinct_corpus(tiny_dir, tmp_path, monkeypatch, mode) -
     monkeypatch.setattr(RunnerConfig, "build", counting_build)
     params = _params("support_recall")
     matrices, index = score_candidates(questions, corpora, expand_candidates(params), ArrayCache(tmp_path), params)
-    sets = Corpora.from_json(corpora)
+    sets = corpora
     assert set(matrices) == set(sets.datasets) == {"hotpotqa", "musique"}
     assert built == [len(c) for c in sets.corpora.values()] and len(built) == (1 if mode == "union" else 2)
     assert index.corpus == sets.describe() and index.corpus["mode"] == mode

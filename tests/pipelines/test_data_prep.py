@@ -44,7 +44,7 @@ def test_dataset_without_contexts_is_logged_and_left_out(tiny_dir, tmp_path, cap
         caplog.clear()
         params = {"raw_dir": str(raw), "corpus": mode}
         with caplog.at_level(logging.WARNING):
-            corpora = Corpora.from_json(build_corpora(load_questions(params), params))
+            corpora = build_corpora(load_questions(params), params)
         assert set(corpora.datasets) == {"hotpotqa", "musique"}
         assert "triviaqa" in caplog.text and "left out of retrieval metrics" in caplog.text
 
@@ -94,7 +94,7 @@ def _write_raw(folder: Path) -> Path:
 def _corpora(raw: Path, **params: object) -> tuple[list[dict], Corpora]:
     p = {"raw_dir": str(raw), "test_fraction": 0.5, "seed": 0, **params}
     questions = load_questions(p)
-    return questions, Corpora.from_json(build_corpora(questions, p))
+    return questions, build_corpora(questions, p)
 
 
 def test_union_is_the_default_and_one_passage_per_paragraph_up_to_spacing(tmp_path) -> None:

@@ -13,10 +13,8 @@ from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.answering.systems import SYSTEMS
 from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.core.timings import TIMING_KEYS
-from ragfolio.datasets import ArrayFolderDataset, RecordDataset, RouterFolderDataset
+from ragfolio.datasets import ArrayFolderDataset, RecordDataset, RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 ANSWERED = tuple(s for s in SYSTEMS if s != "vendi_rag_authors")  # vendirag's own loop is opt-in
@@ -24,10 +22,12 @@ ANSWERED = tuple(s for s in SYSTEMS if s != "vendi_rag_authors")  # vendirag's o
 pytestmark = pytest.mark.slow
 
 JSON_OUTPUTS = (
-    "questions", "corpora", "candidates", "pool_settings", "portfolio_metrics",
+    "questions", "candidates", "portfolio_metrics",
     "router_metrics", "answer_metrics", "router_timings", "answer_timings",
 )
 RECORDS = {  # as conf/base/catalog.yml stores them
+    "corpora": "ragfolio.core.data.corpora.Corpora",
+    "pool_settings": "ragfolio.core.scoring.runners.PoolSettings",
     "portfolios": "ragfolio.core.selection.portfolios.Portfolios",
     "utility_index": "ragfolio.core.scoring.utility_index.UtilityIndex",
     "router_features": "ragfolio.core.routing.features.router_features.RouterFeatures",
@@ -64,8 +64,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
         datasets[name] = RecordDataset(str(tmp_path / f"{name}.json"), record)
     datasets["utility_matrices"] = ArrayFolderDataset(str(tmp_path / "utility"))
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
-    for mode in ("pre_retrieval", "post_retrieval"):
-        datasets[f"{mode}_routers"] = RouterFolderDataset(str(tmp_path / f"{mode}_routers"))
+    datasets["retrieval_routers"] = RoutersByKindDataset(str(tmp_path / "retrieval_routers"))
     datasets["answer_store"] = MemoryDataset(AnswerStore(tmp_path / "answer_store.jsonl"), copy_mode="assign")
     for name in ("answers", "answer_latencies"):
         datasets[name] = PandasJSONDataset(
@@ -131,16 +130,16 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     bundle = catalog.load("bundle")  # the served portfolio: all, over the union corpus every number was measured on
     assert bundle.name == "all" and bundle.members[0].name == metrics["datasets"]["all"]["portfolio"][0]
     corpora = catalog.load("corpora")
-    assert corpora["datasets"] == {"hotpotqa": "union", "musique": "union"} and list(corpora["corpora"]) == ["union"]
-    assert len(bundle.corpus) == len(corpora["corpora"]["union"])
+    assert corpora.datasets == {"hotpotqa": "union", "musique": "union"} and list(corpora.corpora) == ["union"]
+    assert len(bundle.corpus) == len(corpora.corpora["union"])
     assert all(len(emb) == len(bundle.corpus) for emb in bundle.embeddings.values())
     fingerprint = bundle.corpus.fingerprint  # the served corpus is the measured one
     assert metrics["corpus"] == router_metrics["corpus"] == bundle.selection["corpus"] == {
         "mode": "union", "fingerprint": fingerprint, "n_passages": len(bundle.corpus)}
     assert save_bundle(bundle, tmp_path / "bundle")["corpus"]["fingerprint"] == fingerprint
     settings = catalog.load("pool_settings")  # what candidate scoring ran with, as the bundle describes it
-    assert settings["num_docs"] == router_metrics["num_docs"] == 4 and settings["score"] == "support_recall"
-    assert bundle.scoring == PoolSettings.from_dict(settings)
+    assert settings.num_docs == router_metrics["num_docs"] == 4 and settings.score == "support_recall"
+    assert bundle.scoring == settings
     assert bundle.routing == catalog.load("router_features")
 
     # answering_evaluation: every system answers with the embedded LLM, each with cold query caches
@@ -188,11 +187,11 @@ def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny
     for name in ("data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training"):
         SequentialRunner().run(pipelines[name], catalog)
     corpora = catalog.load("corpora")
-    assert corpora["datasets"] == {"hotpotqa": "hotpotqa", "musique": "musique"}
-    expected = Corpora.from_json(corpora).describe()
+    assert corpora.datasets == {"hotpotqa": "hotpotqa", "musique": "musique"}
+    expected = corpora.describe()
     assert set(expected["fingerprints"]) == {"hotpotqa", "musique"} and "fingerprint" not in expected
     assert catalog.load("portfolio_metrics")["corpus"] == catalog.load("router_metrics")["corpus"] == expected
     bundle = catalog.load("bundle")  # all: both datasets' corpora stacked, each passage once
-    assert len(bundle.corpus) == len({r["id"] for records in corpora["corpora"].values() for r in records})
+    assert len(bundle.corpus) == len({passage_id for corpus in corpora.corpora.values() for passage_id in corpus.ids})
     assert all(len(emb) == len(bundle.corpus) for emb in bundle.embeddings.values())
     assert bundle.selection["corpus"] == expected

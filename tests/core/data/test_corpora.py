@@ -18,9 +18,9 @@ def test_union_stores_one_corpus_for_every_dataset() -> None:
     corpora = Corpora.union(UNION, ["hotpotqa", "musique"])
     assert corpora.corpus_for("hotpotqa") is corpora.corpus_for("musique") is UNION
     assert corpora.names_for(["hotpotqa", "musique"]) == ["union"]
-    data = json.loads(json.dumps(corpora.to_json()))
+    data = json.loads(json.dumps(corpora.to_dict()))
     assert data["datasets"] == {"hotpotqa": "union", "musique": "union"} and list(data["corpora"]) == ["union"]
-    again = Corpora.from_json(data)
+    again = Corpora.from_dict(data)
     assert again == corpora and again.corpus_for("musique") == UNION
     assert again.describe() == {"mode": "union", "fingerprint": UNION.fingerprint, "n_passages": 3}
 
@@ -29,7 +29,7 @@ def test_per_dataset_keeps_one_corpus_a_dataset_labelled_as_such() -> None:
     corpora = Corpora.per_dataset({"hotpotqa": HOTPOT, "musique": MUSIQUE})
     assert corpora.corpus_for("musique") == MUSIQUE
     assert corpora.names_for(["musique", "hotpotqa", "musique"]) == ["musique", "hotpotqa"]
-    assert Corpora.from_json(json.loads(json.dumps(corpora.to_json()))) == corpora
+    assert Corpora.from_dict(json.loads(json.dumps(corpora.to_dict()))) == corpora
     assert corpora.describe() == {
         "mode": "per_dataset",
         "fingerprints": {"hotpotqa": HOTPOT.fingerprint, "musique": MUSIQUE.fingerprint},
@@ -41,7 +41,7 @@ def test_unknown_dataset_and_bad_forms_are_named() -> None:
     with pytest.raises(KeyError, match="'triviaqa' has no corpus"):
         Corpora.union(UNION, ["hotpotqa"]).corpus_for("triviaqa")
     with pytest.raises(ValueError, match="rerun the data_prep pipeline"):
-        Corpora.from_json({"hotpotqa": HOTPOT.to_records()})  # the older {dataset: records} file
+        Corpora.from_dict({"hotpotqa": HOTPOT.to_records()})  # the older {dataset: records} file
     with pytest.raises(ValueError, match="'musique': 'nowhere'"):
         Corpora("per_dataset", {"hotpotqa": HOTPOT}, {"hotpotqa": "hotpotqa", "musique": "nowhere"})
     with pytest.raises(ValueError, match="mode='both'"):

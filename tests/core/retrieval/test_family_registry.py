@@ -199,11 +199,11 @@ def test_a_family_module_named_in_the_parameters_is_used_from_yaml_alone(family_
     assert [r["family"] for r in records] == ["bm25", "first_passages", "first_passages"]
 
     settings = pool_settings(params)
-    assert settings["family_modules"] == [family_module]
+    assert settings.family_modules == [family_module]
     unregister("first_passages")  # a later stage, in a fresh process, has only the built-ins ...
     __import__("sys").modules.pop(family_module)
     corpus = build_corpus(load_folder(tiny_dir))
-    runner = PoolSettings.from_dict(settings).runner(corpus, ArrayCache(tiny_dir / "unused", enabled=False))  # ... until it reads them
+    runner = PoolSettings.from_dict(settings.to_dict()).runner(corpus, ArrayCache(tiny_dir / "unused", enabled=False))  # ... until it reads them
     result = runner.run(make_candidate("first_passages", {"offset": 1}), ["anything"])
     assert result.doc_ids.tolist() == [[1, 2, 3, 4]]
 

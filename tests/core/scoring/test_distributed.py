@@ -11,6 +11,7 @@ import pytest
 from fake_encoders import HASHING, install_hashing_encoder, register_hashing_kind
 
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.scoring import distributed as dist
@@ -40,7 +41,7 @@ def _params(score: str, scheduler_address: str | None = None) -> dict:
 
 
 @pytest.fixture(params=["union", "per_dataset"])
-def prepared(request: pytest.FixtureRequest, tiny_dir: Path) -> tuple[list, dict]:
+def prepared(request: pytest.FixtureRequest, tiny_dir: Path) -> tuple[list, Corpora]:
     params = {"raw_dir": str(tiny_dir), "seed": 0, "corpus": request.param}
     questions = load_questions(params)
     return questions, build_corpora(questions, params)
@@ -78,7 +79,7 @@ def test_thread_workers_give_the_in_process_matrices(prepared, tmp_path, monkeyp
     _assert_same(expected, got)
     _assert_same(expected, again)
     # Workers kept one runner per distinct corpus and configuration, not one per block or dataset.
-    assert len(dist._RUNNERS) == 2 * len(prepared[1]["corpora"])
+    assert len(dist._RUNNERS) == 2 * len(prepared[1].corpora)
 
 
 def test_process_workers_give_the_in_process_matrices(prepared, tmp_path, monkeypatch) -> None:

@@ -93,7 +93,7 @@ class Corpora:
             "n_passages": {d: len(self.corpus_for(d)) for d in self.datasets},
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON form described in the module docstring."""
         return {
             "mode": self.mode,
@@ -102,7 +102,7 @@ class Corpora:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Corpora:
+    def from_dict(cls, data: Mapping[str, Any]) -> Corpora:
         """Read the JSON form, building each distinct corpus once.
 
         Raises:

@@ -35,8 +35,8 @@ from tqdm.auto import tqdm
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
-from ragfolio.core.scoring.runners import RunnerConfig
-from ragfolio.core.scoring.utility import Score, utility_matrix
+from ragfolio.core.scoring.runners import RunnerConfig, Score
+from ragfolio.core.scoring.utility import utility_matrix
 
 if TYPE_CHECKING:
     from distributed import Future

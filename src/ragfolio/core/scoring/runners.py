@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +21,10 @@ from ragfolio.core.data.records import Corpus
 from ragfolio.core.record_checks import checked_fields
 from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
-from ragfolio.core.scoring.utility import SCORES, Score
+
+# What a utility matrix measures (ragfolio.core.scoring.utility computes each; the settings name one)
+Score = Literal["support_recall", "answer_recall"]
+SCORES: tuple[Score, ...] = get_args(Score)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,10 +20,9 @@ import numpy.typing as npt
 from ragfolio.core.data.records import Corpus, Question
 from ragfolio.core.metrics import contains_answer
 from ragfolio.core.retrieval.results import RetrievalResult
+from ragfolio.core.scoring.runners import SCORES, Score
 
 # The scores, named once: parameters, reports and the dispatch below all read these.
-Score = Literal["support_recall", "answer_recall"]
-SCORES: tuple[Score, ...] = get_args(Score)
 
 
 def score_targets(score: Score, questions: Sequence[Question], corpus: Corpus) -> tuple[tuple[Any, ...], ...]:

@@ -169,10 +169,10 @@ def _retrieval_routings(
 
 
 def answer_test_questions(
-    questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
+    questions: list[dict[str, Any]], corpora: Corpora, candidates: list[dict[str, Any]],
     utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
     retrieval_routers: dict[str, dict[str, RouterProtocol]],
-    cache: ArrayCache, pool_settings: dict[str, Any], router_features: RouterFeatures, answer_store: AnswerStore,
+    cache: ArrayCache, pool_settings: PoolSettings, router_features: RouterFeatures, answer_store: AnswerStore,
     params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
@@ -188,20 +188,18 @@ def answer_test_questions(
         dataset every system's retrieval latency (no LLM call) in the fixed and the reversed order.
     """
     p = AnsweringEvaluationParams(**params)
-    settings = PoolSettings.from_dict(pool_settings)
     hasher, encoders = router_features.text_features, router_features.encoders
     specs = [CandidateSpec.from_record(c) for c in candidates]
     answerer = Answerer(make_backend(p.llm), **{"seed": p.seed, **p.answerer})
     llm = backend_identity(p.llm)
-    sets = Corpora.from_json(corpora)
-    if unknown := set(p.datasets or []) - set(sets.datasets):
+    if unknown := set(p.datasets or []) - set(corpora.datasets):
         raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a corpus "
-                         f"{sorted(sets.datasets)}")
-    runners = CorpusRunners(sets, cache.corpus_reader(), settings)
+                         f"{sorted(corpora.datasets)}")
+    runners = CorpusRunners(corpora, cache.corpus_reader(), pool_settings)
     trained = retrieval_routers if p.retrieval_routers else {}
     rows: list[dict[str, Any]] = []
     orders: dict[str, Any] = {}
-    for dataset in sets.datasets:
+    for dataset in corpora.datasets:
         if p.datasets is not None and dataset not in p.datasets:
             continue
         sel, router, runner = portfolios.selection(dataset), routers[dataset], runners.for_dataset(dataset)
@@ -210,17 +208,17 @@ def answer_test_questions(
             raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={len(members)}: "
                              f"set each to at most {len(members)}")
         rag = AdaptiveRAG(runner, members, router, hasher, encoders, answerer, timeout_s=p.member_timeout_s)
-        wide = runners.for_dataset(dataset, p.wide_factor * settings.num_docs) if p.wide_factor else None
-        online = _retrieval_routings(rag, trained, dataset, router_features, settings.num_docs)
+        wide = runners.for_dataset(dataset, p.wide_factor * pool_settings.num_docs) if p.wide_factor else None
+        online = _retrieval_routings(rag, trained, dataset, router_features, pool_settings.num_docs)
         systems = SystemRunner(
-            rag, specs[sel.single_best], VendiRAG(answerer, runner, num_docs=settings.num_docs, **p.vendi_rag),
+            rag, specs[sel.single_best], VendiRAG(answerer, runner, num_docs=pool_settings.num_docs, **p.vendi_rag),
             authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
-                answerer, runner, num_docs=settings.num_docs, **p.vendi_rag_authors),
+                answerer, runner, num_docs=pool_settings.num_docs, **p.vendi_rag_authors),
             wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches,
             only=_systems(p.systems), strict=isinstance(p.systems, list),
         )
         key = answer_store_key({
-            "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings,
+            "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings.to_dict(),
             "router_features": router_features.to_dict(), "members": [m.name for m in members],
             "single_best": systems.single_best.name,
             "routers": {"learned": _router_digest(router), **{m: _router_digest(o.router) for m, o in online.items()}},

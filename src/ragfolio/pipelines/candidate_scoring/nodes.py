@@ -20,8 +20,8 @@ from ragfolio.core.retrieval.family import get_family, import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
 from ragfolio.core.retrieval.running.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.scoring.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
-from ragfolio.core.scoring.runners import PoolSettings
-from ragfolio.core.scoring.utility import Score, score_targets
+from ragfolio.core.scoring.runners import PoolSettings, Score
+from ragfolio.core.scoring.utility import score_targets
 from ragfolio.core.scoring.utility_index import DatasetRows, UtilityIndex
 
 logger = logging.getLogger(__name__)
@@ -73,9 +73,9 @@ def expand_candidates(params: dict[str, Any], grids: dict[str, Any] | None = Non
     return [c.to_record() for c in candidates]
 
 
-def pool_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The settings :func:`score_candidates` runs its pool runners with, as JSON (``pool_settings``)."""
-    return CandidateScoringParams(**params).pool_settings().to_dict()
+def pool_settings(params: dict[str, Any]) -> PoolSettings:
+    """The settings :func:`score_candidates` runs its pool runners with (``pool_settings``, a record)."""
+    return CandidateScoringParams(**params).pool_settings()
 
 
 def _scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
@@ -93,7 +93,7 @@ def _scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple
 
 def score_candidates(
     questions: list[dict[str, Any]],
-    corpora: dict[str, Any],
+    corpora: Corpora,
     candidates: list[dict[str, Any]],
     cache: ArrayCache,
     params: dict[str, Any],
@@ -115,14 +115,13 @@ def score_candidates(
     """
     p = CandidateScoringParams(**params)
     specs = [CandidateSpec.from_record(c) for c in candidates]
-    sets = Corpora.from_json(corpora)
-    parts = {name: CorpusPart.of(corpus) for name, corpus in sets.corpora.items()}
+    parts = {name: CorpusPart.of(corpus) for name, corpus in corpora.corpora.items()}
     jobs, rows = [], {}
-    for dataset in sets.datasets:
-        corpus = sets.corpus_for(dataset)
+    for dataset in corpora.datasets:
+        corpus = corpora.corpus_for(dataset)
         qs, splits = _scoreable_questions(questions, dataset)
         targets = score_targets(p.score, qs, corpus)
-        jobs.append(ScoringJob(dataset, parts[sets.name_for(dataset)], tuple(q.question for q in qs), targets))
+        jobs.append(ScoringJob(dataset, parts[corpora.name_for(dataset)], tuple(q.question for q in qs), targets))
         rows[dataset] = DatasetRows(tuple(q.id for q in qs), tuple(splits), tuple(q.type or "unknown" for q in qs))
     start, config = time.perf_counter(), p.pool_settings().runner_config(cache)
     if p.scheduler_address:
@@ -135,7 +134,7 @@ def score_candidates(
     logger.info("utility matrices in %.1f s (%s)", time.perf_counter() - start, p.scheduler_address or "in process")
     index = UtilityIndex(
         score=p.score, num_docs=p.num_docs, candidates=tuple(s.name for s in specs),
-        families=tuple(s.family for s in specs), corpus=sets.describe(), datasets=rows,
+        families=tuple(s.family for s in specs), corpus=corpora.describe(), datasets=rows,
     )
     return matrices, index
 

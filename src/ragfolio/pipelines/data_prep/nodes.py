@@ -95,8 +95,8 @@ def _retrievable(questions: list[dict[str, Any]]) -> dict[str, list[Question]]:
     return kept
 
 
-def build_corpora(questions: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
-    """The retrieval corpora and the corpus of each dataset (:meth:`Corpora.to_json`).
+def build_corpora(questions: list[dict[str, Any]], params: dict[str, Any]) -> Corpora:
+    """The retrieval corpora and the corpus of each dataset (a record; :meth:`Corpora.to_dict` is its JSON).
 
     ``union``: one corpus of every dataset's contexts (train and test questions pooled; datasets
     in name order, questions in id order), then ``corpus_dir``'s passages, de-duplicated on
@@ -117,4 +117,4 @@ def build_corpora(questions: list[dict[str, Any]], params: dict[str, Any]) -> di
             corpus = corpora.corpus_for(dataset)
             logger.info("%s: corpus of %d unique passages from %d questions (fingerprint %s)",
                         dataset, len(corpus), len(qs), corpus.fingerprint)
-    return corpora.to_json()
+    return corpora

@@ -52,16 +52,16 @@ from ragfolio.plotting import subplots
 logger = logging.getLogger(__name__)
 
 
-def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> RouterFeatures:
+def router_settings(pool_settings: PoolSettings, params: dict[str, Any]) -> RouterFeatures:
     """The routers' inputs (``router_features``): the text hasher, the encoders of the query blocks
     and the featurizer of the routers that see the retrieval (which answering rebuilds to route).
 
     The encoders must be ones candidate scoring ran, whose query embeddings the cache holds.
     """
-    p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
-    if unknown := sorted(set(p.encoders) - set(settings.encoders)):
+    p = RouterTrainingParams(**params)
+    if unknown := sorted(set(p.encoders) - set(pool_settings.encoders)):
         raise ValueError(
-            f"router_training.encoders {unknown} are not candidate_scoring encoders {sorted(settings.encoders)}"
+            f"router_training.encoders {unknown} are not candidate_scoring encoders {sorted(pool_settings.encoders)}"
         )
     return RouterFeatures(
         TextHasher.from_dict(p.text_features), tuple(p.encoders),
@@ -70,14 +70,14 @@ def router_settings(pool_settings: dict[str, Any], params: dict[str, Any]) -> Ro
 
 
 def build_query_features(
-    questions: list[dict[str, Any]], corpora: dict[str, Any], utility_index: UtilityIndex,
-    pool_settings: dict[str, Any], router_features: RouterFeatures, cache: ArrayCache,
+    questions: list[dict[str, Any]], corpora: Corpora, utility_index: UtilityIndex,
+    pool_settings: PoolSettings, router_features: RouterFeatures, cache: ArrayCache,
 ) -> dict[str, Features]:
     """Router features of every utility-matrix row, per dataset, in row order (``router_inputs``).
 
     Query embeddings come from each dataset's corpus runner (datasets sharing a corpus share it).
     """
-    runners = CorpusRunners(Corpora.from_json(corpora), cache, PoolSettings.from_dict(pool_settings))
+    runners = CorpusRunners(corpora, cache, pool_settings)
     hasher = router_features.text_features
     out = {}
     for dataset in utility_index.datasets:
@@ -134,9 +134,9 @@ def compare_on_test(
 
 def evaluate_routers(
     router_comparison: dict[str, RoutingComparison], dev_comparison: dict[str, RoutingComparison],
-    questions: list[dict[str, Any]], corpora: dict[str, Any],
+    questions: list[dict[str, Any]], corpora: Corpora,
     candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
-    pool_settings: dict[str, Any], router_selection: RouterSelection, cache: ArrayCache,
+    pool_settings: PoolSettings, router_selection: RouterSelection, cache: ArrayCache,
     params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
     paper_encoders: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -164,11 +164,10 @@ def evaluate_routers(
     questions (:func:`~ragfolio.core.routing.routers.universal.judge_universal`).
     """
     p = RouterTrainingParams(**(params or {}))
-    sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
-    runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
+    runners, specs = CorpusRunners(corpora, cache, pool_settings), [CandidateSpec.from_record(c) for c in candidates]
     choices = router_selection.choices
     report: dict[str, Any] = {
-        "k": portfolios.k, "num_docs": settings.num_docs, "corpus": sets.describe(), "datasets": {},
+        "k": portfolios.k, "num_docs": pool_settings.num_docs, "corpus": corpora.describe(), "datasets": {},
         "retrieval_features": router_selection.features,
     }
     for key, comparison in router_comparison.items():
@@ -176,7 +175,7 @@ def evaluate_routers(
         members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
         tests = {d: split_questions(questions, utility_index, d, "test") for d in datasets_of(utility_index, key)}
         runs = BudgetRuns.concatenate(
-            [BudgetRuns.retrieve(runners, sets.name_for(d), qs, members, single) for d, qs in tests.items()])
+            [BudgetRuns.retrieve(runners, corpora.name_for(d), qs, members, single) for d, qs in tests.items()])
         entry = {
             "n_test": len(comparison.utilities), "members": sel.portfolio, **comparison.report(),
             "same_budget": same_budget_recall(runs, comparison.picks["learned"]),

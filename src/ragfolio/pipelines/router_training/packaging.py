@@ -33,9 +33,9 @@ def _member_index(members: list[int], candidate: int) -> int:
 
 
 def build_bundle(
-    corpora: dict[str, Any], candidates: list[dict[str, Any]], portfolios: Portfolios,
+    corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios,
     routers: dict[str, RouterProtocol], router_metrics: dict[str, Any], router_features: RouterFeatures,
-    pool_settings: dict[str, Any], cache: ArrayCache, params: dict[str, Any],
+    pool_settings: PoolSettings, cache: ArrayCache, params: dict[str, Any],
     retrieval_routers: dict[str, dict[str, RouterProtocol]] | None = None,
 ) -> PortfolioBundle:
     """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
@@ -52,7 +52,7 @@ def build_bundle(
     values compared, and what the report measured of it on test. The bundle carries every corpus
     index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
     """
-    p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
+    p = RouterTrainingParams(**params)
     key = p.bundle.portfolio
     if key not in portfolios.keys:
         raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
@@ -62,9 +62,8 @@ def build_bundle(
         raise ValueError(f"router_training.bundle.default_l={p.bundle.default_l} is above portfolio {key!r}'s "
                          f"k={len(members)}: set it to at most {len(members)}")
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
-    sets = Corpora.from_json(corpora)
-    names = sets.names_for(sets.datasets if key == ALL else [key])
-    corpus, embeddings = served_corpus(CorpusRunners(sets, cache.reader(), settings), names, encoders)
+    names = corpora.names_for(corpora.datasets if key == ALL else [key])
+    corpus, embeddings = served_corpus(CorpusRunners(corpora, cache.reader(), pool_settings), names, encoders)
     routed = router_metrics["datasets"].get(key, {})
     selection = {
         "greedy_train_values": sel.greedy_train_values[: portfolios.k],
@@ -72,7 +71,7 @@ def build_bundle(
         "n_train": sel.n_train,
         "test_best_of_l": {name: routed[name]["best_of_l"]
                            for name in dict.fromkeys([*COMPARED, *servable_names()]) if name in routed},
-        "corpus": sets.describe(),
+        "corpus": corpora.describe(),
     }
     served_entry = router_metrics.get("served") or {}
     name = served_entry.get("router") if served_entry.get("portfolio") == key else None
@@ -87,7 +86,7 @@ def build_bundle(
     if key not in served:
         raise ValueError(f"no {name} router was trained for portfolio {key!r}")
     bundle = PortfolioBundle(
-        name=key, corpus=corpus, members=members, router=served[key], scoring=settings,
+        name=key, corpus=corpus, members=members, router=served[key], scoring=pool_settings,
         routing=router_features,
         embeddings=embeddings, default_l=p.bundle.default_l, routed_ls=routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,

@@ -45,7 +45,7 @@ def _own_blocks(paper: PaperRouterParams, router_features: RouterFeatures) -> li
 
 
 def build_paper_blocks(
-    questions: list[dict[str, Any]], utility_index: UtilityIndex, pool_settings: dict[str, Any],
+    questions: list[dict[str, Any]], utility_index: UtilityIndex, pool_settings: PoolSettings,
     router_features: RouterFeatures, params: dict[str, Any], cache: ArrayCache,
 ) -> tuple[dict[str, Features], dict[str, Any]]:
     """The paper router's own query blocks of every utility-matrix row, per dataset, in row order
@@ -69,7 +69,7 @@ def build_paper_blocks(
     texts = {d: [q.question for q in row_questions(questions, utility_index, d)] for d in utility_index.datasets}
     blocks = {d: encode_blocks(t, own, cache, encoders) for d, t in texts.items()}
     read = list(paper.encoders or router_features.encoders)
-    specs = PoolSettings.from_dict(pool_settings).encoders
+    specs = pool_settings.encoders
     timed = {name: encoders[name] if name in encoders else make_encoder(specs[name]) for name in read}
     sample = [t for ts in texts.values() for t in ts][: paper.timing_queries]
     cost = time_blocks(timed, sample)

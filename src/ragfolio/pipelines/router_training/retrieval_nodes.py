@@ -54,8 +54,8 @@ class _Stopwatch:
 
 
 def build_retrieval_features(
-    questions: list[dict[str, Any]], corpora: dict[str, Any], candidates: list[dict[str, Any]],
-    utility_index: UtilityIndex, portfolios: Portfolios, pool_settings: dict[str, Any],
+    questions: list[dict[str, Any]], corpora: Corpora, candidates: list[dict[str, Any]],
+    utility_index: UtilityIndex, portfolios: Portfolios, pool_settings: PoolSettings,
     params: dict[str, Any], cache: ArrayCache,
 ) -> RetrievalInputs:
     """Retrieval features of every utility-matrix row, in row order (``retrieval_inputs``).
@@ -66,10 +66,10 @@ def build_retrieval_features(
         candidate scoring ran the same blocks) and computing each block, in ms per query
         (members: per query and portfolio).
     """
-    p, settings = RouterTrainingParams(**params), PoolSettings.from_dict(pool_settings)
+    p = RouterTrainingParams(**params)
     r = p.retrieval_routing
-    runners = CorpusRunners(Corpora.from_json(corpora), cache, settings)
-    featurizer = RetrievalFeaturizer(tuple(p.encoders), settings.num_docs, r.agreement_depth)
+    runners = CorpusRunners(corpora, cache, pool_settings)
+    featurizer = RetrievalFeaturizer(tuple(p.encoders), pool_settings.num_docs, r.agreement_depth)
     specs = [CandidateSpec.from_record(c) for c in candidates]
     names = {"first_stage": featurizer.first_stage_names(), "members": featurizer.member_names()}
     clock, n_queries, n_member_rows = _Stopwatch(), 0, 0
@@ -194,9 +194,9 @@ def compare_on_dev(
 
 
 def judge_on_dev(
-    dev_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], corpora: dict[str, Any],
+    dev_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], corpora: Corpora,
     candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
-    pool_settings: dict[str, Any], cache: ArrayCache,
+    pool_settings: PoolSettings, cache: ArrayCache,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per portfolio with dev questions, per servable router: the dev same-budget check at l = 1..k
     (``dev_same_budget``), the evidence the do-no-harm rule of ``bundle.router: auto`` reads
@@ -207,15 +207,14 @@ def judge_on_dev(
         the router's routed union of l members minus the single best member's given ``l * num_docs``
         passages, on the dev questions (:func:`~ragfolio.core.routing.judging.budget.same_budget_comparison`).
     """
-    sets, settings = Corpora.from_json(corpora), PoolSettings.from_dict(pool_settings)
-    runners, specs = CorpusRunners(sets, cache, settings), [CandidateSpec.from_record(c) for c in candidates]
+    runners, specs = CorpusRunners(corpora, cache, pool_settings), [CandidateSpec.from_record(c) for c in candidates]
     out: dict[str, dict[str, dict[str, Any]]] = {}
     servable = servable_names()
     for key, comparison in dev_comparison.items():
         sel = portfolios.selection(key)
         members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
         devs = {d: split_questions(questions, utility_index, d, "dev") for d in datasets_of(utility_index, key)}
-        runs = BudgetRuns.concatenate([BudgetRuns.retrieve(runners, sets.name_for(d), qs, members, single)
+        runs = BudgetRuns.concatenate([BudgetRuns.retrieve(runners, corpora.name_for(d), qs, members, single)
                                        for d, qs in devs.items() if qs])
         ls = range(1, portfolios.k + 1)
         out[key] = {name: same_budget_comparison(runs, picks, ls).get("union_minus_single", {})

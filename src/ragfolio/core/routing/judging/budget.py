@@ -21,8 +21,8 @@ from ragfolio.core.metrics import contains_answer, support_recall
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import Picks
-from ragfolio.core.scoring.runners import CorpusRunners
-from ragfolio.core.scoring.utility import Score, score_targets
+from ragfolio.core.scoring.runners import CorpusRunners, Score
+from ragfolio.core.scoring.utility import score_targets
 from ragfolio.core.stats import paired_differences
 
 DocIds = npt.NDArray[np.int64]  # (n_queries, depth) corpus rows, -1 where a ranking is shorter
