@@ -75,6 +75,7 @@ class Phase:
     concurrency: int
     batch: int = 0
     offset: int = 0
+    l: int | None = None  # noqa: E741 - members per query asked for (None: the bundle's default_l)
     latencies_ms: list[float] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)  # 0: the connection failed
     degraded: int = 0
@@ -86,6 +87,7 @@ class Phase:
         server_errors = sum(s >= 500 for s in self.statuses)
         p50, p95, p99 = np.percentile(self.latencies_ms, [50, 95, 99]) if self.latencies_ms else (np.nan,) * 3
         name = f"`{self.endpoint}` ({self.batch} queries)" if self.batch else f"`{self.endpoint}`"
+        name += "" if self.l is None else f" l = {self.l}"
         return (f"| {name} | {done}/{self.requests} | {self.concurrency} | {done / self.wall_s:.2f} | "
                 f"{p50:.0f} | {p95:.0f} | {p99:.0f} | {errors} | {server_errors} | {self.degraded} |")
 
@@ -93,7 +95,7 @@ class Phase:
         k = self.offset + i * max(self.batch, 1)
         if self.batch:
             return {"queries": [queries[(k + j) % len(queries)] for j in range(self.batch)]}
-        return {"query": queries[k % len(queries)]}
+        return {"query": queries[k % len(queries)], **({} if self.l is None else {"l": self.l})}
 
 
 async def run_phase(url: str, phase: Phase, queries: list[str], max_s: float) -> Phase:
@@ -159,6 +161,8 @@ def main() -> None:
     parser.add_argument("--answer-lone-requests", type=int, default=5)
     parser.add_argument("--answer-requests", type=int, default=20)
     parser.add_argument("--answer-concurrency", type=int, default=4)
+    parser.add_argument("--answer-l", type=int, nargs="+", default=[None],
+                        help="the l of the /answer requests, one phase pair each (default: the bundle's default_l)")
     parser.add_argument("--llm-timeout-s", type=float, default=600.0, help="longest wait for the LLM to answer")
     parser.add_argument("--max-phase-s", type=float, default=900.0, help="stop sending after this many seconds")
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
@@ -201,8 +205,9 @@ def main() -> None:
         retrieval = [Phase("/retrieve", args.lone_requests, 1, offset=0),
                      Phase("/retrieve", args.retrieve_requests, args.retrieve_concurrency, offset=100),
                      Phase("/batch_retrieve", args.batch_requests, 1, batch=args.batch_size, offset=7)]
-        answering = [Phase("/answer", args.answer_lone_requests, 1, offset=11),
-                     Phase("/answer", args.answer_requests, args.answer_concurrency, offset=23)]
+        answering = [phase for l in args.answer_l for phase in (  # noqa: E741
+            Phase("/answer", args.answer_lone_requests, 1, offset=11, l=l),
+            Phase("/answer", args.answer_requests, args.answer_concurrency, offset=23, l=l))]
         phases = []
         for phase in retrieval:
             phases.append(asyncio.run(run_phase(url, phase, queries, args.max_phase_s)))
