@@ -67,57 +67,70 @@ def load(out: Path, reader: str) -> dict[tuple[str, str], dict]:
     return rows
 
 
+def _ids(data: dict[str, dict[tuple[str, str], dict]], readers: list[str], system: str) -> list[str]:
+    """The questions every one of ``readers`` answered with ``system`` (a reader may have answered
+    fewer questions, or fewer systems, than another: comparisons are paired on what both did)."""
+    sets = [{qid for qid, s in data[r] if s == system} for r in readers]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
 def report(out: Path, readers: list[str], walls: dict[str, float]) -> str:
     data = {reader: load(out, reader) for reader in readers}
-    ids = sorted({qid for rows in data.values() for qid, _ in rows})
-    systems = [s for s in SYSTEMS if all((i, s) in data[r] for r in readers for i in ids)]
-    lines = [f"Questions: {len(ids)} (test, every dataset of the run); readers: {', '.join(readers)}.", ""]
+    answered = {r: {qid for qid, _ in rows} for r, rows in data.items()}
+    lines = ["Questions answered (test, every dataset of the run): "
+             + ", ".join(f"{r} {len(answered[r])}" for r in readers) + ".", ""]
     if walls:
         lines += ["Wall time of each reader's answering run: "
                   + ", ".join(f"{r} {walls[r] / 60:.1f} min" for r in readers if r in walls), ""]
-    lines += ["| reader | system | EM [95%] | F1 [95%] | answer recall | not JSON | LLM calls / q | tokens / q "
-              "| latency s / q (mean, p95) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| reader | system | n | EM [95%] | F1 [95%] | answer recall | not JSON | LLM calls / q | tokens / q "
+              "| latency s / q (mean, p95) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for reader in readers:
-        for system in systems:
+        for system in SYSTEMS:
+            ids = _ids(data, [reader], system)
+            if not ids:
+                continue
             rows = [data[reader][(i, system)] for i in ids]
             scores = np.array([[float(r[s]) for s in SCORES] for r in rows])
             em, f1, _ = mean_intervals(scores)
             latency = np.array([r.get("latency_ms", np.nan) for r in rows]) / 1000
             lines.append(
-                f"| {reader} | {system} | {iv(em)} | {iv(f1)} | {scores[:, 2].mean():.3f} "
+                f"| {reader} | {system} | {len(ids)} | {iv(em)} | {iv(f1)} | {scores[:, 2].mean():.3f} "
                 f"| {sum(int(r.get('parse_failures', 0)) for r in rows)} "
                 f"| {np.mean([r.get('n_calls', 0) for r in rows]):.2f} | {np.mean([r['tokens'] for r in rows]):.0f} "
                 f"| {np.nanmean(latency):.1f}, {np.nanpercentile(latency, 95):.1f} |")
     if len(readers) > 1:
         first = readers[0]
         lines += ["", f"**{first} minus each other reader, same questions and passages** (paired 95% intervals):", "",
-                  "| other reader | system | EM | F1 | answer recall |", "|---|---|---|---|---|"]
+                  "| other reader | system | n | EM | F1 | answer recall |", "|---|---|---|---|---|---|"]
         for other in readers[1:]:
-            for system in systems:
+            for system in SYSTEMS:
+                ids = _ids(data, [first, other], system)
+                if not ids:
+                    continue
                 a = [[float(data[first][(i, system)][s]) for s in SCORES] for i in ids]
                 b = [[float(data[other][(i, system)][s]) for s in SCORES] for i in ids]
                 em, f1, recall = paired_differences(a, b)
-                lines.append(f"| {other} | {system} | {iv(em)} | {iv(f1)} | "
-                             f"{iv(recall)} |")
+                lines.append(f"| {other} | {system} | {len(ids)} | {iv(em)} | {iv(f1)} | {iv(recall)} |")
     lines += ["", "**Each system minus single_best (and minus single_best_wide), per reader** (paired 95% intervals; "
               "headroom: questions where the system is right and single_best wrong / the reverse):", "",
-              "| reader | system | EM minus single_best | F1 minus single_best | EM minus single_best_wide "
-              "| right where single_best wrong | wrong where single_best right |", "|---|---|---|---|---|---|---|"]
+              "| reader | system | n | EM minus single_best | F1 minus single_best | EM minus single_best_wide "
+              "| right where single_best wrong | wrong where single_best right |", "|---|---|---|---|---|---|---|---|"]
     for reader in readers:
-        for system in systems:
-            if system in ("single_best", "no_retrieval"):
+        for system in SYSTEMS:
+            ids = [i for i in _ids(data, [reader], system) if (i, "single_best") in data[reader]]
+            if system in ("single_best", "no_retrieval") or not ids:
                 continue
             a = [[float(data[reader][(i, system)][s]) for s in ("em", "f1")] for i in ids]
             base = [[float(data[reader][(i, "single_best")][s]) for s in ("em", "f1")] for i in ids]
             em, f1 = paired_differences(a, base)
             wide = "n/a"
-            if "single_best_wide" in systems and system != "single_best_wide":
+            if system != "single_best_wide" and all((i, "single_best_wide") in data[reader] for i in ids):
                 (wide_iv,) = paired_differences([[x[0]] for x in a],
                                                 [[float(data[reader][(i, "single_best_wide")]["em"])] for i in ids])
                 wide = iv(wide_iv)
             gained = sum(x[0] > y[0] for x, y in zip(a, base, strict=True))
             lost = sum(x[0] < y[0] for x, y in zip(a, base, strict=True))
-            lines.append(f"| {reader} | {system} | {iv(em)} | {iv(f1)} | {wide} | {gained} | {lost} |")
+            lines.append(f"| {reader} | {system} | {len(ids)} | {iv(em)} | {iv(f1)} | {wide} | {gained} | {lost} |")
     return "\n".join(lines) + "\n"
 
 
