@@ -88,3 +88,14 @@ def test_kedro_run_on_other_data_without_a_name_stops_before_touching_data(tmp_p
     assert out.returncode == 1
     assert any(line.startswith("error: data_prep.raw_dir=") for line in out.stderr.splitlines()), out.stderr[-2000:]
     assert not (project / "data").exists()
+
+
+@pytest.mark.slow
+def test_kedro_run_of_a_stage_before_its_inputs_exist_prints_one_line_naming_the_stage_first(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    out = _kedro(project, "--pipelines=router_training", f"--params=data_root={tmp_path / 'fresh'}")
+    assert out.returncode == 1
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: this run needs ")]
+    assert len(errors) == 1 and "utility_matrices (written by candidate_scoring)" in errors[0], out.stderr[-2000:]
+    assert "run `kedro run --pipelines=data_prep` then `kedro run --pipelines=candidate_scoring`" in errors[0]
+    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) < 40, out.stderr[-2000:]

@@ -1,4 +1,5 @@
-"""One clear line for the errors a user makes: a malformed data row, a bad parameter, a run name.
+"""One clear line for the errors a user makes: a malformed data row, a bad parameter, a run name,
+a stage run before the stages that write its inputs.
 
 A ``kedro run`` that stops on such an error prints ``error: <file>:<line>: field '<field>': <what>``
 (or the parameter's name and what was expected) and exits with status 1, instead of ~250 lines of
@@ -18,8 +19,9 @@ from pydantic import ValidationError
 
 from ragfolio.core.data.records import DataFormatError
 from ragfolio.runs import RunNameError
+from ragfolio.stage_inputs import MissingInputError
 
-USER_ERRORS: tuple[type[BaseException], ...] = (DataFormatError, ValidationError, RunNameError)
+USER_ERRORS: tuple[type[BaseException], ...] = (DataFormatError, ValidationError, RunNameError, MissingInputError)
 TRACEBACK_ENV = "RAGFOLIO_TRACEBACK"
 
 

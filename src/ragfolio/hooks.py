@@ -1,8 +1,9 @@
 """Kedro hooks of the project, besides MLflow tracking (:mod:`ragfolio.tracking.mlflow_hooks`).
 
-:class:`RunGuardHook` makes a user's mistakes one clear line (:mod:`ragfolio.errors`) and stops a
+:class:`RunGuardHook` makes a user's mistakes one clear line (:mod:`ragfolio.errors`), stops a
 run on other data that has no name of its own before it overwrites the sample's outputs
-(:mod:`ragfolio.runs`).
+(:mod:`ragfolio.runs`), and stops a stage whose inputs no stage has written yet before any node
+runs, naming the stage to run first (:mod:`ragfolio.stage_inputs`).
 
 :class:`CredentialsHook` hands the ``elasticsearch:`` section of Kedro's credentials
 (``conf/local/credentials.yml``, git-ignored) to the core the way the core reads settings: as the
@@ -24,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 
 class RunGuardHook:
-    """One line for data and parameter errors; no unnamed run on other data over the sample's layers."""
+    """One line for data and parameter errors; no unnamed run on other data over the sample's layers;
+    no stage run before the stages that write its inputs."""
 
     @hook_impl
     def after_context_created(self, context: Any) -> None:
@@ -33,6 +35,14 @@ class RunGuardHook:
 
         install_excepthook()
         check_not_clobbering(context.params)
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        from ragfolio.pipeline_registry import register_pipelines
+        from ragfolio.stage_inputs import check_inputs
+
+        stages = {name: p for name, p in register_pipelines().items() if name not in ("portfolio", "__default__")}
+        check_inputs(pipeline, catalog, stages)
 
 
 def export_credentials(section: Mapping[str, Any], environ: MutableMapping[str, str]) -> list[str]:

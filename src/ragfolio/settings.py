@@ -18,7 +18,9 @@ CONFIG_LOADER_ARGS = {
 from ragfolio.hooks import CredentialsHook, RunGuardHook  # noqa: E402
 from ragfolio.tracking.mlflow_hooks import MlflowTrackingHook  # noqa: E402
 
-# A data or parameter error is one line, and a run on other data needs a name (ragfolio.runs) before it
-# writes anything; every `kedro run` is logged to MLflow (sqlite:///mlflow.db unless MLFLOW_TRACKING_URI
-# says otherwise); the credentials' elasticsearch: section becomes the run's ELASTICSEARCH_* variables.
-HOOKS = (RunGuardHook(), CredentialsHook(), MlflowTrackingHook())
+# A data or parameter error is one line, a run on other data needs a name (ragfolio.runs) before it
+# writes anything, and a stage whose inputs are missing names the stage to run first; every `kedro run`
+# is logged to MLflow (sqlite:///mlflow.db unless MLFLOW_TRACKING_URI says otherwise); the credentials'
+# elasticsearch: section becomes the run's ELASTICSEARCH_* variables. Kedro calls hooks last-registered
+# first: the guard is last, so a refused run starts no MLflow run.
+HOOKS = (CredentialsHook(), MlflowTrackingHook(), RunGuardHook())
