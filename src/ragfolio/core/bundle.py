@@ -54,10 +54,10 @@ from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
-from ragfolio.core.scoring.runners import PoolSettings
 
 if TYPE_CHECKING:
     from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+    from ragfolio.core.scoring.runners import PoolSettings
 
 FORMAT = 2  # 2: indexes/ and the manifest's "indexes"
 FORMATS = (1, 2)  # formats load_bundle reads
@@ -264,6 +264,8 @@ def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> No
 
 def _pool_settings(stored: dict[str, Any]) -> PoolSettings:
     """The manifest's ``scoring``; a bundle written before it held ``score`` measured support recall."""
+    from ragfolio.core.scoring.runners import PoolSettings  # the runners' module, only when a bundle is loaded
+
     return PoolSettings.from_dict({"score": "support_recall", **stored})
 
 
