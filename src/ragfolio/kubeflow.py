@@ -216,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ragfolio.kubeflow", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     compile_cmd = commands.add_parser("compile", help="write the KFP pipeline spec (YAML)")
-    compile_cmd.add_argument("--output", type=Path, default=Path("portfolio_pipeline.yaml"))
+    compile_cmd.add_argument("--output", type=Path, default=Path("portfolio_pipeline.yaml"),
+                             help="where to write the spec (default: portfolio_pipeline.yaml, git-ignored)")
     compile_cmd.add_argument("--conf-source", type=Path, default=Path("conf"), help="the project's conf folder")
     compile_cmd.add_argument("--image", help="image of every step (default: kubeflow.image in conf)")
     compile_cmd.add_argument("--data-root", help="default data_root (default: kubeflow.data_root in conf)")

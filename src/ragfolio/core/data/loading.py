@@ -3,7 +3,10 @@
 :func:`load_jsonl` reads one file and :func:`load_folder` every ``*.jsonl`` file of a folder; both
 validate each row with :meth:`~ragfolio.core.data.records.Question.from_record` (the format is described
 in :mod:`ragfolio.core.data.records`), reject repeated ids and raise
-:class:`~ragfolio.core.data.records.DataFormatError` naming the file, the line and the field.
+:class:`~ragfolio.core.data.records.DataFormatError` naming the file, the line and the field. They read
+on past a bad row: every bad row of the files is reported in one error
+(:mod:`ragfolio.core.data.row_errors`), and a last line cut short (no newline, not JSON) is said to
+look truncated.
 :func:`load_passage_folder` reads passage-only files (``{"title", "text"}`` per line) that extend
 the retrieval corpus. :func:`split_train_test` holds out a seeded fraction of each dataset for test,
 :func:`split_train_dev` one of its train questions for dev.
@@ -16,15 +19,26 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ragfolio.core.data.records import DataFormatError, Question
+from ragfolio.core.data.row_errors import raise_collected
 
 logger = logging.getLogger(__name__)
 
 
-def _load_with_lines(path: Path) -> list[tuple[int, Question]]:
+def _parse_json(raw: str, path: Path, lineno: int) -> Any:
+    """One JSONL line's value; a last line without its newline that is not JSON is said to look truncated."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise DataFormatError.invalid_json(path, lineno, err, truncated=not raw.endswith("\n")) from err
+
+
+def _load_with_lines(path: Path, errors: list[DataFormatError]) -> list[tuple[int, Question]]:
+    """``(line, question)`` of each valid row of ``path``; each bad row's error is appended to ``errors``."""
     rows: list[tuple[int, Question]] = []
     first_line: dict[str, int] = {}
     with path.open(encoding="utf-8") as f:
@@ -32,14 +46,14 @@ def _load_with_lines(path: Path) -> list[tuple[int, Question]]:
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise DataFormatError.invalid_json(path, lineno, err) from err
-            q = Question.from_record(record, source=str(path), line=lineno)
-            if q.id in first_line:
-                raise DataFormatError(
-                    path, lineno, "id", f"duplicate id {q.id!r} (first on line {first_line[q.id]})"
-                )
+                q = Question.from_record(_parse_json(raw, path, lineno), source=str(path), line=lineno)
+                if q.id in first_line:
+                    raise DataFormatError(
+                        path, lineno, "id", f"duplicate id {q.id!r} (first on line {first_line[q.id]})"
+                    )
+            except DataFormatError as err:
+                errors.append(err)
+                continue
             first_line[q.id] = lineno
             rows.append((lineno, q))
     return rows
@@ -50,11 +64,14 @@ def load_jsonl(path: str | Path) -> list[Question]:
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
-        DataFormatError: On the first invalid row (bad JSON, missing or mistyped field,
-            duplicate id), naming the file, line and field.
+        DataFormatError: If a row is invalid (bad JSON, missing or mistyped field, duplicate id),
+            naming the file, line and field; several bad rows raise one
+            :class:`~ragfolio.core.data.row_errors.DataFormatErrors` that lists them.
     """
     path = Path(path)
-    questions = [q for _, q in _load_with_lines(path)]
+    errors: list[DataFormatError] = []
+    questions = [q for _, q in _load_with_lines(path, errors)]
+    raise_collected(errors)
     logger.debug("read %d questions from %s", len(questions), path)
     return questions
 
@@ -67,18 +84,23 @@ def load_folder(folder: str | Path) -> list[Question]:
     Raises:
         FileNotFoundError: If the folder is missing or holds no ``*.jsonl`` file.
         NotADirectoryError: If ``folder`` is a file.
-        DataFormatError: On an invalid row or an id repeated across files.
+        DataFormatError: On invalid rows or ids repeated across files, all of the folder's in one
+            error (see :func:`load_jsonl`).
     """
     files = _jsonl_files(folder)
     questions: list[Question] = []
     where: dict[str, str] = {}
+    errors: list[DataFormatError] = []
     for path in files:
-        for lineno, q in _load_with_lines(path):
+        found: list[DataFormatError] = []
+        for lineno, q in _load_with_lines(path, found):
             if q.id in where:
-                reason = f"duplicate id {q.id!r} (first at {where[q.id]})"
-                raise DataFormatError(path, lineno, "id", reason)
+                found.append(DataFormatError(path, lineno, "id", f"duplicate id {q.id!r} (first at {where[q.id]})"))
+                continue
             where[q.id] = f"{path}:{lineno}"
             questions.append(q)
+        errors += sorted(found, key=lambda error: int(error.line))  # a file's errors in line order
+    raise_collected(errors)
     logger.info("read %d questions from %d files in %s", len(questions), len(files), folder)
     return questions
 
@@ -97,10 +119,7 @@ def _jsonl_files(folder: str | Path) -> list[Path]:
 
 
 def _parse_passage(raw: str, path: Path, lineno: int) -> tuple[str, str]:
-    try:
-        record = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise DataFormatError.invalid_json(path, lineno, err) from err
+    record = _parse_json(raw, path, lineno)
     if not isinstance(record, dict):
         raise DataFormatError(path, lineno, "<row>", f"expected a JSON object, got {type(record).__name__}")
     for key in ("title", "text"):
@@ -120,11 +139,26 @@ def load_passage_file(path: str | Path) -> list[tuple[str, str]]:
     corpus names passages by :func:`~ragfolio.core.data.records.passage_id`. Blank lines are skipped.
 
     Raises:
-        DataFormatError: On the first invalid line, naming the file, the line and the field.
+        DataFormatError: On invalid lines, all of them in one error (see :func:`load_jsonl`), naming
+            the file, the line and the field of each.
     """
-    path = Path(path)
+    errors: list[DataFormatError] = []
+    passages = _read_passages(Path(path), errors)
+    raise_collected(errors)
+    return passages
+
+
+def _read_passages(path: Path, errors: list[DataFormatError]) -> list[tuple[str, str]]:
+    """``(title, text)`` of each valid line of ``path``; each bad line's error is appended to ``errors``."""
+    passages = []
     with path.open(encoding="utf-8") as handle:
-        return [_parse_passage(raw, path, n) for n, raw in enumerate(handle, start=1) if raw.strip()]
+        for lineno, raw in enumerate(handle, start=1):
+            if raw.strip():
+                try:
+                    passages.append(_parse_passage(raw, path, lineno))
+                except DataFormatError as err:
+                    errors.append(err)
+    return passages
 
 
 def load_passage_folder(folder: str | Path) -> list[tuple[str, str]]:
@@ -133,10 +167,12 @@ def load_passage_folder(folder: str | Path) -> list[tuple[str, str]]:
     Raises:
         FileNotFoundError: If the folder is missing or holds no ``*.jsonl`` file.
         NotADirectoryError: If ``folder`` is a file.
-        DataFormatError: On an invalid line (see :func:`load_passage_file`).
+        DataFormatError: On invalid lines, all of the folder's in one error (see :func:`load_passage_file`).
     """
     files = _jsonl_files(folder)
-    passages = [passage for path in files for passage in load_passage_file(path)]
+    errors: list[DataFormatError] = []
+    passages = [passage for path in files for passage in _read_passages(path, errors)]
+    raise_collected(errors)
     logger.info("read %d passages from %d files in %s", len(passages), len(files), folder)
     return passages
 

@@ -55,14 +55,20 @@ class DataFormatError(ValueError):
         super().__init__(f"{path}:{line}: field '{field}': {reason}")
 
     @classmethod
-    def invalid_json(cls, path: str | Path, line: int, error: json.JSONDecodeError, field: str = "<row>") -> Self:
+    def invalid_json(
+        cls, path: str | Path, line: int, error: json.JSONDecodeError, field: str = "<row>", truncated: bool = False
+    ) -> Self:
         """The error for a line that is not JSON, with the column where parsing stopped.
 
         ``json``'s own messages end in "at" and leave the position to its exception's attributes
-        (``"Invalid control character at"``); this puts the column into the message.
+        (``"Invalid control character at"``); this puts the column into the message. ``truncated``
+        says the line is the file's last and ends without a newline: most likely a row cut short by
+        a copy or a download that stopped, which the message then says first.
         """
-        reason = error.msg.removesuffix(" at")
-        return cls(path, line, field, f"invalid JSON at column {error.colno}: {reason}")
+        reason = f"invalid JSON at column {error.colno}: {error.msg.removesuffix(' at')}"
+        if truncated:
+            reason = f"the row looks truncated (the file's last line, without a newline): {reason}"
+        return cls(path, line, field, reason)
 
 
 @dataclass(frozen=True)
