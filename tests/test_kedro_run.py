@@ -112,29 +112,37 @@ def _mlflow_client(env: dict[str, str]):  # type: ignore[no-untyped-def]
 
 
 def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tuple[Path, dict[str, str], str]) -> None:
+    import mlflow
+
     project, env, _ = portfolio_run
     client = _mlflow_client(env)
     experiment = client.get_experiment_by_name("ragfolio")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI's model-training view
     (run,) = client.search_runs([experiment.experiment_id])
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
     assert params["portfolio_selection.k"] == "5" and params["data_prep.test_fraction"] == "0.3"
-    assert params["candidate_scoring.grid"] == "default" and "candidate_grids.default.bm25" in params
-    assert "router_training.router.hidden" in params
-    report = json.loads((project / "runs/tiny/08_reporting/portfolio_metrics.json").read_text())
-    assert metrics["hotpotqa.test.greedy_at_5"] == pytest.approx(report["datasets"]["hotpotqa"]["test"]["greedy_at_k"][4])
-    assert "router.all.learned.best_of_l_1" in metrics and "answers.all.post_retrieval_l1.em" in metrics
+    assert params["candidate_scoring.grid"] == "default" and len(params) <= 60  # the knobs; every parameter in params.json
+    full = mlflow.artifacts.load_dict(f"runs:/{run.info.run_id}/params.json")
+    assert "bm25" in full["candidate_grids"]["default"] and "hidden" in full["router_training"]["router"]
+    headline = json.loads((project / "runs/tiny/08_reporting/portfolio_headline.json").read_text())
+    assert metrics["portfolio.greedy.hotpotqa"] == pytest.approx(headline["greedy"]["hotpotqa"])
+    assert "router.best_of_1.learned" in metrics and "answers.em.post_retrieval_l1" in metrics
+    assert len(metrics) <= 60, sorted(metrics)  # the headlines; the full reports are artifacts
     assert tags["kedro.pipeline"] == "portfolio" and "data.sha256" in tags and "git.commit" in tags
     assert tags["numerics.MKL_CBWR"] in ("AVX2", "unset") and tags["numerics.torch_cpu_capability"]
-    assert run.info.run_name == "tiny/portfolio" and tags["ragfolio.run_name"] == "tiny"
+    assert run.info.run_name == "tiny/portfolio k=5 pool=default" and tags["ragfolio.run_name"] == "tiny"
     assert tags["data.root"] == "runs/tiny" and not (project / "data/06_models/bundle").exists()
+    assert tags["data.raw_dir"].endswith("raw") and tags["ragfolio.k"] == "5" and tags["ragfolio.pool"] == "default"
     manifest = json.loads((project / "runs/tiny/06_models/bundle/manifest.json").read_text())
     assert tags["bundle.checksum"] == manifest["checksum"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
     assert {"plots/best_of_k.png", "plots/router_best_of_l.png", "plots/em_vs_tokens.png", "plots/best_of_k.csv"} <= artifacts
-    assert {a.path for a in client.list_artifacts(run.info.run_id, "reports")} >= {"reports/portfolio_metrics.json"}
+    reports = {a.path for a in client.list_artifacts(run.info.run_id, "reports")}
+    assert {"reports/portfolio_metrics.json", "reports/router_metrics.json", "reports/answer_headline.json"} <= reports
     (version,) = client.search_model_versions("name='ragfolio'")
-    assert int(version.version) == 1 and version.run_id == run.info.run_id
-    assert version.description.startswith("Run tiny: bundle ") and version.tags["ragfolio.run_name"] == "tiny"
+    assert int(version.version) == 1 and version.run_id == run.info.run_id and tags["model.version"] == "1"
+    assert version.description.startswith("Run tiny (data ") and version.tags["ragfolio.run_name"] == "tiny"
+    assert all(int(client.get_model_version_by_alias("ragfolio", a).version) == 1 for a in ("served", "run-tiny"))
     assert tags["corpus.fingerprint"] == manifest["corpus"]["fingerprint"] == version.tags["corpus.fingerprint"]
 
 
@@ -147,7 +155,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
 
     project, env, _ = portfolio_run
     _mlflow_client(env)
-    model = mlflow.pyfunc.load_model("models:/ragfolio/1")
+    model = mlflow.pyfunc.load_model("models:/ragfolio@served")
     questions = ["Which magazine was started first, Arthur's Magazine or First for Women?", "Who founded the city?"]
     predicted = model.predict(pd.DataFrame({"question": questions}), params={"l": 2})
     bundle = load_bundle(project / "runs/tiny/06_models/bundle")
@@ -167,11 +175,20 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
     before = {name: (project / name).read_bytes() for name in files}
     router_metrics = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
     _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=portfolio_selection", "--params=run_name=tiny")
-    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=router_training", "--params=run_name=tiny")
+    _kedro(project, env, "run", "--pipelines=router_training", "--params=run_name=tiny")  # tracked
     for name in files:
         assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"
     rerun = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
     assert rerun == router_metrics, "router_metrics.json changed on a rerun with the same seed"
+    # the same bundle again: no new version; the stage, which reads no data_prep parameter, is named
+    # after the folder data_prep read
+    client = _mlflow_client(env)
+    (version,) = client.search_model_versions("name='ragfolio'")
+    assert int(version.version) == 1 and int(client.get_model_version_by_alias("ragfolio", "served").version) == 1
+    latest = client.search_runs([client.get_experiment_by_name("ragfolio").experiment_id],
+                                order_by=["attributes.start_time DESC"])[0]
+    assert latest.info.run_name == "tiny/router_training k=5 pool=default" and latest.data.tags["model.version"] == "1"
+    assert latest.data.tags["data.raw_dir"].endswith("raw")
 
 
 def test_the_notebook_runs_on_a_run(portfolio_run: tuple[Path, dict[str, str], str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kedro.config import OmegaConfigLoader
 
-from ragfolio.runs import RunNameError, check_not_clobbering, run_name, run_root
+from ragfolio.runs import RunIdentity, RunNameError, check_not_clobbering, identity_record, run_name, run_root
 from ragfolio.settings import CONFIG_LOADER_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,3 +53,26 @@ def test_a_run_on_other_data_needs_a_name_a_root_or_consent(monkeypatch: pytest.
     check_not_clobbering({**mine, "run_name": "teamwiki"})
     check_not_clobbering({**mine, "data_root": "/mnt/v"})
     check_not_clobbering({**mine, "overwrite_sample": True})
+
+
+def test_a_run_is_named_after_its_own_name_else_the_data_folder_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAGFOLIO_RUN_NAME", raising=False)
+    params = {"data_prep": {"raw_dir": "data/01_raw"}, "portfolio_selection": {"k": 5}, "candidate_scoring": {"grid": "default"}}
+    assert RunIdentity.of(params, {}).title("portfolio") == "sample/portfolio k=5 pool=default"
+    other = {**params, "data_prep": {"raw_dir": "/srv/Team Wiki/"}, "overwrite_sample": True}
+    assert RunIdentity.of(other, {}).label == "Team-Wiki"
+    assert RunIdentity.of({**other, "run_name": "teamwiki"}, {}).label == "teamwiki"
+    inline = {**params, "candidate_scoring": {"grid": {"bm25": {"k1": [1.2]}}}}
+    assert RunIdentity.of(inline, {}).pool == "inline"
+    assert RunIdentity.of({**params, "portfolio_selection": {"k": 5.0}}, {}).k == 5  # as a KFP step passes it
+
+
+def test_a_stage_takes_what_it_does_not_read_from_the_record_of_the_stage_that_did() -> None:
+    defaults = {"data_prep": {"raw_dir": "data/01_raw"}, "portfolio_selection": {"k": 5}}
+    prep = identity_record({**defaults, "data_prep": {"raw_dir": "/mnt/q40"}}, {"data_prep"}, {})
+    assert prep == {"raw_dir": "/mnt/q40", "test_dir": None}
+    later = identity_record(defaults, {"router_training"}, prep)
+    assert later == prep and RunIdentity.of(defaults, later).label == "q40"
+    assert RunIdentity.of(defaults, later).k == 5  # never recorded: the parameters'
+    again = identity_record(defaults, {"data_prep"}, later)  # data_prep rerun on the sample
+    assert RunIdentity.of(defaults, again).label == "sample"

@@ -5,8 +5,11 @@ without it, by ``RAGFOLIO_RUN_NAME``. The bundled sample's run is ``sample`` (th
 writes the ``data/`` layers that DVC tracks; any other name writes the same layers under
 ``runs/<name>/`` (git- and DVC-ignored). ``data_root`` still moves everything to one place of your
 choice (a Kubeflow volume). The catalog reads the root through the ``run_root`` resolver that
-``settings.py`` registers; the MLflow hook names the run, tags it and describes its model version
-with the same name.
+``settings.py`` registers.
+
+The MLflow hook names a run by its :class:`RunIdentity`: the run's name, or for an unnamed run on
+other data (``overwrite_sample=true``, a Kubeflow step under ``data_root``) the name of the data
+folder it really read, with ``k`` and the candidate pool: ``teamwiki/portfolio k=5 pool=default``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 SAMPLE = "sample"
@@ -71,3 +75,68 @@ def check_not_clobbering(params: Mapping[str, Any]) -> None:
             f"the sample's outputs in data/. Name it (--params=run_name=NAME,...; outputs go to runs/NAME/), "
             f"or pass overwrite_sample=true to write into data/ anyway."
         )
+
+
+# A run's identity: what its outputs were made from. Each field is read from the parameter group of the
+# stage that uses it; a run whose pipelines do not read that group (a DVC stage, a Kubeflow step, which
+# gets only its own pipelines' parameters) takes it from the record the stage that did read it left in
+# the run's root, so every stage of a run is named after the data folder it was really made from.
+IDENTITY_FILE = "02_intermediate/run_identity.json"
+IDENTITY_GROUPS = {"raw_dir": "data_prep", "test_dir": "data_prep", "k": "portfolio_selection", "pool": "candidate_scoring"}
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def identity_fields(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw_dir``, ``test_dir``, ``k`` and ``pool`` (the grid preset's name, ``inline`` for a grid written out)
+    as the parameters give them."""
+    prep, grid = params.get("data_prep") or {}, (params.get("candidate_scoring") or {}).get("grid", "default")
+    k = (params.get("portfolio_selection") or {}).get("k")
+    if isinstance(k, float) and k.is_integer():  # a KFP step passes 5 as 5.0, which the stage reads as 5
+        k = int(k)
+    return {"raw_dir": str(prep.get("raw_dir") or SAMPLE_RAW_DIR), "test_dir": prep.get("test_dir"),
+            "k": k, "pool": grid if isinstance(grid, str) else "inline"}
+
+
+def identity_record(params: Mapping[str, Any], groups: set[str], recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity fields a run knows: from ``params`` those of the parameter ``groups`` its pipelines
+    read, the others as ``recorded`` by an earlier run in the same root (what this run writes back)."""
+    read = {key: value for key, value in identity_fields(params).items() if IDENTITY_GROUPS[key] in groups}
+    return {**{key: value for key, value in recorded.items() if key in IDENTITY_GROUPS}, **read}
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a run's outputs were made from, and the names a user tells it apart by.
+
+    Attributes:
+        name: The run's name (:func:`run_name`): ``sample`` unless the run was given one.
+        raw_dir: The data folder its questions were read from.
+        test_dir: The folder of its test questions, if any.
+        k: Portfolio size.
+        pool: The candidate grid preset (``inline`` for a grid written out in the parameters).
+    """
+
+    name: str
+    raw_dir: str
+    test_dir: str | None
+    k: int | None
+    pool: str
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any], record: Mapping[str, Any]) -> RunIdentity:
+        """The identity from a :func:`identity_record`, fields it lacks from ``params``."""
+        fields = {**identity_fields(params), **record}
+        return cls(name=run_name(params), raw_dir=str(fields["raw_dir"]), test_dir=fields["test_dir"],
+                   k=fields["k"], pool=str(fields["pool"]))
+
+    @property
+    def label(self) -> str:
+        """The run's own name if it has one, else ``sample`` on the bundled sample, else its data folder's name."""
+        if self.name != SAMPLE or os.path.normpath(self.raw_dir) == os.path.normpath(SAMPLE_RAW_DIR):
+            return self.name
+        folder = _UNSAFE.sub("-", os.path.basename(os.path.normpath(self.raw_dir))).strip(".-_")
+        return folder[:64] or "data"
+
+    def title(self, pipelines: str) -> str:
+        """The MLflow run name: ``<label>/<pipelines> k=<k> pool=<pool>``."""
+        return f"{self.label}/{pipelines} k={self.k} pool={self.pool}"

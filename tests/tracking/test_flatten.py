@@ -1,6 +1,6 @@
 """Reports and parameters flattened into MLflow keys."""
 
-from ragfolio.tracking.flatten import MAX_PARAM_CHARS, flatten_metrics, flatten_params
+from ragfolio.tracking.flatten import MAX_PARAM_CHARS, flatten_metrics, flatten_params, knob_params
 
 
 def test_report_leaves_become_dotted_keys_with_one_based_k() -> None:
@@ -26,3 +26,12 @@ def test_params_are_flattened_and_cut_to_mlflows_limit() -> None:
     assert flat["portfolio_selection.k"] == "5" and flat["grid.bm25"] == '[{"k1": [0.9, 1.2]}]'
     assert flat["empty"] == "{}" and flat["nothing"] == "null"
     assert len(flat["long"]) == MAX_PARAM_CHARS and flat["long"].endswith("...")
+
+
+def test_knobs_are_the_top_level_values_of_the_groups_read() -> None:
+    params = {"run_name": "tiny", "portfolio_selection": {"k": 5, "seed": 42},
+              "router_training": {"seed": 1, "router": {"hidden": 128}}, "candidate_grids": {"paper": {"dense": {}}}}
+    assert knob_params(params) == {"run_name": "tiny", "portfolio_selection.k": "5", "portfolio_selection.seed": "42",
+                                   "router_training.seed": "1"}
+    assert knob_params(params, {"portfolio_selection"}) == {"run_name": "tiny", "portfolio_selection.k": "5",
+                                                            "portfolio_selection.seed": "42"}

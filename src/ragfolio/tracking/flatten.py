@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a parameter value
@@ -61,3 +61,17 @@ def flatten_params(params: Mapping[str, Any]) -> dict[str, str]:
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         out[key] = text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."
     return out
+
+
+def knob_params(params: Mapping[str, Any], groups: Collection[str] | None = None) -> dict[str, str]:
+    """The run's knobs as :func:`flatten_params` writes them: each top-level scalar (``run_name``) and each
+    non-mapping value of a parameter group (``portfolio_selection.k``, ``candidate_scoring.grid``), of the
+    ``groups`` given (all when None). Nested blocks (encoders, the router's hyperparameters, the grid
+    presets, a grid written out) are left to the run's ``params.json``."""
+    knobs: dict[str, Any] = {}
+    for group, block in params.items():
+        if not isinstance(block, Mapping):
+            knobs[group] = block
+        elif groups is None or group in groups:
+            knobs.update({f"{group}.{key}": value for key, value in block.items() if not isinstance(value, Mapping)})
+    return flatten_params(knobs)

@@ -1,20 +1,24 @@
 """A Kedro hook that logs every ``kedro run`` to MLflow.
 
 One MLflow run per ``kedro run``, in the experiment ``ragfolio`` of the tracking store at
-``MLFLOW_TRACKING_URI`` (default ``sqlite:///<project>/mlflow.db``, which MLflow 3 accepts). It logs:
+``MLFLOW_TRACKING_URI`` (default ``sqlite:///<project>/mlflow.db``, which MLflow 3 accepts), an
+experiment of the classic model-training kind (the ``mlflow.experimentKind`` tag). It logs:
 
-- every parameter, flattened (``portfolio_selection.k``, ``candidate_grids.paper.ds``, ...);
-- every numeric leaf of the JSON reports the run wrote, flattened (``hotpotqa.test.greedy_at_5``;
-  the router and answering reports under ``router.`` and ``answers.``);
-- the reports and plots as artifacts (``reports/``, ``plots/``);
-- the served bundle as a ``pyfunc`` model registered as ``ragfolio`` (when the run built it);
-- tags: the run's name (:mod:`ragfolio.runs`; the MLflow run is named ``<run name>/<pipeline>``),
-  its data folder and output root, the pipeline, the git commit (``-dirty`` with uncommitted
-  changes), the DVC hash of the raw data from ``dvc.lock`` (or a sha256 of the raw folder when no
-  lock matches) and the served corpus's fingerprint; the registered model version gets a
-  description and tags naming the run, bundle, corpus and commit.
+- the run's knobs as parameters (``portfolio_selection.k``, ``candidate_scoring.grid``: every
+  non-mapping value of the parameter groups its pipelines read), and every parameter as
+  ``params.json``;
+- the headline numbers as metrics (the ``*_headline.json`` reports ``dvc metrics show`` prints,
+  under ``portfolio.``, ``router.`` and ``answers.``: a few dozen), and the full reports and timings
+  as artifacts (``reports/``, ``reports/timings/``), with the plots (``plots/``);
+- the served bundle as a ``pyfunc`` model registered as ``ragfolio`` once per bundle, the aliases
+  ``served`` and ``run-<label>`` on its version (:func:`ragfolio.tracking.model.register_bundle`);
+- tags: the run's identity (:class:`ragfolio.runs.RunIdentity`: the MLflow run is named
+  ``<label>/<pipeline> k=<k> pool=<pool>`` after the data folder really read, ``k`` and the pool),
+  its data folder and output root, the pipeline, the git commit (``-dirty`` when a tracked file
+  other than ``dvc.lock`` and DVC's outputs differs from it), the DVC hash of the raw data from
+  ``dvc.lock`` (or a sha256 of the raw folder when no lock matches) and the served corpus's fingerprint.
 
-Set ``RAGFOLIO_MLFLOW=0`` to run without tracking.
+Set ``RAGFOLIO_MLFLOW=0`` to run without tracking; the run's identity is still recorded for later stages.
 """
 
 from __future__ import annotations
@@ -30,17 +34,18 @@ from typing import Any
 from kedro.framework.hooks import hook_impl
 
 from ragfolio.numerics import numerics_identity
-from ragfolio.runs import SAMPLE, run_name, run_root
+from ragfolio.runs import IDENTITY_FILE, RunIdentity, identity_record, run_name, run_root
 
 logger = logging.getLogger(__name__)
 
 EXPERIMENT = "ragfolio"
-# Report datasets and the prefix of their metrics; a report's timings (ragfolio.core.timings) are
-# logged under the same prefix, so the names are the report's own keys.
-REPORTS = {
-    "portfolio_metrics": "", "router_metrics": "router", "answer_metrics": "answers",
-    "sample_complexity": "sample_complexity", "router_timings": "router", "answer_timings": "answers",
-}
+# The UI opens an experiment of this kind on its runs and models, not on GenAI traces.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+# The headline reports (what `dvc metrics show` prints), logged as metrics under these prefixes.
+HEADLINES = {"portfolio_headline": "portfolio", "router_headline": "router", "answer_headline": "answers"}
+# The full reports and their timings (ragfolio.core.timings): artifacts only, thousands of numbers each.
+REPORTS = ("portfolio_metrics", "router_metrics", "answer_metrics", "sample_complexity", "router_timings",
+           "answer_timings")
 BUNDLE = "bundle"
 
 
@@ -48,14 +53,33 @@ def _enabled() -> bool:
     return os.environ.get("RAGFOLIO_MLFLOW", "1").lower() not in ("0", "false", "no")
 
 
-def _git_commit(project: Path) -> str:
+def _git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True, check=True).stdout
+
+
+def dvc_outputs(project: Path) -> set[str]:
+    """``dvc.lock`` and every path ``dvc.yaml`` declares as an output (outs, metrics, plots): what
+    ``dvc repro`` rewrites, so not a change of the code a run ran."""
+    import yaml
+
+    dvc_yaml = project / "dvc.yaml"
+    stages = (yaml.safe_load(dvc_yaml.read_text()) or {}).get("stages", {}) if dvc_yaml.exists() else {}
+    entries = [entry for stage in stages.values() for kind in ("outs", "metrics", "plots") for entry in stage.get(kind, [])]
+    return {"dvc.lock"} | {os.path.normpath(next(iter(e)) if isinstance(e, dict) else str(e)) for e in entries}
+
+
+def git_commit(project: Path) -> str:
+    """HEAD's commit, ``-dirty`` when a tracked file differs from it, ``dvc.lock`` and DVC's outputs
+    aside (untracked and ignored files never count); ``unknown`` outside a git checkout."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=project,
-                               capture_output=True, text=True, check=True)
+        head = _git(project, "rev-parse", "HEAD").strip()
+        changed = _git(project, "diff", "--name-only", "--relative", "-z", "HEAD").split("\0")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    outputs = dvc_outputs(project)
+    code = [path for path in changed if path and not any(
+        path == out or path.startswith(out + "/") for out in outputs)]
+    return head + ("-dirty" if code else "")
 
 
 def _data_hash(project: Path, raw_dir: str) -> tuple[str, str]:
@@ -86,20 +110,9 @@ def _filepath(catalog: Any, name: str) -> Path | None:
     return Path(str(path)) if path else None
 
 
-def describe_model_version(version: str | int | None, tags: dict[str, str]) -> None:
-    """Give a registered version of the ``ragfolio`` model a description and ``tags``, so runs' versions tell apart."""
-    if version is None:
-        return
-    from mlflow import MlflowClient
-
-    from ragfolio.tracking.model import REGISTERED_NAME
-
-    client = MlflowClient()
-    description = (f"Run {tags['ragfolio.run_name']}: bundle {tags['bundle.version']} at {tags['bundle.path']}, "
-                   f"corpus {tags['corpus.fingerprint']}, commit {tags['git.commit']}.")
-    client.update_model_version(REGISTERED_NAME, str(version), description=description)
-    for key, value in tags.items():
-        client.set_model_version_tag(REGISTERED_NAME, str(version), key, value)
+def _param_groups(pipeline: Any) -> set[str]:
+    """Top-level parameter keys the pipeline reads (``params:data_prep`` -> ``data_prep``)."""
+    return {name.removeprefix("params:").split(".")[0] for name in pipeline.inputs() if name.startswith("params:")}
 
 
 class MlflowTrackingHook:
@@ -108,7 +121,9 @@ class MlflowTrackingHook:
     def __init__(self) -> None:
         self._params: dict[str, Any] = {}
         self._active = False
-        self._run_name = SAMPLE
+        self._record: dict[str, Any] = {}
+        self._record_path: Path | None = None
+        self._identity: RunIdentity | None = None
         self._commit = "unknown"
 
     @hook_impl
@@ -117,34 +132,46 @@ class MlflowTrackingHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        project = Path(run_params["project_path"])
+        root = str(self._params.get("data_root") or run_root(run_name(self._params)))
+        self._record_path = project / root / IDENTITY_FILE
+        recorded = json.loads(self._record_path.read_text()) if self._record_path.exists() else {}
+        groups = _param_groups(pipeline)
+        self._record = identity_record(self._params, groups, recorded)
+        self._identity = identity = RunIdentity.of(self._params, self._record)
         if not _enabled():
             return
         import mlflow
 
-        from ragfolio.tracking.flatten import flatten_params
+        from ragfolio.tracking.flatten import knob_params
 
-        project = Path(run_params["project_path"])
         uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project / 'mlflow.db'}"
         mlflow.set_tracking_uri(uri)
-        mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", EXPERIMENT))
+        experiment = mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", EXPERIMENT))
+        for key, value in EXPERIMENT_KIND.items():
+            if key not in experiment.tags:  # a kind chosen in the UI stays
+                mlflow.set_experiment_tag(key, value)
         names = run_params.get("pipeline_names") or ["__default__"]
-        self._run_name = run_name(self._params)
-        mlflow.start_run(run_name=f"{self._run_name}/{'+'.join(names)}")
+        mlflow.start_run(run_name=identity.title("+".join(names)))
         self._active = True
-        raw_dir = str(self._params.get("data_prep", {}).get("raw_dir", "data/01_raw"))
-        data_tag, data_hash = _data_hash(project, raw_dir)
-        self._commit = _git_commit(project)
+        data_tag, data_hash = _data_hash(project, identity.raw_dir)
+        self._commit = git_commit(project)
         mlflow.set_tags({
             "kedro.pipeline": ",".join(names), "kedro.run_id": str(run_params.get("run_id")),
-            "git.commit": self._commit, data_tag: data_hash, "ragfolio.run_name": self._run_name,
-            "data.raw_dir": raw_dir, "data.root": str(self._params.get("data_root") or run_root(self._run_name)),
+            "git.commit": self._commit, data_tag: data_hash, "ragfolio.run_name": identity.label,
+            "ragfolio.k": str(identity.k), "ragfolio.pool": identity.pool,
+            "data.raw_dir": identity.raw_dir, "data.test_dir": str(identity.test_dir), "data.root": root,
             **{f"numerics.{name}": value for name, value in numerics_identity().items()},
         })
-        mlflow.log_params(flatten_params(self._params))
-        logger.info("MLflow: logging this run to %s (experiment %s)", uri, EXPERIMENT)
+        mlflow.log_params(knob_params(self._params, groups))
+        mlflow.log_dict(self._params, "params.json")
+        logger.info("MLflow: logging this run to %s (experiment %s)", uri, experiment.name)
 
     @hook_impl
     def after_pipeline_run(self, run_params: dict[str, Any], run_result: Any, pipeline: Any, catalog: Any) -> None:
+        if self._record_path is not None and self._record:
+            self._record_path.parent.mkdir(parents=True, exist_ok=True)  # sorted: in one go or in steps, the same bytes
+            self._record_path.write_text(json.dumps(self._record, indent=1, sort_keys=True) + "\n")
         if not self._active:
             return
         import mlflow
@@ -152,32 +179,42 @@ class MlflowTrackingHook:
         from ragfolio.tracking.flatten import flatten_metrics
 
         outputs = pipeline.all_outputs()
-        for name, prefix in REPORTS.items():
+        for name in [*HEADLINES, *REPORTS]:
             path = _filepath(catalog, name)
             if name in outputs and path is not None and path.exists():
-                mlflow.log_metrics(flatten_metrics(json.loads(path.read_text()), prefix))
+                if name in HEADLINES:
+                    mlflow.log_metrics(flatten_metrics(json.loads(path.read_text()), HEADLINES[name]))
                 mlflow.log_artifact(str(path), artifact_path="reports/timings" if name.endswith("_timings") else "reports")
         for name in sorted(outputs):
             path = _filepath(catalog, name)
             if path is not None and path.suffix in (".png", ".csv") and path.exists():
                 mlflow.log_artifact(str(path), artifact_path="plots")
         bundle = _filepath(catalog, BUNDLE)
-        if BUNDLE in outputs and bundle is not None and (bundle / "manifest.json").exists():
-            from ragfolio.tracking.model import log_bundle_model
-
-            manifest = json.loads((bundle / "manifest.json").read_text())
-            fingerprint = str(manifest.get("corpus", {}).get("fingerprint", "unknown"))
-            mlflow.set_tags({"bundle.version": manifest["version"], "bundle.checksum": manifest["checksum"],
-                             "corpus.fingerprint": fingerprint})
-            info = log_bundle_model(bundle, default_l=int(manifest["default_l"]))
-            describe_model_version(info.registered_model_version, {
-                "ragfolio.run_name": self._run_name, "bundle.path": str(bundle), "bundle.version": manifest["version"],
-                "corpus.fingerprint": fingerprint, "git.commit": self._commit,
-            })
-            logger.info("MLflow: bundle %s of run %s registered as models:/ragfolio/%s", manifest["version"],
-                        self._run_name, info.registered_model_version)
+        if BUNDLE in outputs and bundle is not None and (bundle / "manifest.json").exists() and self._identity:
+            self._register(bundle, self._identity)
         mlflow.end_run()
         self._active = False
+
+    def _register(self, bundle: Path, identity: RunIdentity) -> None:
+        import mlflow
+
+        from ragfolio.tracking.model import REGISTERED_NAME, log_bundle_model, register_bundle
+
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        fingerprint = str(manifest.get("corpus", {}).get("fingerprint", "unknown"))
+        tags = {"ragfolio.run_name": identity.label, "bundle.path": str(bundle),
+                "bundle.version": manifest["version"], "bundle.checksum": manifest["checksum"],
+                "corpus.fingerprint": fingerprint, "git.commit": self._commit}
+        description = (f"Run {identity.label} (data {identity.raw_dir}, k={identity.k}, pool {identity.pool}): "
+                       f"bundle {manifest['version']} at {bundle}, corpus {fingerprint}, commit {self._commit}.")
+        version = register_bundle(
+            lambda: log_bundle_model(bundle, default_l=int(manifest["default_l"])).model_uri,
+            tags=tags, description=description, label=identity.label,
+        )
+        mlflow.set_tags({"bundle.version": manifest["version"], "bundle.checksum": manifest["checksum"],
+                         "corpus.fingerprint": fingerprint, "model.version": version})
+        logger.info("MLflow: bundle %s of run %s is models:/%s/%s (@served)", manifest["version"], identity.label,
+                    REGISTERED_NAME, version)
 
     @hook_impl
     def on_pipeline_error(self, error: Exception, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:

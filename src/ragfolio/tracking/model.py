@@ -3,14 +3,19 @@
 ``predict`` takes a DataFrame with a ``question`` column (or a list of strings) and an optional
 ``l`` parameter, routes and retrieves the questions as one batch (whatever the router:
 :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch`), and returns one row per question: the routed members (best first), their router
-scores, and each member's passages. Loading it back with ``mlflow.pyfunc.load_model("models:/ragfolio/<v>")``
-verifies the bundle's checksums, then gives the same predictions as the pipeline's bundle.
+scores, and each member's passages. Loading it back with ``mlflow.pyfunc.load_model("models:/ragfolio@served")``
+(or ``models:/ragfolio/<version>``, ``models:/ragfolio@run-<label>``) verifies the bundle's checksums,
+then gives the same predictions as the pipeline's bundle.
+
+A bundle is registered once (:func:`register_bundle`): a run that rebuilds a bundle already registered,
+checksum for checksum, adds no version and moves the aliases to the existing one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,7 @@ from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 REGISTERED_NAME = "ragfolio"
+SERVED_ALIAS = "served"  # the version of the bundle the latest run built
 
 
 class RagfolioModel(PythonModel):
@@ -75,8 +81,9 @@ def model_requirements(scoring: Mapping[str, Any]) -> list[str]:
     return [f"{name}=={version(name)}" for name in names]
 
 
-def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool = True) -> Any:
-    """Log the bundle at ``bundle_path`` as the active run's ``model`` and register it as ``ragfolio``."""
+def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool = False) -> Any:
+    """Log the bundle at ``bundle_path`` as the active run's ``model`` (and register it as ``ragfolio``
+    with ``register``); the ``ModelInfo``."""
     signature = ModelSignature(
         inputs=Schema([ColSpec("string", "question")]),
         params=ParamSchema([ParamSpec("l", "long", default_l)]),
@@ -91,3 +98,28 @@ def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool 
         pip_requirements=model_requirements(json.loads((Path(bundle_path) / "manifest.json").read_text())["scoring"]),
         registered_model_name=REGISTERED_NAME if register else None,
     )
+
+
+def run_alias(label: str) -> str:
+    """The alias of a run's latest bundle, ``run-<label>`` (MLflow aliases allow letters, digits, ``_`` and ``-``)."""
+    return "run-" + re.sub(r"[^\w-]", "_", label)
+
+
+def register_bundle(log_model: Callable[[], str], *, tags: Mapping[str, str], description: str, label: str) -> str:
+    """The registered ``ragfolio`` version of the bundle whose ``bundle.checksum`` tag is ``tags``': the newest
+    one already registered, else a new version of the model ``log_model()`` logs (it returns the model's
+    URI) with ``tags`` and ``description``. Either way the aliases :data:`SERVED_ALIAS` and
+    :func:`run_alias` of ``label`` then point at it."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    same = [int(v.version) for v in client.search_model_versions(f"name='{REGISTERED_NAME}'")
+            if v.tags.get("bundle.checksum") == tags["bundle.checksum"]]
+    if same:
+        version = str(max(same))
+    else:
+        version = str(mlflow.register_model(log_model(), REGISTERED_NAME, tags=dict(tags)).version)
+        client.update_model_version(REGISTERED_NAME, version, description=description)
+    for alias in (SERVED_ALIAS, run_alias(label)):
+        client.set_registered_model_alias(REGISTERED_NAME, alias, version)
+    return version

@@ -1,0 +1,139 @@
+"""The MLflow hook on the project's parameters and the sample's reports, without a Kedro run: what a run
+logs (headline metrics, knobs, the full reports as artifacts), what it is named after, and the
+experiment's kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import mlflow
+import pytest
+from kedro.config import OmegaConfigLoader
+
+from ragfolio.runs import IDENTITY_FILE
+from ragfolio.settings import CONFIG_LOADER_ARGS
+from ragfolio.tracking.mlflow_hooks import HEADLINES, REPORTS, MlflowTrackingHook
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORTING = ROOT / "data" / "08_reporting"
+MAX_METRICS, MAX_PARAMS = 60, 60
+
+
+class _Catalog:
+    def __init__(self, paths: dict[str, Path]) -> None:
+        self.paths = paths
+
+    def get(self, name: str) -> Any:
+        return SimpleNamespace(_describe=lambda: {"filepath": str(self.paths[name])})
+
+
+class _Pipeline:
+    def __init__(self, groups: set[str], outputs: set[str]) -> None:
+        self.groups, self.outputs = groups, outputs
+
+    def inputs(self) -> set[str]:
+        return {f"params:{group}" for group in self.groups}
+
+    def all_outputs(self) -> set[str]:
+        return self.outputs
+
+
+@pytest.fixture
+def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[mlflow.MlflowClient]:
+    previous = mlflow.get_tracking_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("RAGFOLIO_MLFLOW", "1")
+    monkeypatch.delenv("RAGFOLIO_RUN_NAME", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    yield mlflow.MlflowClient()
+    mlflow.set_tracking_uri(previous)
+
+
+def _params(**overrides: Any) -> dict[str, Any]:
+    params = dict(OmegaConfigLoader(str(ROOT / "conf"), **CONFIG_LOADER_ARGS)["parameters"])
+    for dotted, value in overrides.items():
+        group, _, key = dotted.partition("__")
+        if key:
+            params[group] = {**params[group], key: value}
+        else:
+            params[group] = value
+    return params
+
+
+def _run(project: Path, params: dict[str, Any], name: str, groups: set[str], catalog: _Catalog | None = None) -> None:
+    """One ``kedro run --pipelines=<name>`` as the hook sees it: a pipeline that reads ``groups``."""
+    hook = MlflowTrackingHook()
+    hook.after_context_created(SimpleNamespace(params=params))
+    catalog = catalog or _Catalog({})
+    pipeline = _Pipeline(groups, set(catalog.paths))
+    run_params = {"project_path": str(project), "pipeline_names": [name], "run_id": "r"}
+    hook.before_pipeline_run(run_params, pipeline, catalog)
+    hook.after_pipeline_run(run_params, None, pipeline, catalog)
+
+
+def _last_run(client: mlflow.MlflowClient) -> Any:
+    experiment = client.get_experiment_by_name("ragfolio")
+    return client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"])[0]
+
+
+def test_a_run_logs_headlines_as_metrics_and_full_reports_as_artifacts(client: mlflow.MlflowClient, tmp_path: Path) -> None:
+    reports = {name: REPORTING / f"{name}.json" for name in HEADLINES}
+    reports |= {name: REPORTING / f"{name}.json" for name in REPORTS if not name.endswith("_timings")}
+    reports |= {"router_timings": REPORTING / "timings" / "router_metrics.json"}
+    params = _params()
+    _run(tmp_path, params, "portfolio", set(params), _Catalog(reports))
+    run = _last_run(client)
+    metrics, logged_params = run.data.metrics, run.data.params
+    assert 20 <= len(metrics) <= MAX_METRICS, sorted(metrics)  # was 3,633 on the sample's reports
+    assert len(logged_params) <= MAX_PARAMS  # was 132
+    assert metrics["portfolio.greedy.all"] > 0 and "router.best_of_1.learned" in metrics and "answers.em.no_retrieval" in metrics
+    assert logged_params["portfolio_selection.k"] == "5" and logged_params["candidate_scoring.grid"] == "default"
+    assert not any(key.startswith("candidate_grids.") for key in logged_params)
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "reports")}
+    assert {"reports/portfolio_metrics.json", "reports/router_metrics.json", "reports/portfolio_headline.json"} <= artifacts
+    assert "reports/timings/router_metrics.json" in {a.path for a in client.list_artifacts(run.info.run_id, "reports/timings")}
+    full = mlflow.artifacts.load_dict(f"runs:/{run.info.run_id}/params.json")
+    assert full["candidate_grids"] == params["candidate_grids"]
+    assert run.info.run_name == "sample/portfolio k=5 pool=default"
+    assert client.get_experiment_by_name("ragfolio").tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_runs_that_differ_in_k_or_pool_have_different_names(client: mlflow.MlflowClient, tmp_path: Path) -> None:
+    groups = {"portfolio_selection", "candidate_scoring"}
+    _run(tmp_path, _params(portfolio_selection__k=3), "portfolio_selection", groups)
+    assert _last_run(client).info.run_name == "sample/portfolio_selection k=3 pool=default"
+    _run(tmp_path, _params(candidate_scoring__grid="paper"), "portfolio_selection", groups)
+    run = _last_run(client)
+    assert run.info.run_name == "sample/portfolio_selection k=5 pool=paper"
+    assert run.data.tags["ragfolio.k"] == "5" and run.data.tags["ragfolio.pool"] == "paper"
+
+
+def test_kubeflow_steps_are_named_after_the_folder_data_prep_read(client: mlflow.MlflowClient, tmp_path: Path) -> None:
+    """Each KFP step gets the parameters of its own pipelines only, all under one data_root."""
+    volume, q40 = tmp_path / "volume", tmp_path / "q40"
+    q40.mkdir()
+    _run(tmp_path, _params(data_root=str(volume), data_prep__raw_dir=str(q40)), "data_prep", {"data_prep"})
+    assert _last_run(client).info.run_name == "q40/data_prep k=5 pool=default"
+    _run(tmp_path, _params(data_root=str(volume)), "candidate_scoring", {"candidate_scoring", "candidate_grids"})
+    _run(tmp_path, _params(data_root=str(volume), portfolio_selection__k=3), "portfolio_selection", {"portfolio_selection"})
+    _run(tmp_path, _params(data_root=str(volume)), "router_training", {"router_training"})  # reads neither
+    run = _last_run(client)
+    assert run.info.run_name == "q40/router_training k=3 pool=default"
+    assert run.data.tags["data.raw_dir"] == str(q40) and run.data.tags["ragfolio.run_name"] == "q40"
+    assert run.data.tags["data.root"] == str(volume)
+    in_one_go = tmp_path / "plain"  # the record is the same file a single run reading everything writes
+    params = _params(data_root=str(in_one_go), data_prep__raw_dir=str(q40), portfolio_selection__k=3)
+    _run(tmp_path, params, "portfolio", set(params))
+    assert (volume / IDENTITY_FILE).read_bytes() == (in_one_go / IDENTITY_FILE).read_bytes()
+
+
+def test_an_overwrite_sample_run_is_named_after_its_data(client: mlflow.MlflowClient, tmp_path: Path) -> None:
+    teamwiki = tmp_path / "teamwiki"
+    _run(tmp_path, _params(overwrite_sample=True, data_prep__raw_dir=str(teamwiki)), "portfolio", {"data_prep"})
+    run = _last_run(client)
+    assert run.info.run_name.startswith("teamwiki/portfolio ") and run.data.tags["data.raw_dir"] == str(teamwiki)
+    assert run.data.tags["data.root"] == "data"

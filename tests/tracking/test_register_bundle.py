@@ -1,0 +1,60 @@
+"""A bundle is registered once, however many runs rebuild it, and the aliases name the version to load."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.pyfunc import PythonModel
+
+from ragfolio.tracking.model import REGISTERED_NAME, SERVED_ALIAS, register_bundle, run_alias
+
+
+class _Echo(PythonModel):
+    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]  # MLflow reads hints as a schema
+        return model_input
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[mlflow.MlflowClient]:
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment("test")
+    yield mlflow.MlflowClient()
+    mlflow.set_tracking_uri(previous)
+
+
+def _run(checksum: str, label: str, logged: list[str]) -> str:
+    """One run that builds the bundle with ``checksum``; ``logged`` collects the runs that logged a model."""
+
+    def log_model() -> str:
+        logged.append(checksum)
+        return mlflow.pyfunc.log_model(name="model", python_model=_Echo()).model_uri
+
+    with mlflow.start_run():
+        return register_bundle(log_model, tags={"bundle.checksum": checksum, "ragfolio.run_name": label},
+                               description=f"Run {label}", label=label)
+
+
+def test_the_same_bundle_is_registered_once_with_the_served_alias(store: mlflow.MlflowClient) -> None:
+    logged: list[str] = []
+    assert _run("aaa", "sample", logged) == "1"
+    assert _run("aaa", "sample", logged) == "1"  # `make run` again: the same bundle
+    assert logged == ["aaa"] and len(store.search_model_versions(f"name='{REGISTERED_NAME}'")) == 1
+    served = store.get_model_version_by_alias(REGISTERED_NAME, SERVED_ALIAS)
+    assert int(served.version) == 1 and served.description == "Run sample" and served.tags["bundle.checksum"] == "aaa"
+
+
+def test_a_new_bundle_is_a_new_version_and_each_run_keeps_its_alias(store: mlflow.MlflowClient) -> None:
+    logged: list[str] = []
+    _run("aaa", "sample", logged)
+    assert _run("bbb", "team.wiki", logged) == "2"
+    assert int(store.get_model_version_by_alias(REGISTERED_NAME, SERVED_ALIAS).version) == 2
+    assert _run("aaa", "sample", logged) == "1"  # rebuilt: back to its version, nothing added
+    assert logged == ["aaa", "bbb"]
+    assert int(store.get_model_version_by_alias(REGISTERED_NAME, SERVED_ALIAS).version) == 1
+    assert int(store.get_model_version_by_alias(REGISTERED_NAME, run_alias("team.wiki")).version) == 2
+    assert run_alias("team.wiki") == "run-team_wiki"
+    assert mlflow.pyfunc.load_model(f"models:/{REGISTERED_NAME}@{SERVED_ALIAS}").predict(["q"]) == ["q"]
