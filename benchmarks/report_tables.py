@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragfolio.core.routing.judging.evaluation import COMPARED
-from ragfolio.core.routing.registry import servable_names
+from ragfolio.core.routing.judging.evaluation import report_order
 from ragfolio.core.stats import interval_text
 from ragfolio.pipelines.answering_evaluation.report import plot_em_vs_tokens, summarize_answers
 
@@ -44,7 +43,7 @@ def router_table(metrics: dict) -> list[str]:
                   f"{'n/a' if gap is None else f'{100 * gap:.0f}%'})", "",
                   f"| router | {head} | l=1 minus single best [95%] | l=2 minus greedy pair [95%] |",
                   "|---|" + "---|" * (k + 2)]
-        for name in [n for n in dict.fromkeys([*COMPARED, *servable_names()]) if n in entry]:
+        for name in [n for n in report_order() if n in entry]:
             lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in entry[name]["best_of_l"])
                          + f" | {interval_text(entry[name].get('minus_single_best', {}).get('l1'))}"
                          + f" | {interval_text(entry[name].get('minus_greedy_prefix', {}).get('l2'))} |")

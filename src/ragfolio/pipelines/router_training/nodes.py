@@ -26,11 +26,11 @@ from ragfolio.core.routing.features.router_features import RetrievalFeatureSetti
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.core.routing.judging.evaluation import (
-    COMPARED,
     RoutingComparison,
     RoutingSplit,
     compare_routers,
     gap_closed,
+    report_order,
 )
 from ragfolio.core.routing.judging.headroom import headroom
 from ragfolio.core.routing.registry import make_router, servable_names
@@ -301,7 +301,7 @@ def _pct(x: float | None) -> str:
 
 def _routed(entry: dict[str, Any]) -> list[str]:
     """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in dict.fromkeys([*COMPARED, "paper", "paper_universal", *servable_names()]) if name in entry]
+    return [name for name in report_order("paper", "paper_universal") if name in entry]
 
 
 # A marker and a dash per router (eleven before one repeats: every router of a report has a line).

@@ -16,8 +16,7 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
-from ragfolio.core.routing.judging.evaluation import COMPARED
-from ragfolio.core.routing.registry import servable_names
+from ragfolio.core.routing.judging.evaluation import report_order
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
@@ -70,7 +69,7 @@ def build_bundle(
         "certificate": sel.certificate,
         "n_train": sel.n_train,
         "test_best_of_l": {name: routed[name]["best_of_l"]
-                           for name in dict.fromkeys([*COMPARED, *servable_names()]) if name in routed},
+                           for name in report_order() if name in routed},
         "corpus": corpora.describe(),
     }
     served_entry = router_metrics.get("served") or {}

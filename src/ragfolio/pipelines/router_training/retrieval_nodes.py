@@ -130,6 +130,11 @@ def retrieval_split(
 RoutersByKind = dict[str, dict[str, RouterProtocol]]  # router kind -> portfolio -> fitted router
 
 
+def _of_portfolio(retrieval_routers: RoutersByKind, key: str) -> dict[str, RouterProtocol]:
+    """Portfolio ``key``'s router of each kind."""
+    return {kind: trained[key] for kind, trained in retrieval_routers.items()}
+
+
 def train_retrieval_routers(
     router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
     utility_index: UtilityIndex, portfolios: Portfolios, params: dict[str, Any],
@@ -158,8 +163,7 @@ def compare_retrieval_routers(
     out = {}
     for key, comparison in query_router_comparison.items():
         test = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "test")
-        routers = {kind: trained[key] for kind, trained in retrieval_routers.items()}
-        out[key] = replace(comparison, picks={**comparison.picks, **route_all(routers, test)})
+        out[key] = replace(comparison, picks={**comparison.picks, **route_all(_of_portfolio(retrieval_routers, key), test)})
     return out
 
 
@@ -188,7 +192,7 @@ def compare_on_dev(
                      for name in DEV_BASELINES}
         dev_queries = query_split(router_inputs, utility_matrices, utility_index, key, members, "dev")
         picks = {**route_all({"learned": routers[key]}, dev_queries),  # the learned router reads query features only
-                 **route_all({**{kind: trained[key] for kind, trained in retrieval_routers.items()}, **baselines}, dev)}
+                 **route_all({**_of_portfolio(retrieval_routers, key), **baselines}, dev)}
         out[key] = RoutingComparison(picks, dev.utilities)
     return out
 

@@ -18,12 +18,18 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.routing.base import Picks, RouteInputs, RouterProtocol
-from ragfolio.core.routing.registry import make_router
+from ragfolio.core.routing.registry import make_router, servable_names
 from ragfolio.core.routing.routers.baseline_routers import OracleRouter
 from ragfolio.core.stats import paired_differences
 
 ABLATIONS = ("random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle")
 COMPARED = ("learned", *ABLATIONS)  # the order of the routers in a report
+
+
+def report_order(*extra: str) -> list[str]:
+    """Every router a report may hold, in report order: :data:`COMPARED`, then ``extra`` (e.g. the
+    paper's), then the other servable routers (:func:`~ragfolio.core.routing.registry.servable_names`)."""
+    return list(dict.fromkeys([*COMPARED, *extra, *servable_names()]))
 SUMMARIZED = ("learned", "greedy_prefix", "top_average", "logistic")  # scalars at l = 1, 2 for `dvc metrics`
 
 
