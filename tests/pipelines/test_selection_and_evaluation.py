@@ -45,8 +45,8 @@ SELECTION = {"k": 2, "k_max": 3, "random_draws": 3, "seed": 5}
 def test_greedy_selects_on_the_drawn_rows_only() -> None:
     matrices, index = synthetic()
     sample = sample_queries(index, {**SELECTION, "n_queries": 10})
-    rows = sample["samples"]["a"]["rows"]
-    assert rows == draw_rows(40, 10, key_seed(5, "a")).tolist() and sample["samples"]["all"]["n_train"] == 40 + 26
+    rows = sample.draw("a").rows
+    assert rows == draw_rows(40, 10, key_seed(5, "a")).tolist() and sample.draw("all").n_train == 40 + 26
     # Make column 5 perfect on the drawn rows and worthless elsewhere: only a selection on the draw picks it first.
     train = np.flatnonzero(np.array(index.datasets["a"].split) == "train")
     matrices["a"][:, 5] = 0.0
@@ -97,12 +97,13 @@ def test_selection_then_evaluation_writes_intervals_and_the_study(tmp_path) -> N
         "params:evaluation": MemoryDataset({"report_k": [1, 2], **params}),
         # persisted: Kedro releases in-memory datasets once consumed
         **{name: JSONDataset(filepath=str(tmp_path / f"{name}.json"))
-           for name in ("query_sample", "portfolio_metrics", "sample_complexity")},
+           for name in ("portfolio_metrics", "sample_complexity")},
+        "query_sample": RecordDataset(str(tmp_path / "query_sample.json"), "ragfolio.core.selection.query_sample.QuerySample"),
         "portfolios": RecordDataset(str(tmp_path / "portfolios.json"), "ragfolio.core.selection.portfolios.Portfolios"),
     })
     pipelines = register_pipelines()
     SequentialRunner().run(pipelines["portfolio_selection"], catalog)
-    assert catalog.load("query_sample")["samples"]["b"]["n"] == 20
+    assert catalog.load("query_sample").draw("b").n == 20
     free = SequentialRunner().run(pipelines["evaluation"], catalog)
     assert {"best_of_k_plot", "sample_complexity_plot"} <= set(free)
     outputs = {name: value.load() if hasattr(value, "load") else value for name, value in free.items()}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from ragfolio.core.scoring.utility_index import UtilityIndex
 from ragfolio.core.selection.baseline_portfolios import portfolio_value
 from ragfolio.core.selection.greedy import select_greedy
+from ragfolio.core.selection.query_sample import QuerySample
 from ragfolio.core.selection.sample_complexity import (
     draw_rows,
     epsilon_at,
@@ -68,17 +71,28 @@ def tiny_index() -> UtilityIndex:
 
 def test_sample_queries_draws_per_key_and_records_the_questions() -> None:
     sample = sample_queries(tiny_index(), 2, seed=3)
-    assert sample["n_queries"] == 2 and set(sample["samples"]) == {"a", "b", "all"}
+    assert sample.n_queries == 2 and set(sample.samples) == {"a", "b", "all"}
     for key, n_train in (("a", 3), ("b", 4), ("all", 7)):
-        drawn = sample["samples"][key]
-        assert drawn["n_train"] == n_train and drawn["n"] == 2 == len(drawn["rows"]) == len(set(drawn["rows"]))
-        assert drawn["rows"] == draw_rows(n_train, 2, key_seed(3, key)).tolist()
+        drawn = sample.draw(key)
+        assert drawn.n_train == n_train and drawn.n == 2 == len(drawn.rows) == len(set(drawn.rows))
+        assert drawn.rows == draw_rows(n_train, 2, key_seed(3, key)).tolist()
     train_ids = {"a": ["a/a0", "a/a2", "a/a4"], "b": ["b/b0", "b/b1", "b/b2", "b/b3"]}
     train_ids["all"] = train_ids["a"] + train_ids["b"]
-    for key, drawn in sample["samples"].items():
-        assert drawn["ids"] == [train_ids[key][i] for i in drawn["rows"]]
-    everything = sample_queries(tiny_index(), None, seed=3)["samples"]
-    assert everything["all"]["ids"] == train_ids["all"] and everything["b"]["n"] == 4
+    for key, drawn in sample.samples.items():
+        assert drawn.ids == [train_ids[key][i] for i in drawn.rows]
+    everything = sample_queries(tiny_index(), None, seed=3)
+    assert everything.draw("all").ids == train_ids["all"] and everything.draw("b").n == 4
+
+
+def test_the_query_sample_is_a_record_that_reads_back_and_names_a_bad_key() -> None:
+    sample = sample_queries(tiny_index(), 2, seed=3)
+    assert QuerySample.from_dict(json.loads(json.dumps(sample.to_dict()))) == sample
+    broken = sample.to_dict()
+    broken["samples"]["a"]["row"] = broken["samples"]["a"].pop("rows")
+    with pytest.raises(ValueError, match=r"unknown keys \['row'\], missing keys \['rows'\]"):
+        QuerySample.from_dict(broken)
+    with pytest.raises(ValueError, match="no draw for 'c'"):
+        sample.draw("c")
 
 
 def test_sizes_are_capped_at_the_train_questions() -> None:

@@ -27,6 +27,7 @@ from ragfolio.core.scoring.utility_index import ALL, UtilityIndex, split_rows
 from ragfolio.core.selection.baseline_portfolios import portfolio_value
 from ragfolio.core.selection.gains import check_k
 from ragfolio.core.selection.greedy import select_greedy
+from ragfolio.core.selection.query_sample import Draw, QuerySample
 
 ALL_ROWS = "all"  # a sample size meaning every train question
 
@@ -106,7 +107,7 @@ def draw_rows(n_available: int, n: int | None, seed: int | Sequence[int]) -> npt
     return np.sort(perm[:n]).astype(np.int64)
 
 
-def sample_queries(utility_index: UtilityIndex, n_queries: int | None, seed: int) -> dict[str, Any]:
+def sample_queries(utility_index: UtilityIndex, n_queries: int | None, seed: int) -> QuerySample:
     """Algorithm 1's "sample queries": ``n_queries`` train questions per selection key, drawn with ``seed``.
 
     Keys are every dataset and :data:`~ragfolio.core.scoring.utility_index.ALL` (every dataset's train rows
@@ -114,9 +115,9 @@ def sample_queries(utility_index: UtilityIndex, n_queries: int | None, seed: int
     key draws on its own (seeded by :func:`key_seed`).
 
     Returns:
-        ``{"n_queries", "seed", "samples": {key: {"n_train", "n", "rows", "ids"}}}``: ``rows`` are
-        positions among the key's train rows (ascending), ``ids`` the drawn questions as
-        ``"<dataset>/<id>"``.
+        The :class:`~ragfolio.core.selection.query_sample.QuerySample`: per key a
+        :class:`~ragfolio.core.selection.query_sample.Draw` whose ``rows`` are positions among the
+        key's train rows (ascending) and ``ids`` the drawn questions as ``"<dataset>/<id>"``.
     """
     train = {d: split_rows(utility_index, d, "train") for d in utility_index.datasets}
     ids = {d: [f"{d}/{utility_index.datasets[d].ids[i]}" for i in rows] for d, rows in train.items()}
@@ -126,9 +127,9 @@ def sample_queries(utility_index: UtilityIndex, n_queries: int | None, seed: int
         if not key_ids:
             raise ValueError(f"{key}: no train questions to sample from")
         rows = draw_rows(len(key_ids), n_queries, key_seed(seed, key))
-        samples[key] = {"n_train": len(key_ids), "n": int(rows.size), "rows": rows.tolist(),
-                        "ids": [key_ids[i] for i in rows]}
-    return {"n_queries": n_queries, "seed": seed, "samples": samples}
+        samples[key] = Draw(n_train=len(key_ids), n=int(rows.size), rows=rows.tolist(),
+                            ids=[key_ids[i] for i in rows])
+    return QuerySample(n_queries=n_queries, seed=seed, samples=samples)
 
 
 def resolve_sizes(sizes: Sequence[int | str], n_train: int) -> list[int]:

@@ -13,6 +13,7 @@ from ragfolio.core.selection.baseline_portfolios import random_k, top_k_by_avera
 from ragfolio.core.selection.certificate import certificate
 from ragfolio.core.selection.greedy import select_greedy
 from ragfolio.core.selection.portfolios import Portfolios, Selection
+from ragfolio.core.selection.query_sample import QuerySample
 from ragfolio.core.selection.sample_complexity import required_sample_size
 from ragfolio.core.selection.sample_complexity import sample_queries as draw_sample
 
@@ -31,24 +32,25 @@ class PortfolioSelectionParams(BaseModel):
     seed: int = 42
 
 
-def sample_queries(utility_index: UtilityIndex, params: dict[str, Any]) -> dict[str, Any]:
+def sample_queries(utility_index: UtilityIndex, params: dict[str, Any]) -> QuerySample:
     """Algorithm 1's first step: ``n_queries`` train questions per dataset and ``all``, drawn with ``seed``.
 
     Returns:
         The draw (:func:`ragfolio.core.selection.sample_complexity.sample_queries`): per key the rows (positions
-        among its train rows) and question ids greedy selects on.
+        among its train rows) and question ids greedy selects on, as a
+        :class:`~ragfolio.core.selection.query_sample.QuerySample`.
     """
     p = PortfolioSelectionParams(**params)
     sample = draw_sample(utility_index, p.n_queries, p.seed)
-    for key, drawn in sample["samples"].items():
-        logger.info("%s: selecting on %d of %d train questions", key, drawn["n"], drawn["n_train"])
+    for key, drawn in sample.samples.items():
+        logger.info("%s: selecting on %d of %d train questions", key, drawn.n, drawn.n_train)
     return sample
 
 
 def select_portfolios(
     utility_matrices: dict[str, np.ndarray],
     utility_index: UtilityIndex,
-    query_sample: dict[str, Any],
+    query_sample: QuerySample,
     params: dict[str, Any],
 ) -> Portfolios:
     """Greedy (Algorithm 1), top-by-average and random orders of the candidates on the sampled train rows.
@@ -67,11 +69,11 @@ def select_portfolios(
     rng = np.random.default_rng(p.seed)
     selections = {}
     for key, U_all in stacked(utility_matrices, utility_index, "train").items():
-        drawn = query_sample["samples"][key]
-        if drawn["n_train"] != len(U_all):
-            raise ValueError(f"{key}: the query sample was drawn from {drawn['n_train']} train questions, the "
+        drawn = query_sample.draw(key)
+        if drawn.n_train != len(U_all):
+            raise ValueError(f"{key}: the query sample was drawn from {drawn.n_train} train questions, the "
                              f"utility matrices have {len(U_all)}: rerun sample_queries")
-        U = U_all[np.asarray(drawn["rows"], dtype=np.int64)]
+        U = U_all[np.asarray(drawn.rows, dtype=np.int64)]
         greedy = select_greedy(U, k_max)
         cert = certificate(U, greedy, k)
         selections[key] = Selection(
