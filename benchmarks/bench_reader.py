@@ -32,7 +32,9 @@ def iv(interval: Interval) -> str:
     return interval_text(interval.to_dict())
 
 
-SYSTEMS = ["no_retrieval", "single_best", "single_best_wide", "post_retrieval_l1", "post_retrieval_l2"]
+SYSTEMS = ["no_retrieval", "single_best", "single_best_wide", "post_retrieval_l1", "post_retrieval_l2",
+           "vendi_rag_authors"]
+VENDI, ROUTED = "vendi_rag_authors", ("post_retrieval_l1", "post_retrieval_l2")
 SCORES = ("em", "f1", "answer_recall")
 
 
@@ -131,7 +133,40 @@ def report(out: Path, readers: list[str], walls: dict[str, float]) -> str:
             gained = sum(x[0] > y[0] for x, y in zip(a, base, strict=True))
             lost = sum(x[0] < y[0] for x, y in zip(a, base, strict=True))
             lines.append(f"| {reader} | {system} | {len(ids)} | {iv(em)} | {iv(f1)} | {wide} | {gained} | {lost} |")
+    for reader in readers:
+        lines += vendi_lines(data[reader], reader)
     return "\n".join(lines) + "\n"
+
+
+def vendi_lines(rows: dict[tuple[str, str], dict], reader: str) -> list[str]:
+    """The Vendi-RAG authors' loop against each routed system on the questions both answered: its
+    rounds, judge calls and acceptance; EM and F1 differences (routed minus Vendi-RAG, paired 95%
+    intervals); the routed system's tokens and latency as shares of Vendi-RAG's (the issue's target:
+    EM at least Vendi-RAG's at no more than a third of its tokens and latency)."""
+    vendi = {qid: r for (qid, s), r in rows.items() if s == VENDI}
+    if not vendi:
+        return []
+    v = list(vendi.values())
+    judged, accepted = sum(int(r.get("judged") or 0) for r in v), sum(int(r.get("accepted") or 0) for r in v)
+    lines = ["", f"**{reader}: Vendi-RAG as its authors run it** ({len(v)} questions): rounds "
+             f"{np.mean([r.get('rounds') or 0 for r in v]):.2f} a question, judge calls {judged / len(v):.2f}, "
+             f"rounds the judge accepted {accepted} of {judged} judged; {np.mean([r.get('n_calls', 0) for r in v]):.1f} "
+             f"LLM calls, {np.mean([r['tokens'] for r in v]):.0f} tokens and "
+             f"{np.nanmean([r.get('latency_ms', np.nan) for r in v]) / 1000:.1f} s a question.", "",
+             "| routed system | n | EM minus Vendi-RAG | F1 minus Vendi-RAG | tokens, share of Vendi-RAG's "
+             "| latency, share of Vendi-RAG's |", "|---|---|---|---|---|---|"]
+    for system in ROUTED:
+        ids = sorted(qid for qid in vendi if (qid, system) in rows)
+        if not ids:
+            continue
+        a = [[float(rows[(i, system)][s]) for s in ("em", "f1")] for i in ids]
+        b = [[float(vendi[i][s]) for s in ("em", "f1")] for i in ids]
+        em, f1 = paired_differences(a, b)
+        tokens = sum(rows[(i, system)]["tokens"] for i in ids) / max(1, sum(vendi[i]["tokens"] for i in ids))
+        latency = (np.nansum([rows[(i, system)].get("latency_ms", np.nan) for i in ids])
+                   / np.nansum([vendi[i].get("latency_ms", np.nan) for i in ids]))
+        lines.append(f"| {system} | {len(ids)} | {iv(em)} | {iv(f1)} | {tokens:.2f} | {latency:.2f} |")
+    return lines
 
 
 def main() -> None:
