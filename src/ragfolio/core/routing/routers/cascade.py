@@ -38,6 +38,7 @@ Saved as one ``router.json`` (the two stages' configs under ``pre`` and ``post``
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -210,6 +211,26 @@ class CascadeRouter(SavedRouter):
         """``(n, members_run_)``: the members to run for each query, the default first (query blocks only)."""
         self._check_fitted()
         return shortlist(self.pre_.predict(inputs), self.default_, self.members_run_)
+
+    def members_run_curve(self, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]]) -> dict[str, Any]:
+        """What running fewer or more members would give on n questions with ``(n, k)`` utilities ``U``
+        (test questions, for reports): the best-of-1 of these fitted stages at every m = 1..k.
+
+        Returns:
+            ``{"members_run": [1..k], "best_of_1": [...], "chosen": members_run_, "val_best_of_1":
+            val_curve_}`` (the last: out of fold on train, as m was chosen).
+        """
+        self._check_fitted()
+        U = np.asarray(check_training_data(inputs, U), dtype=np.float64)
+        k = len(self.members_)
+        values = []
+        for m in range(1, k + 1):
+            at_m = copy.copy(self)
+            at_m.members_run_ = m
+            first = at_m.route(inputs, 1)[0][:, 0]
+            values.append(float(U[np.arange(len(U)), first].mean()) if len(U) else None)
+        return {"members_run": list(range(1, k + 1)), "best_of_1": values, "chosen": self.members_run_,
+                "val_best_of_1": [_finite_or_none(float(v)) for v in self.val_curve_]}
 
     def members_ran(self, l: int) -> int:  # noqa: E741 - the routers' name for members per query
         """Members run per question to route it to ``l``: the shortlist, and the picks beyond it (``max(m, l)``)."""
