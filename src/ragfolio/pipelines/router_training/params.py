@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
 from ragfolio.core.routing.features.query_features import TextHasher
 from ragfolio.core.routing.registry import check_servable, import_router_modules
-from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.cascade import CascadeRouter
+from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.scoring.utility_index import ALL

@@ -185,7 +185,7 @@ class CascadeRouter(SavedRouter):
                     ", falls back to the default member" if self.fallback_ else "")
         return self
 
-    def _out_of_fold(self, inputs: RouteInputs, own: RouteInputs, U: Array) -> Array:
+    def _out_of_fold(self, inputs: RouteInputs, own: RouteInputs, U: npt.NDArray[np.floating[Any]]) -> Array:
         """``(n, k)``: each train question's utility of its first pick at m = 1..k, by stages fitted on the
         other folds with the full fit's penalty and margin (the default member's when the post stage fell back)."""
         n, k = U.shape
@@ -308,7 +308,7 @@ class CascadeRouter(SavedRouter):
                 "pre": self.pre_.selection(), "post": self.post_.selection()}
 
 
-def _refit(stage: Stage, inputs: RouteInputs, U: Array, members: list[str]) -> Stage:
+def _refit(stage: Stage, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]], members: list[str]) -> Stage:
     """A stage of the same kind fitted on ``inputs``, trying only the penalty and margin ``stage`` chose
     (its whole grid of margins when it fell back)."""
     given = stage._hyperparameters()
