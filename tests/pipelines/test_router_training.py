@@ -37,7 +37,9 @@ def _params(tiny_dir, router: str, dev_fraction: float, default_l: int = 2) -> d
         "router_training": {
             "text_features": {"n_features": 64}, "encoders": [],
             "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
-            "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
+            "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0},
+                                  "cascade": {"members_run": 2, "pre": {"min_questions": 2, "min_z": 0.0},
+                                              "post": {"min_questions": 2, "min_z": 0.0}}},
             "bundle": {"router": router, "default_l": default_l},
             "seed": 0,
         },
@@ -87,6 +89,10 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
             assert isinstance(entry["selection"][mode]["fallback"], bool)
             if entry["selection"][mode]["fallback"]:  # a router that fell back takes the default member first
                 assert entry["headroom"]["routers"][mode]["switched"] == 0
+        cascade = entry["cascade_curve"]  # test best-of-1 by members run; the cascade runs 2 (as set)
+        assert cascade["members_run"] == list(range(1, k + 1)) and cascade["chosen"] == 2
+        assert cascade["best_of_1"][1] == pytest.approx(entry["cascade"]["best_of_l"][0])
+        assert cascade["best_of_1"][0] == pytest.approx(entry["top_average"]["best_of_l"][0])  # m = 1: the default
         room = entry["headroom"]
         assert room["n"] == entry["n_test"] and set(room["routers"]) >= set(servable_names())
         assert room["routers"]["top_average"]["switched"] == 0 and room["routers"]["top_average"]["captured"] in (0, None)
@@ -115,12 +121,12 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
         dev = catalog.load("dev_router_comparison")["all"]
         assert len(dev.utilities) == metrics["datasets"]["all"]["dev"]["n_dev"] > 0
         U, default = dev.utilities, int(dev.picks["top_average"][0, 0])
-        for name in ("learned", "pre_retrieval", "post_retrieval"):
+        for name in servable_names():  # cheapest first: the order ties go in
             picks = dev.picks[name][:, 0]
             gains[name] = float(U[np.arange(len(U)), picks].mean() - U[:, default].mean())
     else:  # recomputed here from the validation values
         selection = metrics["datasets"]["all"]["selection"]
-        for name in ("learned", "pre_retrieval", "post_retrieval"):
+        for name in servable_names():  # cheapest first: the order ties go in
             entry = selection[name]
             gains[name] = 0.0 if entry["fallback"] else entry["val_best_of_1"] - entry["val_default"]
     winner = max(gains, key=lambda name: (gains[name] - 1e-9 * list(gains).index(name)))
@@ -156,7 +162,7 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
     k = metrics["k"]
     by_kind = catalog.load("retrieval_routers")
     trained = {"learned": catalog.load("routers")["all"], "pre_retrieval": by_kind["pre_retrieval"]["all"],
-               "post_retrieval": by_kind["post_retrieval"]["all"]}
+               "post_retrieval": by_kind["post_retrieval"]["all"], "cascade": by_kind["cascade"]["all"]}
     for name, router in trained.items():
         rag = AdaptiveRAG.from_bundle(dataclasses.replace(bundle, router=router, routed_ls=None))
         batched = [r.members for r in rag.retrieve_batch(texts, [k] * len(texts))]

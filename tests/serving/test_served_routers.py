@@ -169,3 +169,48 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
         assert batched == alone == offline.tolist()
     finally:
         rag.close()
+
+
+def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offline(tmp_path) -> None:
+    """A cascade in the bundle (2 of its 3 members run per query): member utilities follow a feature
+    of each member's own list, so it switches members; served through AdaptiveRAG, a batch and each
+    query alone pick what it picks offline, and each query's members run are its shortlist."""
+    import dataclasses
+
+    import numpy as np
+    from tiny_bundle import FIXTURES, SCORING
+
+    from ragfolio.core.answering.rag import AdaptiveRAG
+    from ragfolio.core.bundle import load_bundle, save_bundle
+    from ragfolio.core.data.loading import load_folder
+    from ragfolio.core.data.records import build_corpus
+    from ragfolio.core.routing.base import RouteInputs
+    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+    from ragfolio.core.routing.routers.cascade import CascadeRouter
+
+    write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
+    base = load_bundle(tmp_path / "base")
+    corpus = build_corpus(load_folder(FIXTURES))
+    texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
+    featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
+    first, members = featurizer.compute(base.runner(), texts, base.members)
+    wins = members[:, :, featurizer.member_names().index("seed_degree")].argmax(axis=1)
+    U = np.zeros((len(texts), base.k), np.float32)
+    U[np.arange(len(texts)), wins] = 1.0
+    inputs = RouteInputs({"first_stage": first}, {"members": members})
+    stage = {"min_questions": 1, "min_z": 0.0, "n_folds": 2}
+    router = CascadeRouter(members_run=2, pre=stage, post=stage).fit(inputs, U, [m.name for m in base.members])
+    offline, _ = router.route(inputs, base.k)
+    assert not router.fallback_ and len(set(offline[:, 0].tolist())) > 1  # it switches members
+    save_bundle(dataclasses.replace(base, router=router, manifest={}), tmp_path / "cascade")
+    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "cascade"))
+    asked: list[list[int]] = []
+    run_batch = rag.executor.run_batch
+    rag.executor.run_batch = lambda qs, chosen: asked.extend(list(c) for c in chosen) or run_batch(qs, chosen)
+    try:
+        batched = [r.members for r in rag.retrieve_batch(texts, [2] * len(texts))]
+        assert asked == router.shortlist(inputs).tolist()  # the shortlists, once each
+        alone = [rag.retrieve(text, 2).members for text in texts]
+        assert batched == alone == offline[:, :2].tolist()
+    finally:
+        rag.close()

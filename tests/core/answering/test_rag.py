@@ -21,6 +21,7 @@ from ragfolio.core.routing.features.query_features import TextHasher
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 
@@ -125,6 +126,7 @@ def _systems(rag_parts, tiny_dir, *, cold_caches: bool = True, selector_reply: s
     online = {
         "pre_retrieval": OnlineRetrievalRouting(PreRetrievalRouter().fit(inputs, U), rag.executor, featurizer),
         "post_retrieval": OnlineRetrievalRouting(PostRetrievalRouter().fit(inputs, U), rag.executor, featurizer),
+        "cascade": OnlineRetrievalRouting(CascadeRouter(members_run=2).fit(inputs, U), rag.executor, featurizer),
     }
     wide, _ = tiny_runner(tiny_dir)
     wide.num_docs = 2 * runner.num_docs
@@ -145,7 +147,7 @@ def test_system_runner_covers_every_system_and_shares_member_answers(rag_parts, 
     assert len(by["routed_l1"].calls) == 1 and len(by["routed_l3"].calls) >= 3
     assert len(by["single_best"].doc_ids) == 3 and len(by["single_best_wide"].doc_ids) == 6
     assert by["single_best_wide"].doc_ids[:3] == by["single_best"].doc_ids  # the same ranking, twice as deep
-    for mode in ("pre_retrieval", "post_retrieval"):
+    for mode in ("pre_retrieval", "post_retrieval", "cascade"):
         assert [len(by[f"{mode}_l{l}"].members) for l in (1, 2, 3)] == [1, 2, 3]
     # routed_l3 and portfolio_all answer from the same members: the member calls are the same objects
     assert {id(c) for c in by["routed_l3"].calls[:3]} == {id(c) for c in by["portfolio_all"].calls[:3]}
@@ -220,7 +222,16 @@ def test_retrieval_latency_in_two_orders_and_run_orders(rag_parts, tiny_dir) -> 
     systems.rag.close()
 
 
-@pytest.mark.parametrize("router_class", [PreRetrievalRouter, PostRetrievalRouter])
+def _seeing(router_class):
+    """An unfitted router of ``router_class`` that validates on the tiny fixture's few questions
+    (a cascade: shortlisting 2 of the 3 members)."""
+    stage = {"min_questions": 1, "min_z": 0.0, "n_folds": 2}
+    if router_class is CascadeRouter:
+        return CascadeRouter(members_run=2, pre=stage, post=stage)
+    return router_class(**stage)
+
+
+@pytest.mark.parametrize("router_class", [PreRetrievalRouter, CascadeRouter, PostRetrievalRouter])
 def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router_class, monkeypatch) -> None:
     """AdaptiveRAG routes with the featurizer router training used; post-retrieval runs each member once."""
     runner, members, _, hasher, queries = rag_parts
@@ -228,7 +239,7 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router
     first, member_features = featurizer.compute(runner, queries, members)
     U = np.zeros((len(queries), 3), dtype=np.float32)
     U[np.arange(len(queries)), np.arange(len(queries)) % 3] = 1.0  # a different best member by query
-    router = router_class(min_questions=1, min_z=0.0, n_folds=2).fit(
+    router = _seeing(router_class).fit(
         RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
     )
     with pytest.raises(ValueError, match="reads the retrieval: pass retrieval_features"):
@@ -247,12 +258,14 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(rag_parts, router
         assert len(got.router_scores) == 2 and got.route_ms >= 0
         if router.reads == "members":
             assert asked[-1] == [0, 1, 2] and len(asked) == i + 1  # all k once, nothing run twice
+        elif router.reads == "shortlist":  # its two shortlisted members once, nothing run twice
+            assert asked[-1] == router.shortlist(RouteInputs({"first_stage": f}))[0].tolist() and len(asked) == i + 1
         else:
             assert asked[-1] == expected
     rag.close()
 
 
-@pytest.mark.parametrize("router_class", [PreRetrievalRouter, PostRetrievalRouter, None])
+@pytest.mark.parametrize("router_class", [PreRetrievalRouter, CascadeRouter, PostRetrievalRouter, None])
 def test_a_batch_is_routed_together_as_each_query_is_alone(rag_parts, router_class, monkeypatch) -> None:
     """Every router routes a batch with one first stage, one member run and one predict call per l,
     and picks for each query what it picks for the query alone (and what the offline features give)."""
@@ -263,7 +276,7 @@ def test_a_batch_is_routed_together_as_each_query_is_alone(rag_parts, router_cla
         first, member_features = featurizer.compute(runner, queries, members)
         U = np.zeros((len(queries), 3), dtype=np.float32)
         U[np.arange(len(queries)), (np.arange(len(queries)) * 7) % 3] = 1.0
-        router = router_class(min_questions=1, min_z=0.0, n_folds=2).fit(
+        router = _seeing(router_class).fit(
             RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members])
         settings = RetrievalFeatureSettings(("minilm",), featurizer.agreement_depth)
     rag = AdaptiveRAG(runner, members, router, hasher, ["minilm"], retrieval_features=settings)
@@ -285,7 +298,7 @@ def test_a_batch_is_routed_together_as_each_query_is_alone(rag_parts, router_cla
         offline = route(RouteInputs({"first_stage": first}, {"members": member_features}), 2)[0]
         assert [r.members for r in together] == offline.tolist()
         assert "first_stage" in together[0].stages_ms
-        assert ("members" in together[0].stages_ms) == (router_class.reads == "members")
+        assert ("members" in together[0].stages_ms) == (router_class.reads in ("shortlist", "members"))
     mixed = rag.retrieve_batch(batch[:3], [1, 2, 3])
     assert [len(r.members) for r in mixed] == [1, 2, 3]
     assert [r.members[0] for r in mixed] == [r.members[0] for r in alone[:3]]

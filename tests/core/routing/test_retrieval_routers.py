@@ -96,8 +96,9 @@ def test_save_and_load_give_identical_routes(completion: str, tmp_path: Path) ->
 
 def test_the_registry_knows_both_modes_and_serves_them_after_the_learned_router() -> None:
     assert set(MODES) <= set(router_names())
-    assert servable_names() == ["learned", "pre_retrieval", "post_retrieval"]  # cheapest first: what each reads
-    assert servable_names(learned=False) == list(MODES)
+    # cheapest first, by what each reads (the cascade: a shortlist of members, between the two)
+    assert servable_names() == ["learned", "pre_retrieval", "cascade", "post_retrieval"]
+    assert servable_names(learned=False) == ["pre_retrieval", "cascade", "post_retrieval"]
     assert isinstance(make_router("pre_retrieval"), PreRetrievalRouter)
     assert isinstance(make_router("post_retrieval"), PostRetrievalRouter)
 

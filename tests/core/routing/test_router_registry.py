@@ -25,6 +25,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "logistic": {"C": 2.0},
     "pre_retrieval": {"min_z": 0.0, "min_questions": 5},
     "post_retrieval": {"min_z": 0.0, "min_questions": 5, "completion": "top"},
+    "cascade": {"members_run": 2, "cross_member_columns": [2], "pre": {"min_z": 0.0, "min_questions": 5},
+                "post": {"min_z": 0.0, "min_questions": 5}},
 }
 
 
@@ -43,7 +45,7 @@ def _data(n: int, seed: int) -> tuple[RouteInputs, np.ndarray]:
 def test_the_learned_router_and_every_ablation_are_registered() -> None:
     assert router_names() == [
         "learned", "random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle",
-        "pre_retrieval", "post_retrieval", "paper",
+        "pre_retrieval", "post_retrieval", "cascade", "paper",
     ]
     assert registry.router_class("learned") is Router
 

@@ -118,7 +118,7 @@ class AdaptiveRAG:
         timeout_s: Per-member deadline of a retrieval.
         retrieval_features: The retrieval featurizer's settings (``encoders``, ``agreement_depth``),
             needed when ``router`` reads the retrieval (``pre_retrieval``: the first-stage rankings;
-            ``post_retrieval``: every member's results, so all k members run before it routes).
+            ``post_retrieval``, ``cascade``: all k members', or its shortlist's, results: they run first).
         routed_ls: The l's at which the router routes; any other l is served by member
             ``single_best`` alone at ``l * num_docs`` passages. None: every l is routed.
         single_best: The member with the best train mean (index into ``members``).
@@ -309,7 +309,7 @@ class AdaptiveRAG:
         out = []
         for route in routes:
             seen = route.results
-            if seen is None:  # a post-retrieval route always carries the k members' runs
+            if seen is None:  # a post-retrieval or cascade route always carries the members' runs
                 raise RuntimeError("a post-retrieval routing returned no member results")
             results = MemberResults(seen.query, [seen.runs[j] for j in route.members], seen.shared_ms, seen.latency_ms)
             out.append(RoutedRetrieval(route.members, route.scores, results,

@@ -1,7 +1,7 @@
 """Routers by name: build one from its hyperparameters, load a saved one, and which ones can be served.
 
 The registry holds the learned router, every ablation and the routers that see the retrieval
-(``pre_retrieval``, ``post_retrieval``); :func:`register_router` adds another
+(``pre_retrieval``, ``post_retrieval``, ``cascade``); :func:`register_router` adds another
 class (any class with the members of :class:`~ragfolio.core.routing.base.RouterProtocol`), and
 :func:`import_router_modules` imports the modules that register a user's routers
 (``router_training.router_modules``). :func:`load_router` reads the router's name from the
@@ -12,8 +12,9 @@ imports it.
 **Servable routers.** A router class that declares ``reads`` (one of :data:`READS`: what it needs
 to route a query) can be served: router training trains it on every portfolio, judges it on the
 dev questions and ``bundle.router: auto`` may choose it; the service routes it from query
-features alone (``query``) or from the shared first stage and, for ``members``, every member's
-results (:mod:`ragfolio.core.routing.online`). :func:`servable_names` lists them, cheapest first:
+features alone (``query``) or from the shared first stage and, for ``shortlist``, the results of
+the members the router shortlists from it, for ``members`` every member's results
+(:mod:`ragfolio.core.routing.online`). :func:`servable_names` lists them, cheapest first:
 the order ties are broken in. Routers without ``reads`` (the ablations, the oracle, the paper's
 router) are compared in reports only.
 """
@@ -33,6 +34,7 @@ from ragfolio.core.routing.routers.baseline_routers import (
     RandomRouter,
     TopAverageRouter,
 )
+from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.logistic import LogisticRouter
 from ragfolio.core.routing.routers.neighbours import NearestNeighbourRouter
@@ -41,14 +43,16 @@ from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter,
 
 R = TypeVar("R", bound=type[RouterProtocol])
 
-READS = ("query", "first_stage", "members")  # what a servable router reads to route, cheapest first
+# What a servable router reads to route, cheapest first: query features; the shared first stage; the first
+# stage, then the results of the members it shortlists from it; every member's results.
+READS = ("query", "first_stage", "shortlist", "members")
 
 _ROUTERS: dict[str, type[RouterProtocol]] = {
     cls.name: cls
     for cls in (
         Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, NearestNeighbourRouter,
         OracleRouter,
-        PreRetrievalRouter, PostRetrievalRouter, PaperRouter,
+        PreRetrievalRouter, PostRetrievalRouter, CascadeRouter, PaperRouter,
     )
 }
 

@@ -138,7 +138,7 @@ def evaluate_routers(
     candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
     pool_settings: PoolSettings, router_selection: RouterSelection, cache: ArrayCache,
     params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
-    paper_encoders: dict[str, Any] | None = None,
+    paper_encoders: dict[str, Any] | None = None, cascade_curves: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
 
@@ -162,6 +162,8 @@ def evaluate_routers(
     costs a query (``cost``, split off into the timings file), and with its ``universal`` each
     dataset's entry has ``paper_universal``, the router trained over every dataset's train
     questions (:func:`~ragfolio.core.routing.routers.universal.judge_universal`).
+    With a cascade router, each portfolio's ``cascade_curve`` is its test best-of-1 at m = 1..k
+    members run (``cascade_curves``; its best-of-l at the m chosen is its entry like any router's).
     """
     p = RouterTrainingParams(**(params or {}))
     runners, specs = CorpusRunners(corpora, cache, pool_settings), [CandidateSpec.from_record(c) for c in candidates]
@@ -185,6 +187,8 @@ def evaluate_routers(
             entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[choice.router])
         if key in dev_comparison:
             entry["dev"] = dev_comparison[key].dev_report()
+        if key in (cascade_curves or {}):
+            entry["cascade_curve"] = cascade_curves[key]  # type: ignore[index]
         if universal_routing is not None and key != ALL and key in universal_routing.picks:
             entry["paper_universal"] = judge_universal(universal_routing, key, comparison)
         report["datasets"][key] = _with_headroom(entry, comparison, router_selection.validation.get(key, {}))
@@ -246,6 +250,10 @@ def _log_summary(report: dict[str, Any]) -> None:
                          + f" {_pct(entry[name].get('gap_closed_l1')):>6} {_pct(taken.get('captured')):>8}"
                          + f" {_pct(taken.get('worse')):>5}"
                          + f"  {interval_text(entry[name].get('minus_single_best', {}).get('l1'))}")
+        if (curve := entry.get("cascade_curve")) is not None:
+            lines.append("  cascade best-of-1 by members run " + " ".join(
+                f"m={m}:{'-' if v is None else f'{v:.3f}'}" for m, v in zip(curve["members_run"], curve["best_of_1"],
+                                                                          strict=True)) + f" (runs {curve['chosen']})")
         budget = entry["same_budget"]
         lines.append("  routed union   " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
         lines.append("  single, l*n    " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))

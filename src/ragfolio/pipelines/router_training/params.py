@@ -10,11 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
 from ragfolio.core.routing.features.query_features import TextHasher
 from ragfolio.core.routing.registry import check_servable, import_router_modules
+from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.scoring.utility_index import ALL
-from ragfolio.param_blocks import kwargs_of
+from ragfolio.param_blocks import checked_block, kwargs_model, kwargs_of
 
 
 class BundleParams(BaseModel):
@@ -33,7 +34,8 @@ class BundleParams(BaseModel):
 class RetrievalRoutingParams(BaseModel):
     """The servable routers beside the learned one (``router_training.retrieval_routing``): the
     features' settings, then each router kind's hyperparameters by its name (``pre_retrieval``,
-    ``post_retrieval``, and a user's routers from ``router_modules``)."""
+    ``post_retrieval``, ``cascade`` with its two stages' under ``pre`` and ``post``, and a user's
+    routers from ``router_modules``)."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
@@ -43,6 +45,15 @@ class RetrievalRoutingParams(BaseModel):
         PreRetrievalRouter, "router_training.retrieval_routing.pre_retrieval")] = Field(default_factory=dict)
     post_retrieval: Annotated[dict[str, Any], kwargs_of(
         PostRetrievalRouter, "router_training.retrieval_routing.post_retrieval")] = Field(default_factory=dict)
+    cascade: Annotated[dict[str, Any], kwargs_of(
+        CascadeRouter, "router_training.retrieval_routing.cascade")] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _cascade_stages(self) -> RetrievalRoutingParams:
+        for stage, cls in (("pre", PreRetrievalRouter), ("post", PostRetrievalRouter)):
+            checked_block(kwargs_model(cls), self.cascade.get(stage) or {},
+                          f"router_training.retrieval_routing.cascade.{stage}")
+        return self
 
     @model_validator(mode="after")
     def _servable_kinds(self) -> RetrievalRoutingParams:

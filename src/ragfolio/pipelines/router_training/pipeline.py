@@ -16,6 +16,7 @@ from ragfolio.pipelines.router_training.packaging import build_bundle
 from ragfolio.pipelines.router_training.paper_nodes import build_paper_blocks, compare_paper_routers
 from ragfolio.pipelines.router_training.retrieval_nodes import (
     build_retrieval_features,
+    cascade_curves,
     compare_on_dev,
     compare_retrieval_routers,
     judge_on_dev,
@@ -131,6 +132,12 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 outputs="router_comparison",
                 name="compare_retrieval_routers",
             ),
+            node(  # the cascade's test best-of-1 by members run, m = 1..k
+                cascade_curves,
+                inputs={**ROWS, "retrieval_inputs": "retrieval_inputs", "retrieval_routers": "retrieval_routers"},
+                outputs="cascade_curves",
+                name="cascade_curves",
+            ),
             node(
                 evaluate_routers,
                 inputs={
@@ -140,6 +147,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "pool_settings": "pool_settings", "router_selection": "router_selection",
                     "cache": "retrieval_cache", "params": "params:router_training",
                     "universal_routing": "universal_routing", "paper_encoders": "paper_encoders",
+                    "cascade_curves": "cascade_curves",
                 },
                 outputs="router_report",
                 name="evaluate_routers",

@@ -167,6 +167,22 @@ def compare_retrieval_routers(
     return out
 
 
+def cascade_curves(
+    router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
+    utility_index: UtilityIndex, portfolios: Portfolios, retrieval_routers: RoutersByKind,
+) -> dict[str, dict[str, Any]]:
+    """Per portfolio with test questions, the cascade's test best-of-1 at every number of members run
+    m = 1..k (:meth:`~ragfolio.core.routing.routers.cascade.CascadeRouter.members_run_curve`: the same
+    fitted stages, nothing refitted); ``{}`` without a cascade."""
+    out = {}
+    for key, router in retrieval_routers.get("cascade", {}).items():
+        curve = getattr(router, "members_run_curve", None)
+        test = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "test")
+        if callable(curve) and len(test.utilities):
+            out[key] = curve(test.inputs, test.utilities)
+    return out
+
+
 DEV_BASELINES = ("top_average", "greedy_prefix", "oracle")  # what a dev comparison routes beside the served routers
 
 

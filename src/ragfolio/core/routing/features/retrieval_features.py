@@ -71,6 +71,8 @@ FORM_NAMES = (
     "form.n_words", "form.n_spans", "form.or", "form.both", "form.same", "form.comparative", "form.number",
 )
 LIST_NAMES = ("entity_coverage", "titles_in_question", "seed_degree", "seed_links")
+CROSS_MEMBER_NAMES = ("overlap_members", "unique")  # the member features that read the other members' lists
+CROSS_MEMBER_COLUMNS = (2, 3)  # their columns in RetrievalFeaturizer.member_names()
 
 
 class FirstStageParts(Protocol):
@@ -254,7 +256,7 @@ class RetrievalFeaturizer:
         return [f"{b}.{m}" for b in self.bases for m in per_base] + pairs + list(FORM_NAMES)
 
     def member_names(self) -> list[str]:
-        return ["top1", "mean", "overlap_members", "unique", *(f"overlap.{b}" for b in self.bases),
+        return ["top1", "mean", *CROSS_MEMBER_NAMES, *(f"overlap.{b}" for b in self.bases),
                 *LIST_NAMES, "distinct_titles"]
 
     def fetch_bases(
