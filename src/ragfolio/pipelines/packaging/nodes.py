@@ -2,8 +2,8 @@
 
 It serves the router that router training chose (the ``router_selection`` record: the router,
 where it routes and why) and writes one portfolio, its router and every corpus index its service
-searches. Its settings stay ``router_training.bundle`` (:class:`BundleParams`), which the choice
-was made under.
+searches. It reads the settings the choice was made under, ``router_training.bundle``
+(:class:`~ragfolio.bundle_params.BundleParams`); router training validated the rest of that block.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ragfolio.bundle_params import BundleParams
 from ragfolio.core.answering.rag import with_indexes
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
@@ -23,7 +24,6 @@ from ragfolio.core.routing.judging.evaluation import report_order
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
-from ragfolio.pipelines.router_training.params import BundleParams, RouterTrainingParams
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def build_bundle(
         ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, or no
             router was chosen or trained for it.
     """
-    settings = RouterTrainingParams(**params).bundle
+    settings = BundleParams(**(params.get("bundle") or {}))  # the block router training chose under
     key = settings.portfolio
     if key not in portfolios.keys:
         raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
