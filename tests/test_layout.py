@@ -1,11 +1,9 @@
 """The source tree stays readable: no module over 400 lines, ``ragfolio.core`` in stage packages
-with no import of a later stage, no pipeline importing another, no two modules of one name, and
-tests in folders that mirror ``src``.
+with no import of a later stage, no two modules of one name, and tests in folders that mirror ``src``.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -49,20 +47,6 @@ def test_core_is_stage_packages_and_a_few_shared_modules() -> None:
 
 def test_no_stage_imports_a_later_one() -> None:
     assert COUNTS.upward_arrows(SRC / "core") == []
-
-
-def test_no_pipeline_imports_another() -> None:
-    """What a later stage needs of an earlier one is a catalog dataset, not its code (README, Layout)."""
-    pipelines = SRC / "pipelines"
-    arrows = []
-    for path in sorted(pipelines.rglob("*.py")):
-        own = path.relative_to(pipelines).parts[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            arrows += [f"{path.relative_to(SRC)} -> {name}" for name in names
-                       if name.startswith("ragfolio.pipelines.") and name.split(".")[2] != own]
-    assert arrows == []
 
 
 def test_no_two_modules_share_a_name() -> None:
