@@ -110,7 +110,7 @@ def test_the_bundle_serves_the_router_a_router_selection_names(trained: Trained)
     named = RouterChoice(router="pre_retrieval", requested="pre_retrieval", reason="named by the test",
                          validation=trained.selection.choices["all"].validation, on="dev", routed_ls=(1,))
     selection = RouterSelection(trained.selection.validation, {**trained.selection.choices, "all": named})
-    bundle = trained.package(selection, misleading)
+    bundle = trained.package(selection, misleading, router="pre_retrieval")
     assert bundle.router.name == "pre_retrieval" and bundle.routed_ls == (1,)
     served = bundle.selection["served_router"]
     assert served["router"] == "pre_retrieval" and served["reason"] == "named by the test" and served["routed_ls"] == [1]
@@ -118,7 +118,8 @@ def test_the_bundle_serves_the_router_a_router_selection_names(trained: Trained)
     assert served["dev_best_of_l"] == measured["dev"]["pre_retrieval"]["best_of_l"]
 
     everywhere = dataclasses.replace(named, router="learned", requested="learned", routed_ls=None)
-    bundle = trained.package(RouterSelection(selection.validation, {**selection.choices, "all": everywhere}))
+    bundle = trained.package(RouterSelection(selection.validation, {**selection.choices, "all": everywhere}),
+                             router="learned")
     assert bundle.router.name == "learned" and bundle.routed_ls is None  # routes at every l
 
 
@@ -131,3 +132,5 @@ def test_settings_it_cannot_serve_are_refused_by_name(trained: Trained) -> None:
                                {key: c for key, c in trained.selection.choices.items() if key != "all"})
     with pytest.raises(ValueError, match=r"router training chose no router for portfolio 'all'"):
         trained.package(unchosen)
+    with pytest.raises(ValueError, match=r"bundle.router='post_retrieval', but router training chose under 'auto'"):
+        trained.package(router="post_retrieval")  # edited after router training ran

@@ -57,8 +57,8 @@ def build_bundle(
     index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
 
     Raises:
-        ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, or no
-            router was chosen or trained for it.
+        ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, no
+            router was chosen (under ``bundle.router``) or trained for it.
     """
     settings = BundleParams(**(params.get("bundle") or {}))  # the block router training chose under
     key = settings.portfolio
@@ -72,6 +72,9 @@ def build_bundle(
     if (choice := router_selection.choices.get(key)) is None:
         raise ValueError(f"router training chose no router for portfolio {key!r} (it chose for "
                          f"{sorted(router_selection.choices)}): rerun router_training")
+    if choice.requested != settings.router:  # the setting changed after router training chose
+        raise ValueError(f"router_training.bundle.router={settings.router!r}, but router training chose under "
+                         f"{choice.requested!r}: rerun router_training")
     served = {"learned": routers, **retrieval_routers}.get(choice.router, {})
     if key not in served:
         raise ValueError(f"no {choice.router} router was trained for portfolio {key!r}")
