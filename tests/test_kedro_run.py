@@ -171,11 +171,12 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
 ) -> None:
     project, env, _ = portfolio_run
     files = ["runs/tiny/06_models/portfolios.json", "runs/tiny/06_models/routers/all/router.safetensors",
-             "runs/tiny/06_models/bundle/manifest.json"]
+             "runs/tiny/06_models/router_selection.json", "runs/tiny/06_models/bundle/manifest.json"]
     before = {name: (project / name).read_bytes() for name in files}
     router_metrics = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
     _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=portfolio_selection", "--params=run_name=tiny")
-    _kedro(project, env, "run", "--pipelines=router_training", "--params=run_name=tiny")  # tracked
+    _kedro(project, env, "run", "--pipelines=router_training", "--params=run_name=tiny")  # tracked, no bundle
+    _kedro(project, env, "run", "--pipelines=packaging", "--params=run_name=tiny")  # tracked: it builds the bundle
     for name in files:
         assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"
     rerun = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
@@ -185,9 +186,11 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
     client = _mlflow_client(env)
     (version,) = client.search_model_versions("name='ragfolio'")
     assert int(version.version) == 1 and int(client.get_model_version_by_alias("ragfolio", "served").version) == 1
-    latest = client.search_runs([client.get_experiment_by_name("ragfolio").experiment_id],
-                                order_by=["attributes.start_time DESC"])[0]
-    assert latest.info.run_name == "tiny/router_training k=5 pool=default" and latest.data.tags["model.version"] == "1"
+    latest, training = client.search_runs([client.get_experiment_by_name("ragfolio").experiment_id],
+                                          order_by=["attributes.start_time DESC"])[:2]
+    assert latest.info.run_name == "tiny/packaging k=5 pool=default" and latest.data.tags["model.version"] == "1"
+    assert training.info.run_name == "tiny/router_training k=5 pool=default"
+    assert "model.version" not in training.data.tags  # router training registers no model: packaging does
     assert latest.data.tags["data.raw_dir"].endswith("raw")
 
 

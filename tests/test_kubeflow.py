@@ -18,7 +18,8 @@ from ragfolio.pipeline_registry import register_pipelines
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "fixtures" / "tiny"
-STEPS = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "answering_evaluation"]
+STEPS = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "packaging",
+         "answering_evaluation"]
 
 
 def _compile(tmp_path: Path) -> dict:
@@ -38,7 +39,8 @@ def test_compiled_spec_has_one_step_per_pipeline_in_dependency_order(tmp_path: P
     assert needs["candidate-scoring"] == {"data-prep"}
     assert "candidate-scoring" in needs["portfolio-selection"]
     assert "portfolio-selection" in needs["evaluation"] and "portfolio-selection" in needs["router-training"]
-    assert "router-training" in needs["answering-evaluation"]
+    assert "router-training" in needs["answering-evaluation"] and "router-training" in needs["packaging"]
+    assert "packaging" not in needs["answering-evaluation"]  # answering reads the routers, not the bundle
     assert "evaluation" not in needs["router-training"]  # independent steps may run side by side
     for name, task in tasks.items():
         inputs = task["inputs"]["parameters"]
@@ -70,8 +72,7 @@ def test_compiled_spec_has_one_step_per_pipeline_in_dependency_order(tmp_path: P
 
 def test_step_order_comes_from_datasets() -> None:
     order = kubeflow.stage_dependencies(register_pipelines())
-    assert list(order) == ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training",
-                           "answering_evaluation"]
+    assert list(order) == STEPS
 
     def f(x):  # noqa: ANN001, ANN202
         return x

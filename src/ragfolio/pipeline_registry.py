@@ -7,6 +7,7 @@ from ragfolio.pipelines import (
     candidate_scoring,
     data_prep,
     evaluation,
+    packaging,
     portfolio_selection,
     router_training,
 )
@@ -19,6 +20,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         "portfolio_selection": portfolio_selection.create_pipeline(),
         "evaluation": evaluation.create_pipeline(),
         "router_training": router_training.create_pipeline(),
+        "packaging": packaging.create_pipeline(),
         "answering_evaluation": answering_evaluation.create_pipeline(),
     }
     portfolio = sum(stages.values(), Pipeline([]))

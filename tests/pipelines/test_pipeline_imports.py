@@ -68,12 +68,14 @@ def test_the_check_sees_every_import_form(tmp_path: Path) -> None:
 def test_a_pipeline_reads_only_its_own_parameters() -> None:
     """What a later stage needs of an earlier one's settings it reads from a dataset the earlier one wrote.
 
-    The one addition: ``candidate_scoring`` also reads the grid presets (``candidate_grids``, their
-    own parameters file), which no other pipeline reads.
+    The additions: ``candidate_scoring`` also reads the grid presets (``candidate_grids``, their
+    own parameters file), which no other pipeline reads; ``packaging`` reads ``router_training.bundle``
+    (:class:`~ragfolio.bundle_params.BundleParams`), the settings router training chose the served
+    router under, kept under that name when the bundle moved to a stage of its own.
     """
     from ragfolio.pipeline_registry import register_pipelines
 
-    extra = {"candidate_scoring": {"candidate_grids"}}
+    extra = {"candidate_scoring": {"candidate_grids"}, "packaging": {"router_training"}}
 
     for name, pipe in register_pipelines().items():
         if name in ("portfolio", "__default__"):

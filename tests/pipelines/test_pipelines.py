@@ -31,6 +31,7 @@ RECORDS = {  # as conf/base/catalog.yml stores them
     "portfolios": "ragfolio.core.selection.portfolios.Portfolios",
     "utility_index": "ragfolio.core.scoring.utility_index.UtilityIndex",
     "router_features": "ragfolio.core.routing.features.router_features.RouterFeatures",
+    "router_selection": "ragfolio.core.routing.judging.choice.RouterSelection",
 }
 
 
@@ -127,6 +128,10 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
         assert len(entry["same_budget"]["routed_union_recall"]) == 3
         assert len(entry["same_budget"]["single_best_recall"]) == 3
         assert "gap_closed_l1" in entry
+    assert pipelines["router_training"].all_outputs().isdisjoint({"bundle"})  # packaging builds it
+
+    # packaging: what router training chose, served
+    SequentialRunner().run(pipelines["packaging"], catalog)
     bundle = catalog.load("bundle")  # the served portfolio: all, over the union corpus every number was measured on
     assert bundle.name == "all" and bundle.members[0].name == metrics["datasets"]["all"]["portfolio"][0]
     corpora = catalog.load("corpora")
@@ -184,7 +189,7 @@ def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny
     """``data_prep.corpus: per_dataset``: each dataset retrieves from its own corpus, and reports say so."""
     catalog.save("params:data_prep", {"raw_dir": str(tiny_dir), "test_fraction": 0.3, "seed": 0, "corpus": "per_dataset"})
     pipelines = register_pipelines()
-    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training"):
+    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "packaging"):
         SequentialRunner().run(pipelines[name], catalog)
     corpora = catalog.load("corpora")
     assert corpora.datasets == {"hotpotqa": "hotpotqa", "musique": "musique"}

@@ -16,7 +16,7 @@ from kedro_datasets.pickle import PickleDataset
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing import registry
-from ragfolio.datasets import BundleDataset
+from ragfolio.datasets import BundleDataset, RecordDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 # A servable router of a user's project: it declares what it reads (the shared first stage's
@@ -89,7 +89,8 @@ def router_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     (folder / "my_routers.py").write_text(ROUTER_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(folder))
     yield folder
-    monkeypatch.delitem(registry._ROUTERS, "centroid", raising=False)  # the registry is per process
+    # the registry is per process: forget the user's router (monkeypatch.delitem would put it back at its undo)
+    registry._ROUTERS.pop("centroid", None)
     sys.modules.pop("my_routers", None)
 
 
@@ -114,9 +115,11 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
     datasets["router_metrics"] = JSONDataset(filepath=str(tmp_path / "router_metrics.json"))
     datasets["dev_same_budget"] = PickleDataset(filepath=str(tmp_path / "dev_same_budget.pkl"))
     datasets["bundle"] = BundleDataset(str(tmp_path / "bundle"))
+    datasets["router_selection"] = RecordDataset(  # a user's router's values stored as the catalog stores them
+        str(tmp_path / "router_selection.json"), "ragfolio.core.routing.judging.choice.RouterSelection")
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
-    stages = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training")
+    stages = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "packaging")
     SequentialRunner().run(sum((pipelines[s] for s in stages[1:]), pipelines[stages[0]]), catalog)
 
     metrics = catalog.load("router_metrics")

@@ -1,4 +1,5 @@
-"""router_training with the routers that see the retrieval, on the tiny fixtures (BM25-only pool, no models)."""
+"""router_training with the routers that see the retrieval, then packaging of what it chose, on the tiny
+fixtures (BM25-only pool, no models)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ GRID = {
 }
 
 
-def _params(tiny_dir, router: str, dev_fraction: float, default_l: int = 2) -> dict:
+def _params(tiny_dir, router: str, dev_fraction: float) -> dict:
     return {
         "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "dev_fraction": dev_fraction,
                       "seed": 0},
@@ -40,14 +41,14 @@ def _params(tiny_dir, router: str, dev_fraction: float, default_l: int = 2) -> d
             "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0},
                                   "cascade": {"members_run": 2, "pre": {"min_questions": 2, "min_z": 0.0},
                                               "post": {"min_questions": 2, "min_z": 0.0}}},
-            "bundle": {"router": router, "default_l": default_l},
+            "bundle": {"router": router, "default_l": 2},
             "seed": 0,
         },
     }
 
 
-def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0, default_l: int = 2) -> DataCatalog:
-    params = _params(tiny_dir, router, dev_fraction, default_l)
+def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0) -> DataCatalog:
+    params = _params(tiny_dir, router, dev_fraction)
     datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     for name in ("router_metrics", "router_timings"):
@@ -66,7 +67,7 @@ def catalog(tmp_path, tiny_dir) -> DataCatalog:
 
 def _run(catalog: DataCatalog) -> None:
     pipelines = register_pipelines()
-    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training")
+    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "packaging")
     SequentialRunner().run(sum((pipelines[name] for name in names[1:]), pipelines[names[0]]), catalog)
 
 
@@ -229,8 +230,3 @@ def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
     fig = plot_router_curves({"k": 2, "datasets": {"hotpotqa": entry}})
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert labels == [*routers, "single best, l x num_docs"]
-
-
-def test_a_default_l_above_k_is_refused_with_its_name(tmp_path, tiny_dir) -> None:
-    with pytest.raises(ValueError, match=r"router_training.bundle.default_l=4 is above portfolio 'all''s k=3"):
-        _run(_catalog(tmp_path, tiny_dir, "learned", default_l=4))

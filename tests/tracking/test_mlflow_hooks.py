@@ -140,3 +140,23 @@ def test_an_overwrite_sample_run_is_named_after_its_data(client: mlflow.MlflowCl
     run = _last_run(client)
     assert run.info.run_name.startswith("teamwiki/portfolio ") and run.data.tags["data.raw_dir"] == str(teamwiki)
     assert run.data.tags["data.root"] == "data"
+
+
+def test_the_bundle_is_registered_by_the_run_that_builds_it(client: mlflow.MlflowClient, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``packaging`` outputs the bundle, so its run registers the model; ``router_training``'s does not."""
+    from ragfolio.pipeline_registry import register_pipelines
+
+    registered: list[Path] = []
+    monkeypatch.setattr(MlflowTrackingHook, "_register", lambda self, bundle, identity: registered.append(bundle))
+    bundle = tmp_path / "06_models" / "bundle"
+    bundle.mkdir(parents=True)
+    (bundle / "manifest.json").write_text("{}")
+    catalog, params, pipelines = _Catalog({"bundle": bundle}), _params(), register_pipelines()
+    for name in ("router_training", "packaging"):
+        hook = MlflowTrackingHook()
+        hook.after_context_created(SimpleNamespace(params=params))
+        run_params = {"project_path": str(tmp_path), "pipeline_names": [name], "run_id": "r"}
+        hook.before_pipeline_run(run_params, pipelines[name], catalog)
+        hook.after_pipeline_run(run_params, None, pipelines[name], catalog)
+        assert registered == ([bundle] if name == "packaging" else []), name

@@ -228,7 +228,7 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
     """
     folder = Path(path)
     if not (folder / MANIFEST).is_file():
-        raise FileNotFoundError(f"{folder / MANIFEST} is missing: not a ragfolio bundle (run the router_training pipeline)")
+        raise FileNotFoundError(f"{folder / MANIFEST} is missing: not a ragfolio bundle (run the packaging pipeline)")
     manifest = json.loads((folder / MANIFEST).read_text())
     if manifest.get("format") not in FORMATS:
         raise BundleIntegrityError(f"{folder / MANIFEST}: bundle format {manifest.get('format')!r}, "
@@ -254,7 +254,7 @@ def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> No
     expected = manifest.get("corpus", {})
     if "fingerprint" not in expected:
         raise BundleIntegrityError(f"{path.parent / MANIFEST} names no corpus fingerprint (a bundle from an older "
-                                   "ragfolio): rebuild it with the router_training pipeline")
+                                   "ragfolio): rebuild it with the packaging pipeline")
     if expected["fingerprint"] != corpus.fingerprint or expected.get("n_passages") != len(corpus):
         raise BundleIntegrityError(
             f"{path}: corpus of {len(corpus)} passages with fingerprint {corpus.fingerprint}, but the manifest names "

@@ -11,7 +11,8 @@ experiment of the classic model-training kind (the ``mlflow.experimentKind`` tag
   under ``portfolio.``, ``router.`` and ``answers.``: a few dozen), and the full reports and timings
   as artifacts (``reports/``, ``reports/timings/``), with the plots (``plots/``);
 - the served bundle as a ``pyfunc`` model registered as ``ragfolio`` once per bundle, the aliases
-  ``served`` and ``run-<label>`` on its version (:func:`ragfolio.tracking.model.register_bundle`);
+  ``served`` and ``run-<label>`` on its version (:func:`ragfolio.tracking.model.register_bundle`), by
+  the run whose pipeline outputs ``bundle``: the ``packaging`` stage (or ``portfolio``, which holds it);
 - tags: the run's identity (:class:`ragfolio.runs.RunIdentity`: the MLflow run is named
   ``<label>/<pipeline> k=<k> pool=<pool>`` after the data folder really read, ``k`` and the pool),
   its data folder and output root, the pipeline, the git commit (``-dirty`` when a tracked file

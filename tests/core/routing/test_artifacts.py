@@ -161,7 +161,7 @@ def test_a_manifest_without_a_router_kind_holds_the_learned_router(saved: Path) 
 
 
 def test_not_a_bundle_says_how_to_make_one(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="router_training"):
+    with pytest.raises(FileNotFoundError, match="packaging"):
         load_bundle(tmp_path)
 
 

@@ -162,3 +162,31 @@ def test_on_a_synthetic_task_routing_switches_on_only_where_a_member_wins_a_dete
         assert evidence["l1"]["low"] > 0.1 and choice.routing == "on"
     else:
         assert evidence["l1"]["low"] <= 0 and "routing on at l = 2" in choice.reason and "off at l = 1" in choice.reason
+
+
+def test_a_router_selection_reads_back_what_it_wrote_and_names_a_bad_key() -> None:
+    import json
+
+    from ragfolio.core.routing.judging.choice import RouterSelection, served_entry
+
+    validation = {"learned": _dev(0.70, 0.60), "pre_retrieval": _dev(0.75, 0.60)}
+    evidence = {"pre_retrieval": {"l1": {"estimate": 0.1, "low": 0.02, "high": 0.2, "n": 30},
+                                  "l2": {"estimate": 0.0, "low": -0.1, "high": 0.1, "n": 30}}}
+    choices = {"all": choose_router(validation, evidence=evidence, ls=(1, 2)), "hotpotqa": choose_router(validation)}
+    selection = RouterSelection({"all": validation, "hotpotqa": validation}, choices)
+    stored = json.loads(json.dumps(selection.to_dict()))  # as the catalog's RecordDataset stores it
+    assert RouterSelection.from_dict(stored) == selection and stored["schema_version"] == 1
+    assert selection.choices["all"].routed_ls == (1,) and selection.choices["hotpotqa"].routed_ls == ()
+    with pytest.raises(ValueError, match=r"unknown keys \['choise'\], missing keys \['choices'\]"):
+        RouterSelection.from_dict({"validation": {}, "choise": {}})
+    with pytest.raises(ValueError, match="schema version 2"):
+        RouterSelection.from_dict({**stored, "schema_version": 2})
+
+    measured = {"n_test": 12, "pre_retrieval": {"best_of_l": [0.5, 0.6], "gap_closed_l1": 0.25},
+                "dev": {"pre_retrieval": {"best_of_l": [0.55, 0.65]}}, "chosen_same_budget": {"l1": 0.1}}
+    entry = served_entry("all", choices["all"], measured, default_l=2, num_docs=4)
+    assert entry["router"] == "pre_retrieval" and entry["routed_ls"] == [1] and entry["routing"] == "partial"
+    assert entry["test_best_of_l"] == [0.5, 0.6] and entry["dev_best_of_l"] == [0.55, 0.65]
+    assert entry["n_test"] == 12 and entry["same_budget"] == {"l1": 0.1} and "corpus" not in entry
+    assert served_entry("all", choices["all"], {}, default_l=2, num_docs=4, corpus={"mode": "union"})["corpus"] == {
+        "mode": "union"}

@@ -1,4 +1,4 @@
-"""Nodes of ``router_training``: query features -> one router per portfolio -> ablations, report, bundle.
+"""Nodes of ``router_training``: query features -> one router per portfolio -> ablations, report.
 
 Runners are built from candidate scoring's ``pool_settings`` (what it actually ran with), and the
 router features this stage uses are written as ``router_features`` for the stages after it.
@@ -22,9 +22,10 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features, stack_rows, take_rows
+from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
-from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, served_entry
 from ragfolio.core.routing.judging.evaluation import (
     RoutingComparison,
     RoutingSplit,
@@ -136,15 +137,15 @@ def evaluate_routers(
     router_comparison: dict[str, RoutingComparison], dev_comparison: dict[str, RoutingComparison],
     questions: list[dict[str, Any]], corpora: Corpora,
     candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
-    pool_settings: PoolSettings, router_selection: RouterSelection, cache: ArrayCache,
-    params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
+    pool_settings: PoolSettings, router_selection: RouterSelection, retrieval_inputs: RetrievalInputs,
+    cache: ArrayCache, params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
     paper_encoders: dict[str, Any] | None = None, cascade_curves: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
 
     ``served`` names the router the bundle serves (``router_training.bundle``: its portfolio, the
     router :func:`~ragfolio.core.routing.judging.choice.choose_router` picked and why, the validation values
-    compared) with its test best-of-l, its interval minus the single best member, and the
+    compared; :func:`~ragfolio.core.routing.judging.choice.served_entry`) with its test best-of-l, its interval minus the single best member, and the
     same-budget check of its routing (routed union at l against the single best member given
     ``l * num_docs`` passages, with the paired interval); each portfolio's ``chosen_router`` and
     ``chosen_same_budget`` are the same for the router it would serve.
@@ -156,7 +157,7 @@ def evaluate_routers(
     (``router_selection``). Where the portfolio has dev questions, ``dev`` holds the servable
     routers' and the baselines' best-of-l there, their gap closed and intervals minus the single
     best member (what ``auto`` chose by); every other number is on test.
-    ``retrieval_features`` names the retrieval features and their cost.
+    ``retrieval_features`` names the retrieval features and their cost (``retrieval_inputs``).
     The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
     With ``router_training.paper_router`` set, ``paper_router`` names its query blocks and what each
     costs a query (``cost``, split off into the timings file), and with its ``universal`` each
@@ -170,7 +171,7 @@ def evaluate_routers(
     choices = router_selection.choices
     report: dict[str, Any] = {
         "k": portfolios.k, "num_docs": pool_settings.num_docs, "corpus": corpora.describe(), "datasets": {},
-        "retrieval_features": router_selection.features,
+        "retrieval_features": {"names": retrieval_inputs.names, "cost": retrieval_inputs.cost},
     }
     for key, comparison in router_comparison.items():
         sel = portfolios.selection(key)
@@ -202,19 +203,10 @@ def evaluate_routers(
 def _served(report: dict[str, Any], p: RouterTrainingParams, choices: Mapping[str, RouterChoice]) -> dict[str, Any] | None:
     """What the bundle serves (its portfolio's chosen router) and what the report measured of it on test."""
     key = p.bundle.portfolio
-    choice = choices.get(key)
-    if choice is None:
+    if (choice := choices.get(key)) is None:
         return None
-    entry = report["datasets"].get(key, {})
-    name = choice.router
-    measured, on_dev = entry.get(name, {}), entry.get("dev", {}).get(name, {})
-    return {
-        "portfolio": key, **choice.to_dict(), "default_l": p.bundle.default_l, "num_docs": report["num_docs"],
-        "corpus": report["corpus"], "n_test": entry.get("n_test", 0),
-        "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1"),
-        "test_best_of_l": measured.get("best_of_l"), "test_minus_single_best": measured.get("minus_single_best"),
-        "test_gap_closed_l1": measured.get("gap_closed_l1"), "same_budget": entry.get("chosen_same_budget"),
-    }
+    return served_entry(key, choice, report["datasets"].get(key, {}), default_l=p.bundle.default_l,
+                        num_docs=report["num_docs"], corpus=report["corpus"])
 
 
 def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selection: Mapping[str, Any]) -> dict[str, Any]:

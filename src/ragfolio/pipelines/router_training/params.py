@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragfolio.bundle_params import BundleParams
 from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
 from ragfolio.core.routing.features.query_features import TextHasher
 from ragfolio.core.routing.registry import check_servable, import_router_modules
@@ -14,21 +15,7 @@ from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
-from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.param_blocks import checked_block, kwargs_model, kwargs_of
-
-
-class BundleParams(BaseModel):
-    """What the served bundle holds (``router_training.bundle``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    portfolio: str = ALL
-    default_l: int = Field(2, ge=1)
-    # auto: the router with the largest gain over the default member on the dev questions (validation
-    # inside train without a dev split; ragfolio.core.routing.judging.choice); or a servable router by
-    # name (ragfolio.core.routing.registry.servable_names: learned, pre_retrieval, post_retrieval, a user's)
-    router: str = "auto"
 
 
 class RetrievalRoutingParams(BaseModel):

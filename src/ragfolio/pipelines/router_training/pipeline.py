@@ -12,7 +12,6 @@ from ragfolio.pipelines.router_training.nodes import (
     router_settings,
     train_routers,
 )
-from ragfolio.pipelines.router_training.packaging import build_bundle
 from ragfolio.pipelines.router_training.paper_nodes import build_paper_blocks, compare_paper_routers
 from ragfolio.pipelines.router_training.retrieval_nodes import (
     build_retrieval_features,
@@ -101,7 +100,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(
                 routing_selection,
                 inputs={
-                    "routers": "routers", "retrieval_routers": "retrieval_routers", "retrieval_inputs": "retrieval_inputs",
+                    "routers": "routers", "retrieval_routers": "retrieval_routers",
                     "dev_comparison": "dev_router_comparison", "params": "params:router_training",
                     "dev_same_budget": "dev_same_budget",
                 },
@@ -145,7 +144,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "questions": "questions", "corpora": "corpora",
                     "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
                     "pool_settings": "pool_settings", "router_selection": "router_selection",
-                    "cache": "retrieval_cache", "params": "params:router_training",
+                    "retrieval_inputs": "retrieval_inputs", "cache": "retrieval_cache", "params": "params:router_training",
                     "universal_routing": "universal_routing", "paper_encoders": "paper_encoders",
                     "cascade_curves": "cascade_curves",
                 },
@@ -158,16 +157,5 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(headline_routers, inputs={"metrics": "router_metrics"}, outputs="router_headline",
                  name="headline_routers"),
             node(plot_router_curves, inputs={"metrics": "router_metrics"}, outputs="router_plot", name="plot_router_curves"),
-            node(
-                build_bundle,
-                inputs={
-                    "corpora": "corpora", "candidates": "candidates", "portfolios": "portfolios", "routers": "routers",
-                    "router_metrics": "router_metrics", "router_features": "router_features",
-                    "pool_settings": "pool_settings", "cache": "retrieval_cache", "params": "params:router_training",
-                    "retrieval_routers": "retrieval_routers",
-                },
-                outputs="bundle",
-                name="build_bundle",
-            ),
         ]
     )

@@ -252,12 +252,12 @@ def dev_values(comparison: RoutingComparison) -> dict[str, dict[str, float]]:
 
 
 def routing_selection(
-    routers: dict[str, RouterProtocol], retrieval_routers: RoutersByKind, retrieval_inputs: RetrievalInputs,
+    routers: dict[str, RouterProtocol], retrieval_routers: RoutersByKind,
     dev_comparison: dict[str, RoutingComparison], params: dict[str, Any],
     dev_same_budget: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> RouterSelection:
-    """What validation on train questions chose per portfolio and router, which router each
-    portfolio would serve (``choices``), and the features' names and cost.
+    """What validation on train questions chose per portfolio and router, and which router each
+    portfolio would serve (``choices``): the ``router_selection`` record ``packaging`` serves from.
 
     The learned router falls back when its tuned switch margin is the largest (it never leaves
     the default member); the retrieval routers say so themselves (``fallback``). Each router's
@@ -291,5 +291,4 @@ def routing_selection(
                                      ls=tuple(range(1, k + 1)))
         logger.info("%s: serves %s, routing %s (%s)", key, choices[key].router, choices[key].routing,
                     choices[key].reason)
-    features = {"names": retrieval_inputs.names, "cost": retrieval_inputs.cost}
-    return RouterSelection(features, validation, choices)
+    return RouterSelection(validation, choices)

@@ -23,6 +23,10 @@ evidence at some l compete; the chosen one routes at the l's where its own inter
 passages. No such router, or no dev split: routing is off at every l, and the reason says why
 with the numbers. A router named in the settings is served at every l, as configured, with the
 same evidence in its reason.
+
+The choices are one record, :class:`RouterSelection`, that ``router_training`` writes
+(``06_models/router_selection.json``) and the ``packaging`` stage reads to serve the chosen router;
+:func:`served_entry` says what is served in the terms the router report and the bundle record.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ragfolio.core.record_checks import checked_fields, read_version
 from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.stats import interval_text
+
+SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,18 @@ class RouterChoice:
         """Whether the router routes a request for ``l`` members (else the single best member serves it)."""
         return self.routed_ls is None or l in self.routed_ls
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RouterChoice:
+        """The choice of a :meth:`to_dict` mapping (its ``routing`` is derived, so not read back).
+
+        Raises:
+            ValueError: A key is unknown or a required one is missing (the message names them).
+        """
+        record = checked_fields(cls, {k: v for k, v in data.items() if k != "routing"}, "a router choice")
+        if record.get("routed_ls") is not None:
+            record["routed_ls"] = tuple(record["routed_ls"])
+        return cls(**record)
+
     def to_dict(self) -> dict[str, Any]:
         return {"router": self.router, "requested": self.requested, "reason": self.reason,
                 "on": self.on, "validation": self.validation, "routing": self.routing,
@@ -84,17 +103,61 @@ class RouterChoice:
 
 @dataclass(frozen=True)
 class RouterSelection:
-    """What router training chose, handed from its selection node to its report (in memory).
+    """What router training chose: written by its selection node (``router_selection``), read by
+    its report and by ``packaging``, which serves ``choices[router_training.bundle.portfolio]``.
 
     Attributes:
-        features: The retrieval features' column ``names`` per block and their ``cost``.
         validation: Per portfolio, per router: its validation (and dev) values and whether it fell back.
         choices: Per portfolio, the router it serves and why.
     """
 
-    features: Mapping[str, Any]
     validation: Mapping[str, Mapping[str, Any]]
     choices: Mapping[str, RouterChoice]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RouterSelection:
+        """The record of a :meth:`to_dict` mapping (a mapping without ``schema_version`` is version 1).
+
+        Raises:
+            ValueError: A newer schema, or a key unknown or missing (the message names them).
+        """
+        record = checked_fields(cls, read_version(data, "a router selection", SCHEMA_VERSION), "a router selection")
+        return cls(validation=record["validation"],
+                   choices={key: RouterChoice.from_dict(choice) for key, choice in record["choices"].items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; :meth:`from_dict` reads it back."""
+        return {"schema_version": SCHEMA_VERSION, "validation": self.validation,
+                "choices": {key: choice.to_dict() for key, choice in self.choices.items()}}
+
+
+def served_entry(portfolio: str, choice: RouterChoice, measured: Mapping[str, Any], *, default_l: int,
+                 num_docs: int, corpus: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What is served, as the router report's ``served`` and the bundle's ``selection.served_router`` say it.
+
+    Args:
+        portfolio: The served portfolio's key (``router_training.bundle.portfolio``).
+        choice: Its router choice (``RouterSelection.choices[portfolio]``).
+        measured: The router report's entry of the portfolio: per router its test ``best_of_l``,
+            ``minus_single_best`` and ``gap_closed_l1``, ``dev`` (the same on dev questions),
+            ``n_test`` and ``chosen_same_budget``; empty: nothing measured.
+        default_l: Members a request gets unless it asks (``router_training.bundle.default_l``).
+        num_docs: Passages each member returns.
+        corpus: The corpus description the report names (left out when None, as the bundle names its own).
+
+    Returns:
+        ``{"portfolio", **choice.to_dict(), "default_l", "num_docs", ["corpus"], "n_test", "dev_best_of_l",
+        "dev_gap_closed_l1", "test_best_of_l", "test_minus_single_best", "test_gap_closed_l1", "same_budget"}``.
+    """
+    name = choice.router
+    on_test, on_dev = measured.get(name, {}), measured.get("dev", {}).get(name, {})
+    return {
+        "portfolio": portfolio, **choice.to_dict(), "default_l": default_l, "num_docs": num_docs,
+        **({} if corpus is None else {"corpus": corpus}), "n_test": measured.get("n_test", 0),
+        "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1"),
+        "test_best_of_l": on_test.get("best_of_l"), "test_minus_single_best": on_test.get("minus_single_best"),
+        "test_gap_closed_l1": on_test.get("gap_closed_l1"), "same_budget": measured.get("chosen_same_budget"),
+    }
 
 
 def _gain(entry: Mapping[str, Any], on: str = "val") -> float:

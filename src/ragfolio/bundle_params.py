@@ -1,0 +1,27 @@
+"""What is served (``router_training.bundle``): the one parameter block two stages read.
+
+``router_training`` chooses the router under it (``router: auto`` or a servable router's name) and
+reports what is served of ``portfolio``; ``packaging`` builds that portfolio's bundle with
+``default_l``. Both validate the block with :class:`BundleParams`, kept here so that neither
+pipeline imports the other.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragfolio.core.scoring.utility_index import ALL
+
+
+class BundleParams(BaseModel):
+    """What the served bundle holds (``router_training.bundle``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    portfolio: str = ALL
+    default_l: int = Field(2, ge=1)
+    # auto: the router with the largest gain over the default member on the dev questions (validation
+    # inside train without a dev split; ragfolio.core.routing.judging.choice); or a servable router by
+    # name (ragfolio.core.routing.registry.servable_names: learned, pre_retrieval, post_retrieval, a user's),
+    # checked by router_training's parameters once its router_modules are imported
+    router: str = "auto"

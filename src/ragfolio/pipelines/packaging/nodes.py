@@ -1,0 +1,117 @@
+"""The node of ``packaging``, the stage that assembles what is served: the bundle (``build_bundle``).
+
+It serves the router that router training chose (the ``router_selection`` record: the router,
+where it routes and why) and writes one portfolio, its router and every corpus index its service
+searches. It reads the settings the choice was made under, ``router_training.bundle``
+(:class:`~ragfolio.bundle_params.BundleParams`); router training validated the rest of that block.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ragfolio.bundle_params import BundleParams
+from ragfolio.core.answering.rag import with_indexes
+from ragfolio.core.bundle import PortfolioBundle
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
+from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.routing.features.router_features import RouterFeatures
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, served_entry
+from ragfolio.core.routing.judging.evaluation import report_order
+from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
+from ragfolio.core.scoring.utility_index import ALL
+from ragfolio.core.selection.portfolios import Portfolios
+
+logger = logging.getLogger(__name__)
+
+
+def _member_index(members: list[int], candidate: int) -> int:
+    """``candidate``'s position among ``members``; greedy's first pick (position 0) maximises the train
+    mean, so the single best candidate is there unless a tie in the means was broken differently."""
+    return members.index(candidate) if candidate in members else 0
+
+
+def build_bundle(
+    corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios, router_selection: RouterSelection,
+    routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
+    router_metrics: dict[str, Any], router_features: RouterFeatures, pool_settings: PoolSettings,
+    cache: ArrayCache, params: dict[str, Any],
+) -> PortfolioBundle:
+    """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
+
+    With ``data_prep.corpus: union`` that is the union corpus, the one every number was measured
+    on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
+    ``per_dataset`` corpora the ``all`` portfolio serves their stacking
+    (:func:`~ragfolio.core.scoring.runners.served_corpus`). ``selection.corpus`` records what the selection
+    metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
+    the one ``router_selection.choices`` holds for the portfolio (``bundle.router``: ``auto`` chose
+    it on dev or validation values of train questions, or it was named), routing at its
+    ``routed_ls``: the learned one of ``routers`` (query features only), or one of
+    ``retrieval_routers`` (by kind: ``pre_retrieval``, ``post_retrieval`` and a user's servable
+    routers; the bundle's ``routing`` carries the retrieval featurizer). ``selection.served_router``
+    records the choice, its reason and the values compared, and what the router report measured of
+    it (:func:`~ragfolio.core.routing.judging.choice.served_entry`). The bundle carries every corpus
+    index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
+
+    Raises:
+        ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, no
+            router was chosen (under ``bundle.router``) or trained for it.
+    """
+    settings = BundleParams(**(params.get("bundle") or {}))  # the block router training chose under
+    key = settings.portfolio
+    if key not in portfolios.keys:
+        raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
+    sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
+    members = [specs[i] for i in portfolios.members(key)]
+    if settings.default_l > len(members):
+        raise ValueError(f"router_training.bundle.default_l={settings.default_l} is above portfolio {key!r}'s "
+                         f"k={len(members)}: set it to at most {len(members)}")
+    if (choice := router_selection.choices.get(key)) is None:
+        raise ValueError(f"router training chose no router for portfolio {key!r} (it chose for "
+                         f"{sorted(router_selection.choices)}): rerun router_training")
+    if choice.requested != settings.router:  # the setting changed after router training chose
+        raise ValueError(f"router_training.bundle.router={settings.router!r}, but router training chose under "
+                         f"{choice.requested!r}: rerun router_training")
+    served = {"learned": routers, **retrieval_routers}.get(choice.router, {})
+    if key not in served:
+        raise ValueError(f"no {choice.router} router was trained for portfolio {key!r}")
+    encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
+    names = corpora.names_for(corpora.datasets if key == ALL else [key])
+    corpus, embeddings = served_corpus(CorpusRunners(corpora, cache.reader(), pool_settings), names, encoders)
+    selection = _selection_record(key, portfolios, corpora, choice, router_metrics, settings, pool_settings.num_docs)
+    bundle = PortfolioBundle(
+        name=key, corpus=corpus, members=members, router=served[key], scoring=pool_settings,
+        routing=router_features,
+        embeddings=embeddings, default_l=settings.default_l, routed_ls=choice.routed_ls,
+        single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,
+    )
+    bundle = with_indexes(bundle)
+    logger.info("bundle %r: %d members, %s router routing at l = %s (else the single best member, %s), "
+                "%d passages (corpus %s), encoders %s, indexes %s", key, bundle.k, choice.router,
+                "all" if choice.routed_ls is None else list(choice.routed_ls) or "none",
+                members[bundle.single_best].name, len(bundle.corpus), corpus.fingerprint, encoders,
+                ", ".join(f"{index.kind} {index.key}" for index in bundle.indexes))
+    return bundle
+
+
+def _selection_record(
+    key: str, portfolios: Portfolios, corpora: Corpora, choice: RouterChoice, router_metrics: dict[str, Any],
+    settings: BundleParams, num_docs: int,
+) -> dict[str, Any]:
+    """The bundle's ``selection``: greedy's train values and certificate, each router's test
+    best-of-l, the corpus measured on, and the served router's ``choice`` with what was measured of it."""
+    sel = portfolios.selection(key)
+    # The test (and dev) measurements are in the router report only (their typed source,
+    # router_comparison, lives in router_training's memory): the one read of router_metrics here.
+    measured = router_metrics["datasets"].get(key, {})
+    return {
+        "greedy_train_values": sel.greedy_train_values[: portfolios.k],
+        "certificate": sel.certificate,
+        "n_train": sel.n_train,
+        "test_best_of_l": {name: measured[name]["best_of_l"] for name in report_order() if name in measured},
+        "corpus": corpora.describe(),
+        "served_router": served_entry(key, choice, measured, default_l=settings.default_l, num_docs=num_docs),
+    }

@@ -1,0 +1,136 @@
+"""packaging on the tiny fixtures (BM25-only pool, no models): the bundle serves the router the
+``router_selection`` record names, where it says, and refuses settings it cannot serve."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.runner import SequentialRunner
+from kedro_datasets.json import JSONDataset
+
+from ragfolio.core.bundle import PortfolioBundle
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
+from ragfolio.datasets import (
+    ArrayFolderDataset,
+    BundleDataset,
+    RecordDataset,
+    RouterFolderDataset,
+    RoutersByKindDataset,
+)
+from ragfolio.pipeline_registry import register_pipelines
+
+pytestmark = pytest.mark.slow
+
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
+GRID = {
+    "bm25": [{"k1": [0.6, 1.5], "b": [0.3, 0.9]}],
+    "graph": [{"seeds": "bm25", "n_seeds": [1, 2], "rank": "ppr"}],
+    "two_hop": [{"first": "bm25", "append": ["title", "text"], "second": "bm25"}],
+}
+PARAMS = {
+    "data_prep": {"raw_dir": str(TINY), "test_dir": None, "test_fraction": 0.3, "dev_fraction": 0.3, "seed": 0},
+    "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall",
+                          "graph_max_degree": 20, "encoders": {}, "grid": GRID},
+    "candidate_grids": {},
+    "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
+    "router_training": {
+        "text_features": {"n_features": 64}, "encoders": [],
+        "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
+        "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
+        "bundle": {"router": "auto", "default_l": 2}, "seed": 0,
+    },
+}
+RECORDS = {  # as conf/base/catalog.yml stores them: what packaging reads from the stages before it
+    "corpora": "ragfolio.core.data.corpora.Corpora",
+    "pool_settings": "ragfolio.core.scoring.runners.PoolSettings",
+    "portfolios": "ragfolio.core.selection.portfolios.Portfolios",
+    "utility_index": "ragfolio.core.scoring.utility_index.UtilityIndex",
+    "router_features": "ragfolio.core.routing.features.router_features.RouterFeatures",
+    "router_selection": "ragfolio.core.routing.judging.choice.RouterSelection",
+}
+
+
+@dataclasses.dataclass
+class Trained:
+    """The stages up to router_training, run once: their catalog, and what they wrote to restore."""
+
+    catalog: DataCatalog
+    selection: RouterSelection
+    metrics: dict[str, Any]
+
+    def package(self, selection: RouterSelection | None = None, metrics: dict[str, Any] | None = None,
+                **bundle: Any) -> PortfolioBundle:
+        """Run ``packaging`` on ``selection`` and ``metrics`` (default: what router training wrote),
+        with ``router_training.bundle`` settings ``bundle`` over the defaults."""
+        self.catalog.save("router_selection", selection or self.selection)
+        self.catalog.save("router_metrics", metrics or self.metrics)
+        params = PARAMS["router_training"]
+        self.catalog.save("params:router_training", {**params, "bundle": {**params["bundle"], **bundle}})
+        SequentialRunner().run(register_pipelines()["packaging"], self.catalog)
+        return self.catalog.load("bundle")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    root = tmp_path_factory.mktemp("packaging")
+    datasets: dict[str, Any] = {f"params:{name}": MemoryDataset(value) for name, value in PARAMS.items()}
+    datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
+    for name in ("questions", "candidates", "router_metrics"):
+        datasets[name] = JSONDataset(filepath=str(root / f"{name}.json"))
+    for name, record in RECORDS.items():
+        datasets[name] = RecordDataset(str(root / f"{name}.json"), record)
+    datasets["utility_matrices"] = ArrayFolderDataset(str(root / "utility"))
+    datasets["routers"] = RouterFolderDataset(str(root / "routers"))
+    datasets["retrieval_routers"] = RoutersByKindDataset(str(root / "retrieval_routers"))
+    datasets["bundle"] = BundleDataset(str(root / "bundle"))
+    catalog = DataCatalog(datasets)
+    pipelines = register_pipelines()
+    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "router_training"):
+        SequentialRunner().run(pipelines[name], catalog)
+    return Trained(catalog, catalog.load("router_selection"), catalog.load("router_metrics"))
+
+
+def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
+    bundle, choice = trained.package(), trained.selection.choices["all"]
+    assert bundle.router.name == choice.router and bundle.routed_ls == choice.routed_ls
+    served = {key: value for key, value in trained.metrics["served"].items() if key != "corpus"}
+    assert bundle.selection["served_router"] == served  # the report's entry, recorded as before
+    assert bundle.default_l == 2 and bundle.name == "all"
+
+
+def test_the_bundle_serves_the_router_a_router_selection_names(trained: Trained) -> None:
+    """The typed record decides, not the report: ``router_metrics["served"]`` naming another router is not read."""
+    measured = trained.metrics["datasets"]["all"]
+    misleading = {**trained.metrics, "served": {**trained.metrics["served"], "router": "learned", "routed_ls": [1, 2, 3]}}
+    named = RouterChoice(router="pre_retrieval", requested="pre_retrieval", reason="named by the test",
+                         validation=trained.selection.choices["all"].validation, on="dev", routed_ls=(1,))
+    selection = RouterSelection(trained.selection.validation, {**trained.selection.choices, "all": named})
+    bundle = trained.package(selection, misleading, router="pre_retrieval")
+    assert bundle.router.name == "pre_retrieval" and bundle.routed_ls == (1,)
+    served = bundle.selection["served_router"]
+    assert served["router"] == "pre_retrieval" and served["reason"] == "named by the test" and served["routed_ls"] == [1]
+    assert served["test_best_of_l"] == measured["pre_retrieval"]["best_of_l"]  # what the report measured of it
+    assert served["dev_best_of_l"] == measured["dev"]["pre_retrieval"]["best_of_l"]
+
+    everywhere = dataclasses.replace(named, router="learned", requested="learned", routed_ls=None)
+    bundle = trained.package(RouterSelection(selection.validation, {**selection.choices, "all": everywhere}),
+                             router="learned")
+    assert bundle.router.name == "learned" and bundle.routed_ls is None  # routes at every l
+
+
+def test_settings_it_cannot_serve_are_refused_by_name(trained: Trained) -> None:
+    with pytest.raises(ValueError, match=r"router_training.bundle.default_l=4 is above portfolio 'all''s k=3"):
+        trained.package(default_l=4)
+    with pytest.raises(ValueError, match=r"router_training.bundle.portfolio='nq' is not one of"):
+        trained.package(portfolio="nq")
+    unchosen = RouterSelection(trained.selection.validation,
+                               {key: c for key, c in trained.selection.choices.items() if key != "all"})
+    with pytest.raises(ValueError, match=r"router training chose no router for portfolio 'all'"):
+        trained.package(unchosen)
+    with pytest.raises(ValueError, match=r"bundle.router='post_retrieval', but router training chose under 'auto'"):
+        trained.package(router="post_retrieval")  # edited after router training ran
