@@ -87,6 +87,15 @@ class TrainedCrossEncoder:
     scorer: CrossEncoderScorer | None
     info: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def model_path(self) -> str | None:
+        """None: no model was trained (what an in-memory catalog hands on). A trained one has no
+        folder until it is saved, and the pool runners load it from one: that raises ValueError."""
+        if self.scorer is None:
+            return None
+        raise ValueError("the trained cross-encoder is in memory only; save it to a folder (the catalog's "
+                         "cross_encoder, ragfolio.datasets.CrossEncoderDataset) for the pool runners to load")
+
     def save(self, path: str | Path) -> dict[str, Any]:
         """Write the folder ``path`` (:func:`save_cross_encoder` or :func:`save_untrained`); the manifest."""
         if self.scorer is None:
