@@ -70,7 +70,7 @@ class CrossEncoderScorer:
             raise ValueError(f"doc_ids must be (n_queries={len(queries)}, depth), got {doc_ids.shape}")
         scores = np.full(doc_ids.shape, -np.inf, dtype=np.float32)
         rows, cols = np.nonzero(doc_ids >= 0)
-        scores[rows, cols] = self.score([queries[i] for i in rows], [passage_texts[d] for d in doc_ids[rows, cols]])
+        scores[rows, cols] = self.score([queries[int(i)] for i in rows], [passage_texts[int(d)] for d in doc_ids[rows, cols]])
         return scores
 
 

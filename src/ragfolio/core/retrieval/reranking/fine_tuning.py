@@ -196,7 +196,7 @@ def training_key(pairs: LabelledPairs, dev: DevSet, settings: CrossEncoderSettin
     settings, the base model's package, the packages that train, and this module's code."""
     dev_items = [item for cases, texts in dev for item in (
         *cases.question_ids, *cases.queries, *(str(sorted(g)) for g in cases.gold),
-        *(texts[row] if row >= 0 else "" for row in cases.doc_ids.ravel()))]
+        *(texts[int(row)] if row >= 0 else "" for row in cases.doc_ids.ravel()))]
     return {
         "pairs": fingerprint([*pairs.question_ids, *pairs.queries, *pairs.passages, *map(str, pairs.labels)]),
         "dev": fingerprint(dev_items), "settings": settings.to_dict(),
