@@ -15,6 +15,7 @@ from kedro_datasets.json import JSONDataset
 from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.retrieval.reranking.cross_encoder_folder import MANIFEST, CrossEncoderFolder, TrainedCrossEncoder
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.registry import load_router, save_router
 
@@ -38,6 +39,36 @@ class ArrayCacheDataset(AbstractDataset[None, ArrayCache]):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "enabled": self._enabled}
+
+
+class CrossEncoderDataset(AbstractDataset[TrainedCrossEncoder, CrossEncoderFolder]):
+    """The trained cross-encoder's folder at ``path`` (``candidate_scoring``'s ``cross_encoder``).
+
+    ``save`` writes the folder (:meth:`~ragfolio.core.retrieval.reranking.cross_encoder_folder.TrainedCrossEncoder.save`:
+    safetensors, tokenizer and a manifest of checksums, or the manifest alone saying why none was
+    trained); ``load`` gives the :class:`CrossEncoderFolder` (where it is, whether it holds a model),
+    which the pool settings record, so runners load the model themselves, where they run.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = Path(path)
+
+    def load(self) -> CrossEncoderFolder:
+        try:
+            return CrossEncoderFolder.read(self._path)
+        except (FileNotFoundError, ValueError) as e:
+            raise DatasetError(str(e)) from e
+
+    def save(self, data: TrainedCrossEncoder) -> None:
+        if not isinstance(data, TrainedCrossEncoder):
+            raise DatasetError(f"{self._path} holds a TrainedCrossEncoder, not a {type(data).__name__}")
+        data.save(self._path)
+
+    def _exists(self) -> bool:
+        return (self._path / MANIFEST).is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
 
 
 class RecordDataset(JSONDataset):

@@ -34,6 +34,15 @@ def test_the_default_grid_is_the_215_candidate_pool() -> None:
     assert pool("candidate_scoring.grid=default") == candidates
 
 
+def test_grid_cross_encoder_is_the_default_pool_and_six_cross_encoder_candidates() -> None:
+    candidates = pool("candidate_scoring.grid=cross_encoder")
+    rerankers = [c for c in candidates if c.family == "cross_encoder"]
+    assert [c for c in candidates if c.family != "cross_encoder"] == pool()
+    assert {(c.params["prefilter"], c.params["depth"]) for c in rerankers} == {
+        (base, depth) for base in ("bm25", "dense:minilm", "hybrid:e5") for depth in (10, 20)
+    }
+
+
 def test_grid_paper_expands_the_papers_360_candidates() -> None:
     candidates = pool("candidate_scoring.grid=paper")
     assert len(candidates) == len({c.name for c in candidates}) == 360
@@ -57,7 +66,7 @@ def test_grid_paper_expands_the_papers_360_candidates() -> None:
 
 
 def test_an_unknown_preset_fails_naming_the_presets() -> None:
-    with pytest.raises(ValueError, match=r"grid='papr' is not a preset; presets: \['default', 'paper'\]"):
+    with pytest.raises(ValueError, match=r"grid='papr' is not a preset; presets: \['cross_encoder', 'default', 'paper'\]"):
         pool("candidate_scoring.grid=papr")
 
 

@@ -9,6 +9,8 @@ A bundle is an inspectable folder; nothing in it is a pickle::
     embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
     indexes/<kind>-<i>/  every corpus index the service searches (BM25, FAISS, passage graphs),
                          built once by the pipeline, each in its library's own format
+    cross_encoder/       the trained cross-encoder's folder, when a member is of the ``cross_encoder``
+                         family (``scoring.cross_encoder`` then names it relative to the bundle)
 
 The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
 the sha256 of every file, so changing any byte of the bundle is caught by :func:`load_bundle`
@@ -65,6 +67,7 @@ MANIFEST = "manifest.json"
 CORPUS = "corpus.jsonl"
 ROUTER = "router"
 EMBEDDINGS = "embeddings"
+CROSS_ENCODER = "cross_encoder"
 INDEXES = "indexes"
 
 
@@ -188,6 +191,10 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             folder = f"{INDEXES}/{index.kind}-{i}"
             index.save(tmp / folder)
             indexes.append({"kind": index.kind, "key": index.key, "path": folder})
+        scoring = bundle.scoring.to_dict()
+        if scoring.pop("cross_encoder", None) and any(m.family == "cross_encoder" for m in bundle.members):
+            shutil.copytree(str(bundle.scoring.cross_encoder), tmp / CROSS_ENCODER)  # its members score with it
+            scoring["cross_encoder"] = CROSS_ENCODER
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
         manifest: dict[str, Any] = {
             "format": FORMAT,
@@ -199,7 +206,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "routed_ls": None if bundle.routed_ls is None else list(bundle.routed_ls),
             "single_best": bundle.single_best,
             "members": [m.to_record() for m in bundle.members],
-            "scoring": bundle.scoring.to_dict(),
+            "scoring": scoring,
             "routing": bundle.routing.to_dict(),
             "selection": bundle.selection,
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
@@ -262,10 +269,13 @@ def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> No
         )
 
 
-def _pool_settings(stored: dict[str, Any]) -> PoolSettings:
-    """The manifest's ``scoring``; a bundle written before it held ``score`` measured support recall."""
+def _pool_settings(stored: dict[str, Any], folder: Path) -> PoolSettings:
+    """The manifest's ``scoring`` (its cross-encoder in ``folder``); a bundle written before it held
+    ``score`` measured support recall."""
     from ragfolio.core.scoring.runners import PoolSettings  # the runners' module, only when a bundle is loaded
 
+    if stored.get("cross_encoder"):
+        stored = {**stored, "cross_encoder": str(folder / stored["cross_encoder"])}
     return PoolSettings.from_dict({"score": "support_recall", **stored})
 
 
@@ -298,7 +308,7 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
         raise ValueError(f"{folder / ROUTER} holds a {router.name!r} router; the manifest names {manifest.get('router')!r}")
     return PortfolioBundle(
         name=manifest["name"], corpus=corpus, members=[CandidateSpec.from_record(r) for r in manifest["members"]],
-        router=router, scoring=_pool_settings(manifest["scoring"]), routing=RouterFeatures.from_dict(manifest["routing"]),
+        router=router, scoring=_pool_settings(manifest["scoring"], folder), routing=RouterFeatures.from_dict(manifest["routing"]),
         embeddings=embeddings, default_l=int(manifest["default_l"]),
         routed_ls=None if manifest.get("routed_ls") is None else tuple(manifest["routed_ls"]),
         single_best=int(manifest.get("single_best", 0)), selection=manifest["selection"],

@@ -18,7 +18,7 @@ from ragfolio.core.retrieval.pool import count_by_family, expand_grid, make_cand
 from ragfolio.core.retrieval.results import RetrievalResult, pad_rows
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
-BUILT_INS = ["bm25", "dense", "hybrid", "ds", "mmr", "vendi", "graph", "two_hop"]
+BUILT_INS = ["bm25", "dense", "hybrid", "ds", "mmr", "vendi", "graph", "two_hop", "cross_encoder"]
 
 
 class ReverseBM25(Family):
@@ -71,7 +71,7 @@ def test_the_built_ins_are_registered_in_report_order() -> None:
     assert list(families()) == BUILT_INS
     assert get_family("graph").result_version == 2 and get_family("bm25").result_version == 1
     assert [get_family(name).first_stage for name in BUILT_INS] == [
-        None, None, None, "prefilter", "prefilter", "prefilter", "seeds", "first"
+        None, None, None, "prefilter", "prefilter", "prefilter", "seeds", "first", "prefilter"
     ]
 
 
@@ -142,7 +142,7 @@ def test_contradictory_declarations_raise_naming_them() -> None:
 
 
 def test_an_unknown_family_in_a_grid_names_the_registered_ones() -> None:
-    with pytest.raises(ValueError, match=r"family='sparse' is not one of \['bm25', 'dense', 'ds', 'graph'"):
+    with pytest.raises(ValueError, match=r"family='sparse' is not one of \['bm25', 'cross_encoder', 'dense', 'ds', 'graph'"):
         expand_grid({"bm25": {"k1": 1.2}, "sparse": {"k1": 1.0}})
 
 

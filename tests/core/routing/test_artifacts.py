@@ -238,3 +238,31 @@ def test_a_format_1_bundle_without_indexes_still_loads_and_builds_them(saved: Pa
     loaded = load_bundle(saved)
     assert loaded.indexes == [] and loaded.manifest["format"] == 1
     assert AdaptiveRAG.from_bundle(loaded).retrieve("which river is long", 1).results.ok_runs
+
+
+@pytest.mark.slow
+def test_a_bundle_carries_the_cross_encoder_its_members_score_with(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from cross_encoders import one_thread, save_untrained
+
+    base = _bundle()
+    members = [base.members[0], make_candidate("cross_encoder", {"prefilter": "bm25", "depth": 3})]
+    router = Router(hidden=8, embedding_dim=4, max_epochs=2, random_state=0)
+    questions = ["which river is long", "which mountain is high"] * 4
+    hasher = TextHasher(n_features=64, word_ngrams=(1, 1), char_ngrams=(3, 3))
+    router.fit(RouteInputs(query_features(questions, {}, hasher)), np.eye(2, dtype=np.float32)[[0, 1] * 4],
+               [m.name for m in members])
+    with one_thread():
+        model = save_untrained(tmp_path / "trained")
+        scoring = replace(base.scoring, cross_encoder=str(model))
+        manifest = save_bundle(replace(base, members=members, router=router, scoring=scoring), tmp_path / "ce")
+        assert manifest["scoring"]["cross_encoder"] == "cross_encoder"
+        assert "cross_encoder/model.safetensors" in manifest["files"]  # checksummed like every file
+        loaded = load_bundle(tmp_path / "ce")
+        assert loaded.scoring.cross_encoder == str(tmp_path / "ce" / "cross_encoder")
+        result = loaded.runner().run(members[1], questions[:2])
+    assert result.doc_ids.shape == (2, 2)
+    # a bundle none of whose members reads it leaves it out
+    without = save_bundle(replace(base, scoring=scoring), tmp_path / "plain")
+    assert "cross_encoder" not in without["scoring"] and not (tmp_path / "plain" / "cross_encoder").exists()

@@ -64,6 +64,8 @@ class SharedParts:
         passage_encoders: Encoders whose passage embeddings it reads.
         graph: Whether it walks the passage graph (the runner's, degree-capped).
         entity_graphs: The entity-capped passage graphs it walks, by their ``max_entity_df``.
+        cross_encoder: Whether it scores pairs with the runner's trained cross-encoder (whose
+            weights' digest then joins its cache key).
     """
 
     query_encoders: tuple[str, ...] = ()
@@ -74,6 +76,7 @@ class SharedParts:
     passage_encoders: tuple[str, ...] = ()
     graph: bool = False
     entity_graphs: tuple[int, ...] = ()
+    cross_encoder: bool = False
 
     @classmethod
     def union(cls, parts: Iterable[SharedParts]) -> SharedParts:
@@ -89,6 +92,7 @@ class SharedParts:
             passage_encoders=_unique(e for part in parts for e in part.passage_encoders),
             graph=any(part.graph for part in parts),
             entity_graphs=_unique(cap for part in parts for cap in part.entity_graphs),
+            cross_encoder=any(part.cross_encoder for part in parts),
         )
 
 
@@ -146,6 +150,11 @@ class Parts(Protocol):
 
     def expanded_queries(self, first: str, append: str, queries: Sequence[str]) -> list[str]:
         """``queries`` with base ``first``'s top passage appended (``title`` or ``text``)."""
+        ...
+
+    def cross_scores(self, base: str, queries: Sequence[str], depth: int) -> npt.NDArray[np.float32]:
+        """``(n_queries, depth)`` cross-encoder scores of each query with base ``base``'s top ``depth``
+        passages, in the base's order (``-inf`` on padding)."""
         ...
 
 

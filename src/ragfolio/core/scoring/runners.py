@@ -74,6 +74,9 @@ class PoolSettings:
         family_modules: Modules that register retriever families of the user's (imported when the
             settings are built, so every stage that runs the pool has them; left out of
             :meth:`to_dict` when empty, so records from before it existed read the same).
+        cross_encoder: The folder of the cross-encoder candidate scoring trained for the
+            ``cross_encoder`` family (:mod:`ragfolio.core.retrieval.reranking`); None when it
+            trained none (then left out of :meth:`to_dict`, as ``family_modules`` is).
     """
 
     num_docs: int
@@ -83,6 +86,7 @@ class PoolSettings:
     encoders: dict[str, dict[str, Any]]
     score: Score
     family_modules: list[str] = field(default_factory=list)
+    cross_encoder: str | None = None
 
     def __post_init__(self) -> None:
         import_families(self.family_modules)
@@ -103,8 +107,9 @@ class PoolSettings:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        if not data["family_modules"]:
-            del data["family_modules"]
+        for optional in ("family_modules", "cross_encoder"):
+            if not data[optional]:
+                del data[optional]
         return data
 
     def runner_config(self, cache: ArrayCache, num_docs: int | None = None) -> RunnerConfig:
@@ -112,6 +117,7 @@ class PoolSettings:
         options = {
             "num_docs": num_docs or self.num_docs, "prefilter_depth": max(self.prefilter_depth, num_docs or 0),
             "bm25_params": self.bm25_base or None, "graph_max_degree": self.graph_max_degree,
+            **({"cross_encoder": self.cross_encoder} if self.cross_encoder else {}),
         }
         return RunnerConfig(self.encoders, cache, options, tuple(self.family_modules))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -18,13 +18,29 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
 from ragfolio.core.retrieval.family import get_family, import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
+from ragfolio.core.retrieval.reranking.cross_encoder_folder import CrossEncoderFolder, TrainedCrossEncoder
+from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings
 from ragfolio.core.retrieval.running.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.scoring.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
 from ragfolio.core.scoring.runners import PoolSettings, Score
 from ragfolio.core.scoring.utility import score_targets
 from ragfolio.core.scoring.utility_index import DatasetRows, UtilityIndex
+from ragfolio.param_blocks import kwargs_of
 
 logger = logging.getLogger(__name__)
+
+# The trained cross-encoder as the catalog loads it (a folder), or as an in-memory catalog hands it on.
+CrossEncoderInput = CrossEncoderFolder | TrainedCrossEncoder | None
+
+
+class CrossEncoderParams(BaseModel):
+    """``candidate_scoring.cross_encoder``: when to train the cross-encoder, and how."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    train: Literal["auto", "always", "never"] = "auto"  # auto: when the grid holds the cross_encoder family
+    settings: Annotated[dict[str, Any], kwargs_of(CrossEncoderSettings, "candidate_scoring.cross_encoder.settings")] = (
+        Field(default_factory=dict))  # CrossEncoderSettings' keywords
 
 
 class CandidateScoringParams(BaseModel):
@@ -42,6 +58,7 @@ class CandidateScoringParams(BaseModel):
     scheduler_address: str | None = None  # a Dask scheduler (tcp://host:8786); None scores in process
     query_block_size: int = Field(256, ge=1)  # queries per block (per task on a cluster), both paths
     family_modules: list[str] = Field(default_factory=list)  # modules registering the user's families
+    cross_encoder: CrossEncoderParams = Field(default_factory=CrossEncoderParams)
 
     @field_validator("bm25_base")
     @classmethod
@@ -52,10 +69,11 @@ class CandidateScoringParams(BaseModel):
             raise ValueError(f"candidate_scoring.bm25_base: unknown parameter(s) {unknown}; allowed: {sorted(known)}")
         return block
 
-    def pool_settings(self) -> PoolSettings:
-        """The settings of the pool runners these parameters configure."""
+    def pool_settings(self, cross_encoder: CrossEncoderInput = None) -> PoolSettings:
+        """The settings of the pool runners these parameters configure, with the trained cross-encoder's folder."""
         fields = {"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders", "score", "family_modules"}
-        return PoolSettings.from_dict(self.model_dump(include=fields))
+        model = cross_encoder.model_path if cross_encoder is not None else None
+        return PoolSettings.from_dict({**self.model_dump(include=fields), "cross_encoder": model})
 
 
 def expand_candidates(params: dict[str, Any], grids: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -73,9 +91,9 @@ def expand_candidates(params: dict[str, Any], grids: dict[str, Any] | None = Non
     return [c.to_record() for c in candidates]
 
 
-def pool_settings(params: dict[str, Any]) -> PoolSettings:
+def pool_settings(params: dict[str, Any], cross_encoder: CrossEncoderInput = None) -> PoolSettings:
     """The settings :func:`score_candidates` runs its pool runners with (``pool_settings``, a record)."""
-    return CandidateScoringParams(**params).pool_settings()
+    return CandidateScoringParams(**params).pool_settings(cross_encoder)
 
 
 def _scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
@@ -97,6 +115,7 @@ def score_candidates(
     candidates: list[dict[str, Any]],
     cache: ArrayCache,
     params: dict[str, Any],
+    cross_encoder: CrossEncoderInput = None,
 ) -> tuple[dict[str, np.ndarray], UtilityIndex]:
     """Run every candidate over the corpus each dataset retrieves from and score it per question.
 
@@ -107,6 +126,8 @@ def score_candidates(
 
     Args:
         corpora: ``data_prep``'s corpora (:meth:`ragfolio.core.data.corpora.Corpora.to_json`).
+        cross_encoder: The folder :func:`~ragfolio.pipelines.candidate_scoring.reranker_training.train_cross_encoder`
+            wrote (the ``cross_encoder`` family's model, when it trained one).
 
     Returns:
         ``{dataset: U}`` with ``U`` of shape ``(n_questions, n_candidates)`` float32, and an index
@@ -123,7 +144,7 @@ def score_candidates(
         targets = score_targets(p.score, qs, corpus)
         jobs.append(ScoringJob(dataset, parts[corpora.name_for(dataset)], tuple(q.question for q in qs), targets))
         rows[dataset] = DatasetRows(tuple(q.id for q in qs), tuple(splits), tuple(q.type or "unknown" for q in qs))
-    start, config = time.perf_counter(), p.pool_settings().runner_config(cache)
+    start, config = time.perf_counter(), p.pool_settings(cross_encoder).runner_config(cache)
     if p.scheduler_address:
         matrices = score_on_cluster(jobs, specs, config, p.score, p.query_block_size, p.scheduler_address)
     else:

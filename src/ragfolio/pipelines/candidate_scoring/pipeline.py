@@ -3,6 +3,7 @@ from typing import Any
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, pool_settings, score_candidates
+from ragfolio.pipelines.candidate_scoring.reranker_training import train_cross_encoder
 
 
 def create_pipeline(**kwargs: Any) -> Pipeline:
@@ -15,7 +16,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 name="expand_candidates",
             ),
             node(
-                score_candidates,
+                train_cross_encoder,
                 inputs={
                     "questions": "questions",
                     "corpora": "corpora",
@@ -23,11 +24,26 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "cache": "retrieval_cache",
                     "params": "params:candidate_scoring",
                 },
+                outputs="cross_encoder",
+                name="train_cross_encoder",
+            ),
+            node(
+                score_candidates,
+                inputs={
+                    "questions": "questions",
+                    "corpora": "corpora",
+                    "candidates": "candidates",
+                    "cache": "retrieval_cache",
+                    "params": "params:candidate_scoring",
+                    "cross_encoder": "cross_encoder",
+                },
                 outputs=["utility_matrices", "utility_index"],
                 name="score_candidates",
             ),
             node(
-                pool_settings, inputs={"params": "params:candidate_scoring"}, outputs="pool_settings",
+                pool_settings,
+                inputs={"params": "params:candidate_scoring", "cross_encoder": "cross_encoder"},
+                outputs="pool_settings",
                 name="pool_settings",
             ),
         ]

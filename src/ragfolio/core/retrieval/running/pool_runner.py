@@ -46,6 +46,7 @@ from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion
 from ragfolio.core.retrieval.ranking.graph_expansion import PassageGraph
 from ragfolio.core.retrieval.ranking.hops import expand_queries
 from ragfolio.core.retrieval.results import RetrievalResult
+from ragfolio.core.retrieval.running.cross_scores import ColumnScores, CrossEncoderPart
 from ragfolio.core.retrieval.running.memo import PartsMemo
 from ragfolio.core.retrieval.running.shared_parts import run_parts, shared_part_calls
 
@@ -87,6 +88,8 @@ class PoolRunner:
             Kedro run sets from ``conf/local/credentials.yml``, :mod:`ragfolio.hooks`).
         indexes: Built corpus indexes (a saved bundle's, :meth:`corpus_indexes`), used instead of
             building the ones they match.
+        cross_encoder: The folder of the trained cross-encoder the ``cross_encoder`` family scores
+            with (loaded on first use; :mod:`ragfolio.core.retrieval.running.cross_scores`).
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class PoolRunner:
         passage_embeddings: Mapping[str, Embedding] | None = None,
         elasticsearch: Mapping[str, Any] | None = None,
         indexes: Sequence[CorpusIndex] = (),
+        cross_encoder: str | None = None,
     ) -> None:
         if num_docs < 1:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
@@ -126,6 +130,7 @@ class PoolRunner:
         self._given_embeddings = dict(passage_embeddings or {})
         self.elasticsearch = dict(elasticsearch or {})
         self._given_indexes = {index_key(index.kind, index.key): index.index for index in indexes}
+        self.cross_encoder = CrossEncoderPart(cross_encoder)
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
@@ -278,6 +283,14 @@ class PoolRunner:
             fingerprint(queries),
         )
 
+    def cross_scores(self, base: str, queries: Sequence[str], depth: int) -> Embedding:
+        """``(n_queries, depth)`` cross-encoder scores of each query with base ``base``'s top ``depth``
+        passages (``-inf`` on padding), each pair scored once per query batch."""
+        ranking = self.base(base, queries)
+        held = self._remember(("cross_scores", base), ColumnScores, fingerprint(queries))
+        return held.upto(min(depth, ranking.k), lambda lo, hi: self.cross_encoder.scorer().score_rows(
+            queries, self.passage_texts, ranking.doc_ids[:, lo:hi]))
+
     def graph(self, max_entity_df: int | None = None) -> PassageGraph:
         """The passage graph of the corpus, built once per ``max_entity_df``.
 
@@ -340,9 +353,12 @@ class PoolRunner:
     def candidate_key(self, candidate: CandidateSpec, queries: Sequence[str]) -> dict[str, Any]:
         """The disk-cache key of ``candidate``'s ranking of ``queries``: every setting it reads (the
         graph's degree cap and the completion encoder, whose config order the sorted encoder
-        identities lose, included) and the digest of this module's closure and the family's module."""
+        identities lose, included), the digest of this module's closure and the family's module, and
+        the cross-encoder's weights' digest for a family that scores with it."""
         family = self._family(candidate)
-        return {"candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
+        scores_pairs = family.needs(family.full_params(candidate.params)).cross_encoder
+        reads = {"cross_encoder": self.cross_encoder.digest} if scores_pairs else {}
+        return {**reads, "candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
                 "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
                 "graph_max_degree": self.graph_max_degree, "completion_encoder": self.completion_encoder,
                 "version": [family.result_version, COMPLETION_VERSION],

@@ -24,7 +24,8 @@ def shared_part_calls(
     runner: PoolRunner, candidates: Sequence[CandidateSpec], queries: Sequence[str]
 ) -> list[Callable[[], object]]:
     """One call per shared part ``candidates`` read for ``queries``: query embeddings (a dense or
-    hybrid base's encoder included), bases, two-hop expansions, and the corpus parts they search."""
+    hybrid base's encoder included), bases, two-hop expansions, the corpus parts they search, and
+    the cross-encoder they score with."""
     registered = families()  # a candidate of an unknown family fails in run, alone
     needed = SharedParts.union(
         registered[c.family].needs(registered[c.family].full_params(c.params)) for c in candidates
@@ -44,6 +45,8 @@ def shared_part_calls(
     if needed.graph:
         parts.append(runner.graph)
     parts += [partial(runner.graph, cap) for cap in needed.entity_graphs]
+    if needed.cross_encoder:  # loaded (and its files checked) once, before the candidates run
+        parts.append(runner.cross_encoder.scorer)
     return parts
 
 

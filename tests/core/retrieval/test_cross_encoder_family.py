@@ -1,0 +1,87 @@
+"""The ``cross_encoder`` family reranks its prefilter by the cross-encoder's scores, run by a PoolRunner.
+
+A stub stands in for the loaded model (its score of a pair is a fixed function of the passage's
+row), so the expected order is known; one test runs a real saved model end to end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cross_encoders import one_thread, save_untrained
+from fake_encoders import install_hashing_encoder, tiny_runner
+
+from ragfolio.core.retrieval.family import get_family
+from ragfolio.core.retrieval.pool import expand_grid, make_candidate
+from ragfolio.core.retrieval.reranking.rerank_quality import reranked_rows
+
+
+class StubScorer:
+    """Scores pair (query, passage row r) as ``(r * 7) % 11``, and counts the pairs scored."""
+
+    def __init__(self) -> None:
+        self.pairs = 0
+
+    def score_rows(self, queries, passage_texts, doc_ids):  # noqa: ANN001, ANN201
+        self.pairs += int((doc_ids >= 0).sum())
+        return np.where(doc_ids >= 0, (doc_ids * 7) % 11, -np.inf).astype(np.float32)
+
+
+class StubPart:
+    def __init__(self) -> None:
+        self.stub, self.digest = StubScorer(), "d" * 64
+
+    def scorer(self) -> StubScorer:
+        return self.stub
+
+
+@pytest.fixture(autouse=True)
+def calls(monkeypatch: pytest.MonkeyPatch) -> list:
+    return install_hashing_encoder(monkeypatch)
+
+
+def test_it_reorders_the_prefilters_top_depth_by_score(tiny_dir) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    runner.cross_encoder = StubPart()
+    deep, shallow = expand_grid({"cross_encoder": {"prefilter": "bm25", "depth": [6, 3]}})
+    prefilter = runner.base("bm25", queries)
+    for candidate, depth in ((shallow, 3), (deep, 6)):
+        result = runner.run(candidate, queries)
+        top = prefilter.doc_ids[:, :depth]
+        want = reranked_rows(top, (top * 7) % 11)[:, : runner.num_docs]
+        np.testing.assert_array_equal(result.doc_ids, want)
+        assert (np.diff(result.scores, axis=1) <= 0).all()
+    assert not np.array_equal(runner.run(deep, queries).doc_ids, prefilter.doc_ids[:, : runner.num_docs])
+    assert runner.cross_encoder.stub.pairs == 6 * len(queries)  # depth 3, then columns 3:6 only
+
+
+def test_its_cache_key_holds_the_models_digest_and_no_other_familys_does(tiny_dir) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    runner.cross_encoder = StubPart()
+    reranker = make_candidate("cross_encoder", {"prefilter": "bm25"})
+    assert runner.candidate_key(reranker, queries)["cross_encoder"] == "d" * 64
+    assert "cross_encoder" not in runner.candidate_key(make_candidate("bm25", {}), queries)
+    assert get_family("cross_encoder").first_stage == "prefilter"
+
+
+def test_without_a_trained_model_it_refuses_naming_the_setting(tiny_dir, tmp_path) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    candidate = make_candidate("cross_encoder", {"prefilter": "bm25"})
+    with pytest.raises(ValueError, match=r"PoolSettings.cross_encoder"):
+        runner.run(candidate, queries)
+    runner, _ = tiny_runner(tiny_dir, cross_encoder=str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="no trained cross-encoder at"):
+        runner.run(candidate, queries)
+
+
+@pytest.mark.slow
+def test_a_saved_model_reranks_end_to_end(tiny_dir, tmp_path) -> None:
+    with one_thread():
+        folder = save_untrained(tmp_path / "ce")
+        runner, queries = tiny_runner(tiny_dir, cross_encoder=str(folder))
+        candidate = make_candidate("cross_encoder", {"prefilter": "bm25", "depth": 5})
+        runner.prepare([candidate], queries)  # loads the model up front
+        result = runner.run(candidate, queries)
+        top = runner.base("bm25", queries).doc_ids[:, :5]
+        scores = runner.cross_encoder.scorer().score_rows(queries, runner.passage_texts, top)
+    np.testing.assert_array_equal(result.doc_ids, reranked_rows(top, scores)[:, : runner.num_docs])
