@@ -52,6 +52,7 @@ import numpy.typing as npt
 
 from ragfolio.core.cache import ArrayCache, file_sha256
 from ragfolio.core.data.records import Corpus
+from ragfolio.core.folder_swap import replace_folder
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
@@ -173,10 +174,8 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
 
     The folder is written next to ``path`` and renamed into place, so a reader never sees half a bundle.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
+
+    def write(tmp: Path) -> dict[str, Any]:
         with (tmp / CORPUS).open("w", encoding="utf-8") as handle:
             for record in bundle.corpus.to_records():
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -216,14 +215,9 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
         manifest["checksum"] = _manifest_checksum(manifest)
         manifest["version"] = manifest["checksum"][:12]
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-        target.chmod(0o755)  # mkdtemp makes the folder private
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
+        return manifest
+
+    return replace_folder(path, write)
 
 
 def verify_bundle(path: str | Path) -> dict[str, Any]:

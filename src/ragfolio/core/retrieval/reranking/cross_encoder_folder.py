@@ -11,10 +11,8 @@ trains no cross-encoder holds the manifest alone, ``"trained": false`` with the 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import numpy.typing as npt
 
 from ragfolio.core.cache import file_sha256
 from ragfolio.core.code_identity import package_versions
+from ragfolio.core.folder_swap import replace_folder
 from ragfolio.core.retrieval.encoders.vectors import resolve_device
 
 MANIFEST = "ragfolio_cross_encoder.json"
@@ -144,20 +143,15 @@ def save_untrained(path: str | Path, reason: str) -> dict[str, Any]:
     return _replace_folder(Path(path), lambda tmp: {"format": FORMAT, "trained": False, "reason": reason})
 
 
-def _replace_folder(target: Path, write: Any) -> dict[str, Any]:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
+def _replace_folder(target: Path, write: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """:func:`~ragfolio.core.folder_swap.replace_folder` with ``write``'s manifest written into the folder."""
+
+    def with_manifest(tmp: Path) -> dict[str, Any]:
         manifest = write(tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-        target.chmod(0o755)  # mkdtemp makes the folder private
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
+        return manifest
+
+    return replace_folder(target, with_manifest)
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
