@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ class Trained:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+def trained(tmp_path_factory: pytest.TempPathFactory, handoffs: Callable[[Path], dict[str, Any]]) -> Trained:
     root = tmp_path_factory.mktemp("packaging")
     datasets: dict[str, Any] = {f"params:{name}": MemoryDataset(value) for name, value in PARAMS.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
@@ -88,9 +89,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     datasets["routers"] = RouterFolderDataset(str(root / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(root / "retrieval_routers"))
     datasets["bundle"] = BundleDataset(str(root / "bundle"))
+    datasets |= handoffs(root)  # router_training -> router_evaluation, as the catalog stores them
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
-    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "router_training"):
+    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation"):
         SequentialRunner().run(pipelines[name], catalog)
     return Trained(catalog, catalog.load("router_selection"), catalog.load("router_metrics"))
 

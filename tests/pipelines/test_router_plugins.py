@@ -119,7 +119,7 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
         str(tmp_path / "router_selection.json"), "ragfolio.core.routing.judging.choice.RouterSelection")
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
-    stages = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "packaging")
+    stages = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation", "packaging")
     SequentialRunner().run(sum((pipelines[s] for s in stages[1:]), pipelines[stages[0]]), catalog)
 
     metrics = catalog.load("router_metrics")

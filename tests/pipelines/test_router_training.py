@@ -67,7 +67,8 @@ def catalog(tmp_path, tiny_dir) -> DataCatalog:
 
 def _run(catalog: DataCatalog) -> None:
     pipelines = register_pipelines()
-    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "packaging")
+    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation",
+             "packaging")
     SequentialRunner().run(sum((pipelines[name] for name in names[1:]), pipelines[names[0]]), catalog)
 
 
@@ -175,7 +176,7 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
 def test_paper_router_settings_refuse_an_unknown_encoder_block_or_key() -> None:
     from pydantic import ValidationError
 
-    from ragfolio.pipelines.router_training.params import RouterTrainingParams
+    from ragfolio.router_params import RouterTrainingParams
 
     assert RouterTrainingParams().paper_router is None  # off by default
     on = RouterTrainingParams(paper_router={"max_epochs": 3}).paper_router
@@ -222,7 +223,7 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
 
 def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
     from ragfolio.core.routing.judging.evaluation import COMPARED
-    from ragfolio.pipelines.router_training.nodes import plot_router_curves
+    from ragfolio.pipelines.router_evaluation.report_views import plot_router_curves
 
     routers = [*COMPARED, "paper", "paper_universal", *servable_names(learned=False)]
     entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers}
