@@ -22,7 +22,7 @@ TIMING_KEYS = frozenset({
     "latency_ms", "retrieval_ms",
     "latency_ms_mean", "latency_ms_p95", "retrieval_ms_mean", "retrieval_ms_p95", "retrieval_ms_by_run_half",
     "retrieval_orders",  # every system's retrieval latency in the fixed and the reversed order
-    # router_training (reported by router_evaluation): what the retrieval features cost per query (router_metrics.retrieval_features.cost)
+    # router_training's retrieval features: their cost per query (router_metrics.retrieval_features.cost)
     "cost",
 })
 """Keys whose values (leaves or whole sub-trees) are measured times, wherever they occur."""

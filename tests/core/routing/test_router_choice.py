@@ -167,7 +167,7 @@ def test_on_a_synthetic_task_routing_switches_on_only_where_a_member_wins_a_dete
 def test_a_router_selection_reads_back_what_it_wrote_and_names_a_bad_key() -> None:
     import json
 
-    from ragfolio.core.routing.judging.choice import RouterSelection, served_entry
+    from ragfolio.core.routing.judging.choice import RouterSelection, served_choice, served_entry
 
     validation = {"learned": _dev(0.70, 0.60), "pre_retrieval": _dev(0.75, 0.60)}
     evidence = {"pre_retrieval": {"l1": {"estimate": 0.1, "low": 0.02, "high": 0.2, "n": 30},
@@ -190,3 +190,8 @@ def test_a_router_selection_reads_back_what_it_wrote_and_names_a_bad_key() -> No
     assert entry["n_test"] == 12 and entry["same_budget"] == {"l1": 0.1} and "corpus" not in entry
     assert served_entry("all", choices["all"], {}, default_l=2, num_docs=4, corpus={"mode": "union"})["corpus"] == {
         "mode": "union"}
+    # the bundle's record: the same entry without what was measured on test (its order kept)
+    bundled = served_choice("all", choices["all"], default_l=2, num_docs=4, dev=measured["dev"])
+    assert bundled == {key: value for key, value in entry.items() if key in bundled}
+    assert not {key for key in bundled if key.startswith("test_")} and "n_test" not in bundled
+    assert served_choice("all", choices["all"], default_l=2, num_docs=4)["dev_best_of_l"] is None  # no dev questions

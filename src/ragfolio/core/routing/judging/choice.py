@@ -26,7 +26,8 @@ same evidence in its reason.
 
 The choices are one record, :class:`RouterSelection`, that ``router_training`` writes
 (``06_models/router_selection.json``) and the ``packaging`` stage reads to serve the chosen router;
-:func:`served_entry` says what is served in the terms the router report and the bundle record.
+:func:`served_choice` says what is served as the bundle records it, :func:`served_entry` as the router
+report does (with its test numbers).
 """
 
 from __future__ import annotations
@@ -131,9 +132,36 @@ class RouterSelection:
                 "choices": {key: choice.to_dict() for key, choice in self.choices.items()}}
 
 
+def _served(portfolio: str, choice: RouterChoice, default_l: int, num_docs: int) -> dict[str, Any]:
+    return {"portfolio": portfolio, **choice.to_dict(), "default_l": default_l, "num_docs": num_docs}
+
+
+def served_choice(portfolio: str, choice: RouterChoice, *, default_l: int, num_docs: int,
+                  dev: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What is served, as the bundle records it (``selection.served_router``): the choice and what
+    router training measured of it, no test number (those are the router report's, :func:`served_entry`).
+
+    Args:
+        portfolio: The served portfolio's key (``router_training.bundle.portfolio``).
+        choice: Its router choice (``RouterSelection.choices[portfolio]``).
+        default_l: Members a request gets unless it asks (``router_training.bundle.default_l``).
+        num_docs: Passages each member returns.
+        dev: The portfolio's dev report (``RoutingComparison.dev_report()`` of its dev routings):
+            its entry of the chosen router gives ``dev_best_of_l`` and ``dev_gap_closed_l1``; None
+            (no dev questions): both None.
+
+    Returns:
+        ``{"portfolio", **choice.to_dict(), "default_l", "num_docs", "dev_best_of_l", "dev_gap_closed_l1"}``.
+    """
+    on_dev = (dev or {}).get(choice.router, {})
+    return {**_served(portfolio, choice, default_l, num_docs),
+            "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1")}
+
+
 def served_entry(portfolio: str, choice: RouterChoice, measured: Mapping[str, Any], *, default_l: int,
                  num_docs: int, corpus: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What is served, as the router report's ``served`` and the bundle's ``selection.served_router`` say it.
+    """What is served, as the router report's ``served`` says it: :func:`served_choice` and what the
+    report measured of the router on test.
 
     Args:
         portfolio: The served portfolio's key (``router_training.bundle.portfolio``).
@@ -143,7 +171,7 @@ def served_entry(portfolio: str, choice: RouterChoice, measured: Mapping[str, An
             ``n_test`` and ``chosen_same_budget``; empty: nothing measured.
         default_l: Members a request gets unless it asks (``router_training.bundle.default_l``).
         num_docs: Passages each member returns.
-        corpus: The corpus description the report names (left out when None, as the bundle names its own).
+        corpus: The corpus description the report names (left out when None).
 
     Returns:
         ``{"portfolio", **choice.to_dict(), "default_l", "num_docs", ["corpus"], "n_test", "dev_best_of_l",
@@ -152,7 +180,7 @@ def served_entry(portfolio: str, choice: RouterChoice, measured: Mapping[str, An
     name = choice.router
     on_test, on_dev = measured.get(name, {}), measured.get("dev", {}).get(name, {})
     return {
-        "portfolio": portfolio, **choice.to_dict(), "default_l": default_l, "num_docs": num_docs,
+        **_served(portfolio, choice, default_l, num_docs),
         **({} if corpus is None else {"corpus": corpus}), "n_test": measured.get("n_test", 0),
         "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1"),
         "test_best_of_l": on_test.get("best_of_l"), "test_minus_single_best": on_test.get("minus_single_best"),
