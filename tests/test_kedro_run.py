@@ -176,6 +176,8 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
     router_metrics = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
     _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=portfolio_selection", "--params=run_name=tiny")
     _kedro(project, env, "run", "--pipelines=router_training", "--params=run_name=tiny")  # tracked, no bundle
+    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=router_evaluation",  # from the stored hand-offs
+           "--params=run_name=tiny")
     _kedro(project, env, "run", "--pipelines=packaging", "--params=run_name=tiny")  # tracked: it builds the bundle
     for name in files:
         assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"

@@ -1,5 +1,5 @@
-"""router_training with the routers that see the retrieval, then packaging of what it chose, on the tiny
-fixtures (BM25-only pool, no models)."""
+"""router_training with the routers that see the retrieval, router_evaluation of them on test, then
+packaging of what it chose, on the tiny fixtures (BM25-only pool, no models)."""
 
 from __future__ import annotations
 
@@ -219,15 +219,3 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
         assert universal["members"] == shared and len(universal["best_of_l"]) == k
         assert set(universal["minus_single_best"]) == {"l1", "l2"}
         assert entry["n_test"] == int((np.asarray(index.datasets[key].split) == "test").sum())
-
-
-def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
-    from ragfolio.core.routing.judging.evaluation import COMPARED
-    from ragfolio.pipelines.router_evaluation.report_views import plot_router_curves
-
-    routers = [*COMPARED, "paper", "paper_universal", *servable_names(learned=False)]
-    entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers}
-    entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}}
-    fig = plot_router_curves({"k": 2, "datasets": {"hotpotqa": entry}})
-    labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == [*routers, "single best, l x num_docs"]
