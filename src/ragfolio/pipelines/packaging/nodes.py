@@ -12,7 +12,6 @@ import logging
 from typing import Any
 
 from ragfolio.bundle_params import BundleParams
-from ragfolio.core.answering.rag import with_indexes
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
@@ -24,6 +23,7 @@ from ragfolio.core.routing.judging.evaluation import report_order
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.core.system.bundle_indexes import with_indexes
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def build_bundle(
     routers; the bundle's ``routing`` carries the retrieval featurizer). ``selection.served_router``
     records the choice, its reason and the values compared, and what the router report measured of
     it (:func:`~ragfolio.core.routing.judging.choice.served_entry`). The bundle carries every corpus
-    index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
+    index its service searches, built here once (:func:`~ragfolio.core.system.bundle_indexes.with_indexes`).
 
     Raises:
         ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, no
