@@ -1,4 +1,4 @@
-"""Stage 6, answering: the LLM, answers from the routed members' passages, and the selector.
+"""Stage 7, answering: the LLM, answers from the routed members' passages, and the selector.
 
 * :mod:`~ragfolio.core.llm.chat`: the LLM contract and the OpenAI-compatible client.
 * :mod:`~ragfolio.core.llm.embedded`, :mod:`~ragfolio.core.llm.server`,

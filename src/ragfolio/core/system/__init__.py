@@ -1,4 +1,4 @@
-"""The served system's retrieval: the bundle's portfolio and router, routing and running live queries.
+"""Stage 6, system: the served system's retrieval, the bundle's portfolio and router routing live queries.
 
 It comes after routing (it serves a trained router) and before answering (which reads from it):
 
