@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fake_encoders import tiny_runner
+from routed_portfolio import routed_portfolio
 
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
 from ragfolio.core.answering.answerer import Answerer
@@ -43,6 +44,11 @@ class EchoBackend:
         last = prompt.rsplit("Passages:\n", 1)[1]  # after the prompt's worked example
         text = last.split("[1] ", 1)[1].split(":")[0]
         return Completion(text, 50, 3, 5.0)
+
+
+@pytest.fixture
+def routed_parts(tiny_dir, monkeypatch, small_grid):
+    return routed_portfolio(tiny_dir, monkeypatch, small_grid)
 
 
 def test_answer_routes_answers_each_member_and_selects(routed_parts) -> None:

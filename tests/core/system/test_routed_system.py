@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from routed_portfolio import routed_portfolio
 
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
@@ -11,6 +12,11 @@ from ragfolio.core.routing.features.router_features import RetrievalFeatureSetti
 from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.system.routed_system import RoutedSystem
+
+
+@pytest.fixture
+def routed_parts(tiny_dir, monkeypatch, small_grid):
+    return routed_portfolio(tiny_dir, monkeypatch, small_grid)
 
 
 def test_a_routed_system_retrieves_for_the_router_it_was_given(routed_parts) -> None:
