@@ -11,7 +11,7 @@
 - **twin names**: module basenames found in more than one folder (Kedro's ``nodes.py`` and
   ``pipeline.py``, and ``__init__.py``, are a convention, not twins).
 - **upward arrows**: imports from a core stage of one that comes later in the method
-  (``data -> retrieval -> scoring -> selection -> routing -> answering``).
+  (``data -> retrieval -> scoring -> selection -> routing -> system -> answering``).
 
 It reads files with :mod:`ast` only; nothing is imported.
 """
@@ -24,7 +24,7 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-STAGES = ("data", "retrieval", "scoring", "selection", "routing", "answering")  # in the method's order
+STAGES = ("data", "retrieval", "scoring", "selection", "routing", "system", "answering")  # in the method's order
 ARTIFACTS = ("corpora", "pool_settings", "query_sample", "portfolios", "utility_index", "router_features",
              "retrieval_features", "retrieval_inputs", "router_selection", "query_features", "router_metrics")
 CONVENTIONAL = {"__init__.py", "nodes.py", "pipeline.py"}

@@ -14,7 +14,6 @@ import logging
 from typing import Any
 
 from ragfolio.bundle_params import BundleParams
-from ragfolio.core.answering.rag import with_indexes
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
@@ -26,6 +25,7 @@ from ragfolio.core.routing.judging.evaluation import RoutingComparison
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.core.system.bundle_indexes import with_indexes
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def build_bundle(
     records the choice, its reason, the values and dev evidence compared, and the router's dev
     best-of-l (``dev_router_comparison``; :func:`~ragfolio.core.routing.judging.choice.served_choice`);
     its test numbers are in the router report, which packaging does not read. The bundle carries every corpus
-    index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
+    index its service searches, built here once (:func:`~ragfolio.core.system.bundle_indexes.with_indexes`).
 
     Raises:
         ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, no
