@@ -25,3 +25,6 @@ class BundleParams(BaseModel):
     # name (ragfolio.core.routing.registry.servable_names: learned, pre_retrieval, post_retrieval, a user's),
     # checked by router_training's parameters once its router_modules are imported
     router: str = "auto"
+    # auto chooses only among routers that run at most this many members for a query routed to one
+    # member (the cascade its shortlist, post_retrieval all k, the query-only routers one); None: no limit
+    max_members_run: int | None = Field(None, ge=1)

@@ -20,14 +20,14 @@ import numpy.typing as npt
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer, RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, route_all
 from ragfolio.core.routing.judging.splits import RoutersByKind, query_split, retrieval_split, routers_of
-from ragfolio.core.routing.registry import make_router, servable_names
+from ragfolio.core.routing.registry import make_router, members_ran, servable_names
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions
@@ -202,7 +202,7 @@ def routing_selection(
     same-budget evidence, ``dev_same_budget`` of :func:`judge_on_dev`, is above zero at some l;
     routing only at the l's where it is).
     """
-    requested = RouterTrainingParams(**params).bundle.router
+    bundle = RouterTrainingParams(**params).bundle
     validation: dict[str, dict[str, Any]] = {}  # per portfolio
     choices: dict[str, RouterChoice] = {}
     for key, learned in routers.items():
@@ -220,8 +220,9 @@ def routing_selection(
                 entry[name] = {**entry.get(name, {}), **values}
         validation[key] = entry
         k = len(routers[key].members_)
-        choices[key] = choose_router(entry, requested, evidence=(dev_same_budget or {}).get(key),
-                                     ls=tuple(range(1, k + 1)))
+        ran = {LEARNED: 1} | {kind: members_ran(trained[key], 1, k) for kind, trained in retrieval_routers.items()}
+        choices[key] = choose_router(entry, bundle.router, evidence=(dev_same_budget or {}).get(key),
+                                     ls=tuple(range(1, k + 1)), members_ran=ran, max_members_run=bundle.max_members_run)
         logger.info("%s: serves %s, routing %s (%s)", key, choices[key].router, choices[key].routing,
                     choices[key].reason)
     return RouterSelection(validation, choices)

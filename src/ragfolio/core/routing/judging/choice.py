@@ -24,6 +24,11 @@ passages. No such router, or no dev split: routing is off at every l, and the re
 with the numbers. A router named in the settings is served at every l, as configured, with the
 same evidence in its reason.
 
+**Within a cost.** ``bundle.max_members_run`` (None: no limit, every member may run, as the
+post-retrieval router runs them) leaves out of ``auto``'s choice the routers that run more members
+for a query routed to one member (l = 1) than it allows: the cascade its shortlist of m, the
+post-retrieval router all k, the query-only routers one. The reason names those left out.
+
 The choices are one record, :class:`RouterSelection`, that ``router_training`` writes
 (``06_models/router_selection.json``) and the ``packaging`` stage reads to serve the chosen router;
 :func:`served_choice` says what is served as the bundle records it, :func:`served_entry` as the router
@@ -204,6 +209,7 @@ def _gain(entry: Mapping[str, Any], on: str = "val") -> float:
 
 def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = "auto",
                   *, evidence: Mapping[str, Mapping[str, Any]] | None = None, ls: Sequence[int] = (1,),
+                  members_ran: Mapping[str, int] | None = None, max_members_run: int | None = None,
                   tolerance: float = 1e-9) -> RouterChoice:
     """The router to serve among ``validation``'s (router name -> its validation values).
 
@@ -218,6 +224,10 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
             the single best member at ``l * num_docs`` passages); None or empty: no dev questions,
             so ``auto`` does not route.
         ls: The l's a request may ask for (``1..k``): a named router routes at all of them.
+        members_ran: Per router, the members it runs for a query routed to one member (l = 1);
+            a router missing here counts as within any budget.
+        max_members_run: ``auto`` chooses only among routers with ``members_ran`` at most this
+            (None: no limit); a named router is served as asked.
         tolerance: Gains within this of the best count as tied.
 
     Raises:
@@ -246,15 +256,20 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
         return RouterChoice(requested, requested, f"served as configured (bundle.router: {requested}) at every l; "
                             f"{where}: {scores}{_evidence_note(judged.get(requested))}", table, label,
                             tuple(ls), judged)
-    known = {name: e[f"{on}_gain"] for name, e in table.items() if e[f"{on}_gain"] is not None}
+    over = {name: n for name, n in (members_ran or {}).items()
+            if name in table and max_members_run is not None and n > max_members_run}
+    known = {name: e[f"{on}_gain"] for name, e in table.items() if e[f"{on}_gain"] is not None and name not in over}
     if not known:
-        raise ValueError(f"no router of {sorted(table)} has {label} values to choose by")
+        raise ValueError(f"no router of {sorted(table)} has {label} values to choose by"
+                         + (f" within bundle.max_members_run={max_members_run}" if over else ""))
     supported = {name: gain for name, gain in known.items() if _supported_ls(judged.get(name))}
     pool = supported or known
     best = max(pool.values())
     chosen = next(name for name in servable if name in pool and pool[name] >= best - tolerance)
-    choice = RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}", table, label,
-                          _supported_ls(judged.get(chosen)), judged)
+    budget = "" if not over else (f"; left out above bundle.max_members_run={max_members_run}: "
+                                  + ", ".join(f"{name} (runs {n} members)" for name, n in over.items()))
+    choice = RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}{budget}", table,
+                          label, _supported_ls(judged.get(chosen)), judged)
     return replace(choice, reason=f"{choice.reason}; {_routing_note(choice)}")
 
 
