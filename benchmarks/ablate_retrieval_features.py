@@ -31,9 +31,10 @@ from kedro.framework.startup import bootstrap_project
 from service_harness import machine
 
 from ragfolio.core.routing.judging.feature_ablation import ablate_features
+from ragfolio.core.routing.judging.splits import retrieval_split
 from ragfolio.core.stats import interval_text
 from ragfolio.pipelines.router_training.nodes import build_query_features
-from ragfolio.pipelines.router_training.retrieval_nodes import build_retrieval_features, retrieval_split
+from ragfolio.pipelines.router_training.retrieval_nodes import build_retrieval_features
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ("questions", "corpora", "candidates", "utility_index", "utility_matrices", "portfolios",

@@ -12,7 +12,7 @@ cores (the real rates are measured on ``--encode-sample`` filler passages and re
 filler's vector is the L2-normalised sum of its two source passages' real vectors; the report
 gives the stand-in's cosine to the real vector on that sample. BM25, the passage graph and the
 FAISS indexes are built for real over all N passages, by the same code as the pipeline
-(:func:`ragfolio.core.answering.rag.with_indexes`); ``dense.index_type: auto`` builds HNSW above
+(:func:`ragfolio.core.system.bundle_indexes.with_indexes`); ``dense.index_type: auto`` builds HNSW above
 100,000 passages.
 
 Measured per size:
@@ -55,7 +55,6 @@ import psutil
 from bench_service import Phase, run_phase
 from service_harness import load_average, machine, serve, service_processes, serving_config
 
-from ragfolio.core.answering.rag import with_indexes
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.data.records import Corpus, Question
 from ragfolio.core.metrics import support_recall
@@ -64,6 +63,7 @@ from ragfolio.core.retrieval.encoders.vectors import l2_normalise
 from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
 from ragfolio.core.retrieval.running.pool_runner import passage_texts
 from ragfolio.core.stats import paired_difference
+from ragfolio.core.system.bundle_indexes import with_indexes
 
 EF_SWEEP = (64, 128, 256, 512)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -3,7 +3,7 @@
 For each router of ``data/06_models`` (``routers``, and ``retrieval_routers/<kind>``: the
 ``--portfolio`` one, default ``all``) served over the bundle's
 members and corpus, this routes and retrieves batches of the sample's questions
-(:meth:`ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch`) and reports, per batch size
+(:meth:`ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch`) and reports, per batch size
 (``--batch-sizes``, default 1, 16, 64), the time per query of each stage of the routing
 (``features``, ``predict``; ``first_stage`` and, post-retrieval, ``members``: the k members over
 the batch), of the routed members' run after routing, and of the whole call. Query caches are
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 from service_harness import load_average, machine, questions
 
-from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.bundle import load_bundle
 from ragfolio.core.routing.registry import load_router
+from ragfolio.core.system.routed_system import RoutedSystem
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"learned": "routers", "pre_retrieval": "retrieval_routers/pre_retrieval",
@@ -37,15 +37,15 @@ FOLDERS = {"learned": "routers", "pre_retrieval": "retrieval_routers/pre_retriev
 STAGES = ("members", "first_stage", "features", "predict")
 
 
-def measure(rag: AdaptiveRAG, texts: list[str], size: int, l: int, batches: int) -> dict[str, float]:  # noqa: E741
+def measure(system: RoutedSystem, texts: list[str], size: int, l: int, batches: int) -> dict[str, float]:  # noqa: E741
     """Mean ms per query of each stage over ``batches`` batches of ``size`` new queries."""
     totals = dict.fromkeys((*STAGES, "routed_members", "total"), 0.0)
     n = 0
     for b in range(batches):
         batch = texts[(b * size) % len(texts):][:size]
-        rag.runner.forget_queries()
+        system.runner.forget_queries()
         start = time.perf_counter()
-        routed = rag.retrieve_batch(batch, [l] * len(batch))
+        routed = system.retrieve_batch(batch, [l] * len(batch))
         totals["total"] += 1000 * (time.perf_counter() - start)
         for stage in STAGES:
             totals[stage] += routed[0].stages_ms.get(stage, 0.0)
@@ -76,17 +76,17 @@ def main() -> None:
         path = args.models / folder / args.portfolio
         if not path.is_dir():
             continue
-        rag = AdaptiveRAG.from_bundle(dataclasses.replace(bundle, router=load_router(path)), timeout_s=60.0)
-        rag.retrieve("warm-up", bundle.k)  # corpus parts, encoders
+        system = RoutedSystem.from_bundle(dataclasses.replace(bundle, router=load_router(path)), timeout_s=60.0)
+        system.retrieve("warm-up", bundle.k)  # corpus parts, encoders
         check = texts[:16]
-        rag.runner.forget_queries()
-        same = [r.members for r in rag.retrieve_batch(check, [args.l] * len(check))] == [
-            rag.retrieve(q, args.l).members for q in check]
+        system.runner.forget_queries()
+        same = [r.members for r in system.retrieve_batch(check, [args.l] * len(check))] == [
+            system.retrieve(q, args.l).members for q in check]
         for size in args.batch_sizes:
-            m = measure(rag, texts, size, args.l, max(1, args.queries // size))
+            m = measure(system, texts, size, args.l, max(1, args.queries // size))
             lines.append(f"| {name} | {size} | " + " | ".join(f"{m[s]:.2f}" for s in (*STAGES, "routed_members", "total"))
                          + f" | {'yes' if same else 'NO'} |")
-        rag.close()
+        system.close()
     lines += ["", "Milliseconds per query (a batch's stage time divided by its queries); `members` is the k "
               "members' run before a post-retrieval router routes (shared parts, i.e. encoding and first-stage "
               "rankings, included), `first stage` the first-stage rankings the retrieval routers read (after "

@@ -5,11 +5,13 @@
 - **artifact subscripts**: string subscripts and ``.get("...")`` lookups of a stage artifact
   (``portfolios["k"]``, ``router_metrics.get("served")``, ...) in ``pipelines/``, every artifact a
   node receives counted (:data:`ARTIFACTS`); nodes should read a record's attributes.
+- **pipeline lines**: the lines of each pipeline package (every ``.py`` file under it), largest first;
+  none should be above :data:`MAX_PIPELINE_LINES`.
 - **largest room**: the package of ``ragfolio.core`` with the most modules directly in it.
 - **twin names**: module basenames found in more than one folder (Kedro's ``nodes.py`` and
   ``pipeline.py``, and ``__init__.py``, are a convention, not twins).
 - **upward arrows**: imports from a core stage of one that comes later in the method
-  (``data -> retrieval -> scoring -> selection -> routing -> answering``).
+  (``data -> retrieval -> scoring -> selection -> routing -> system -> answering``).
 
 It reads files with :mod:`ast` only; nothing is imported.
 """
@@ -22,10 +24,11 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-STAGES = ("data", "retrieval", "scoring", "selection", "routing", "answering")  # in the method's order
+STAGES = ("data", "retrieval", "scoring", "selection", "routing", "system", "answering")  # in the method's order
 ARTIFACTS = ("corpora", "pool_settings", "query_sample", "portfolios", "utility_index", "router_features",
              "retrieval_features", "retrieval_inputs", "router_selection", "query_features", "router_metrics")
 CONVENTIONAL = {"__init__.py", "nodes.py", "pipeline.py"}
+MAX_PIPELINE_LINES = 500  # a pipeline package above this holds two stages' work
 
 
 def artifact_subscripts(pipelines: Path) -> dict[str, int]:
@@ -43,6 +46,14 @@ def artifact_subscripts(pipelines: Path) -> dict[str, int]:
                   and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 counts[node.func.value.id] += 1
     return dict(sorted(counts.items()))
+
+
+def pipeline_lines(pipelines: Path) -> dict[str, int]:
+    """``{pipeline: lines}`` of every pipeline package under ``pipelines``, largest first."""
+    sizes = {init.parent.name: sum(len(path.read_text(encoding="utf-8").splitlines())
+                                   for path in init.parent.rglob("*.py"))
+             for init in pipelines.glob("*/__init__.py")}
+    return dict(sorted(sizes.items(), key=lambda item: (-item[1], item[0])))
 
 
 def rooms(core: Path) -> dict[str, int]:
@@ -87,6 +98,7 @@ def counts(src: Path) -> dict[str, object]:
     arrows = upward_arrows(src / "core")
     return {
         "artifact_subscripts_in_pipelines": artifact_subscripts(src / "pipelines"),
+        "pipeline_lines": pipeline_lines(src / "pipelines"),
         "largest_room": {largest: room_sizes[largest]},
         "twin_names": len(twin_names),
         "twins": twin_names,

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +75,30 @@ def small_grid() -> dict:
         "graph": [{"seeds": "bm25", "n_seeds": 2, "rank": ["ppr"]}],
         "two_hop": [{"first": "bm25", "append": "title", "second": ["bm25", "dense:e5"]}],
     }
+
+
+@pytest.fixture(scope="session")
+def handoffs() -> Callable[[Path], dict[str, Any]]:
+    """``root -> datasets``: what router_evaluation reads of router_training besides the routers and
+    records, stored under ``root`` as conf/base/catalog.yml stores them (Kedro releases in-memory
+    datasets once a run has consumed them, so a stage run on its own needs them on disk)."""
+    from kedro_datasets.json import JSONDataset
+
+    from ragfolio.datasets import ArrayTreeDataset
+
+    def datasets(root: Path) -> dict[str, Any]:
+        return {
+            "router_inputs": ArrayTreeDataset(str(root / "router_inputs")),
+            "paper_query_blocks": ArrayTreeDataset(str(root / "paper_query_blocks")),
+            "retrieval_inputs": ArrayTreeDataset(
+                str(root / "retrieval_inputs"), "ragfolio.core.routing.features.retrieval_features.RetrievalInputs"),
+            "dev_router_comparison": ArrayTreeDataset(
+                str(root / "dev_router_comparison"), "ragfolio.core.routing.judging.evaluation.RoutingComparison",
+                keyed=True),
+            "paper_encoders": JSONDataset(filepath=str(root / "paper_encoders.json")),
+        }
+
+    return datasets
 
 
 # The files that run whole pipelines in subprocesses, a few minutes each (measured with --durations),

@@ -150,8 +150,8 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     import mlflow
     import pandas as pd
 
-    from ragfolio.core.answering.rag import AdaptiveRAG
     from ragfolio.core.bundle import load_bundle
+    from ragfolio.core.system.routed_system import RoutedSystem
 
     project, env, _ = portfolio_run
     _mlflow_client(env)
@@ -159,9 +159,9 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     questions = ["Which magazine was started first, Arthur's Magazine or First for Women?", "Who founded the city?"]
     predicted = model.predict(pd.DataFrame({"question": questions}), params={"l": 2})
     bundle = load_bundle(project / "runs/tiny/06_models/bundle")
-    rag = AdaptiveRAG.from_bundle(bundle)
+    system = RoutedSystem.from_bundle(bundle)
     for row, question in zip(predicted.itertuples(), questions, strict=True):
-        routed = rag.retrieve(question, 2)
+        routed = system.retrieve(question, 2)
         assert row.members == [bundle.members[j].name for j in routed.members]
         assert row.passages == [[bundle.corpus.ids[d] for d in run.doc_ids] for run in routed.results.ok_runs]
 
@@ -176,6 +176,8 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
     router_metrics = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
     _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=portfolio_selection", "--params=run_name=tiny")
     _kedro(project, env, "run", "--pipelines=router_training", "--params=run_name=tiny")  # tracked, no bundle
+    _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=router_evaluation",  # from the stored hand-offs
+           "--params=run_name=tiny")
     _kedro(project, env, "run", "--pipelines=packaging", "--params=run_name=tiny")  # tracked: it builds the bundle
     for name in files:
         assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"

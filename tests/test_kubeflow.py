@@ -18,8 +18,8 @@ from ragfolio.pipeline_registry import register_pipelines
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "fixtures" / "tiny"
-STEPS = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "packaging",
-         "answering_evaluation"]
+STEPS = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "router_evaluation",
+         "packaging", "answering_evaluation"]
 
 
 def _compile(tmp_path: Path) -> dict:
@@ -42,6 +42,8 @@ def test_compiled_spec_has_one_step_per_pipeline_in_dependency_order(tmp_path: P
     assert "router-training" in needs["answering-evaluation"] and "router-training" in needs["packaging"]
     assert "packaging" not in needs["answering-evaluation"]  # answering reads the routers, not the bundle
     assert "evaluation" not in needs["router-training"]  # independent steps may run side by side
+    assert "router-training" in needs["router-evaluation"]  # the routers and their inputs, judged on test
+    assert "router-evaluation" not in needs["packaging"]  # packaging needs no test report
     for name, task in tasks.items():
         inputs = task["inputs"]["parameters"]
         assert inputs["pipeline"]["runtimeValue"]["constant"] == name.replace("-", "_")

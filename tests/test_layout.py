@@ -1,5 +1,6 @@
-"""The source tree stays readable: no module over 400 lines, ``ragfolio.core`` in stage packages
-with no import of a later stage, no two modules of one name, and tests in folders that mirror ``src``.
+"""The source tree stays readable: no module over 400 lines, no pipeline package over 500,
+``ragfolio.core`` in stage packages with no import of a later stage, no two modules of one name, and
+tests in folders that mirror ``src``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def test_no_module_is_over_400_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}, f"split these modules (lines over {MAX_LINES}): {long}"
+
+
+def test_no_pipeline_package_is_over_500_lines() -> None:
+    long = {name: n for name, n in COUNTS.pipeline_lines(SRC / "pipelines").items() if n > COUNTS.MAX_PIPELINE_LINES}
+    assert long == {}, f"split these pipelines (lines over {COUNTS.MAX_PIPELINE_LINES}): {long}"
 
 
 def test_core_is_stage_packages_and_a_few_shared_modules() -> None:

@@ -47,3 +47,18 @@ def test_every_missing_stage_is_named_in_the_order_they_run(tmp_path) -> None:
 def test_an_input_in_memory_or_written_by_no_stage_is_not_checked() -> None:
     catalog = DataCatalog({"utilities": MemoryDataset()})  # nothing in it yet, but no file to look for
     check_inputs(Pipeline([node(_identity, "cache", "out", name="uses_a_cache")]), catalog, STAGES)
+
+
+def test_router_evaluation_names_router_training_and_packaging_needs_no_test_report(tmp_path) -> None:
+    from ragfolio.pipeline_registry import register_pipelines
+
+    pipelines = register_pipelines()
+    stages = {name: pipe for name, pipe in pipelines.items() if name not in ("portfolio", "__default__")}
+    handoffs = ("router_inputs", "retrieval_inputs", "paper_query_blocks", "paper_encoders", "dev_router_comparison",
+                "routers", "retrieval_routers", "router_selection")
+    catalog = DataCatalog({name: JSONDataset(filepath=str(tmp_path / f"{name}.json")) for name in handoffs})
+    with pytest.raises(MissingInputError) as info:
+        check_inputs(pipelines["router_evaluation"], catalog, stages)
+    assert info.value.missing == dict.fromkeys(sorted(handoffs), "router_training")
+    assert "run `kedro run --pipelines=router_training` first" in one_line(info.value)
+    assert not pipelines["packaging"].inputs() & pipelines["router_evaluation"].all_outputs()

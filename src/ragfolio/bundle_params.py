@@ -1,9 +1,9 @@
-"""What is served (``router_training.bundle``): the one parameter block two stages read.
+"""What is served (``router_training.bundle``): the one parameter block three stages read.
 
-``router_training`` chooses the router under it (``router: auto`` or a servable router's name) and
-reports what is served of ``portfolio``; ``packaging`` builds that portfolio's bundle with
-``default_l``. Both validate the block with :class:`BundleParams`, kept here so that neither
-pipeline imports the other.
+``router_training`` chooses the router under it (``router: auto`` or a servable router's name);
+``router_evaluation`` reports what is served of ``portfolio`` on test; ``packaging`` builds that
+portfolio's bundle with ``default_l``. Each validates the block with :class:`BundleParams`, kept
+here so that no pipeline imports another.
 """
 
 from __future__ import annotations
@@ -25,3 +25,6 @@ class BundleParams(BaseModel):
     # name (ragfolio.core.routing.registry.servable_names: learned, pre_retrieval, post_retrieval, a user's),
     # checked by router_training's parameters once its router_modules are imported
     router: str = "auto"
+    # auto chooses only among routers that run at most this many members for a query routed to one
+    # member (the cascade its shortlist, post_retrieval all k, the query-only routers one); None: no limit
+    max_members_run: int | None = Field(None, ge=1)

@@ -9,6 +9,7 @@ from ragfolio.pipelines import (
     evaluation,
     packaging,
     portfolio_selection,
+    router_evaluation,
     router_training,
 )
 
@@ -20,6 +21,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         "portfolio_selection": portfolio_selection.create_pipeline(),
         "evaluation": evaluation.create_pipeline(),
         "router_training": router_training.create_pipeline(),
+        "router_evaluation": router_evaluation.create_pipeline(),
         "packaging": packaging.create_pipeline(),
         "answering_evaluation": answering_evaluation.create_pipeline(),
     }

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,10 @@ class Trained:
     selection: RouterSelection
     metrics: dict[str, Any]
 
-    def package(self, selection: RouterSelection | None = None, metrics: dict[str, Any] | None = None,
-                **bundle: Any) -> PortfolioBundle:
-        """Run ``packaging`` on ``selection`` and ``metrics`` (default: what router training wrote),
-        with ``router_training.bundle`` settings ``bundle`` over the defaults."""
+    def package(self, selection: RouterSelection | None = None, **bundle: Any) -> PortfolioBundle:
+        """Run ``packaging`` on ``selection`` (default: what router training wrote), with
+        ``router_training.bundle`` settings ``bundle`` over the defaults."""
         self.catalog.save("router_selection", selection or self.selection)
-        self.catalog.save("router_metrics", metrics or self.metrics)
         params = PARAMS["router_training"]
         self.catalog.save("params:router_training", {**params, "bundle": {**params["bundle"], **bundle}})
         SequentialRunner().run(register_pipelines()["packaging"], self.catalog)
@@ -76,7 +75,7 @@ class Trained:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+def trained(tmp_path_factory: pytest.TempPathFactory, handoffs: Callable[[Path], dict[str, Any]]) -> Trained:
     root = tmp_path_factory.mktemp("packaging")
     datasets: dict[str, Any] = {f"params:{name}": MemoryDataset(value) for name, value in PARAMS.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
@@ -88,9 +87,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     datasets["routers"] = RouterFolderDataset(str(root / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(root / "retrieval_routers"))
     datasets["bundle"] = BundleDataset(str(root / "bundle"))
+    datasets |= handoffs(root)  # router_training -> router_evaluation, as the catalog stores them
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
-    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "router_training"):
+    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation"):
         SequentialRunner().run(pipelines[name], catalog)
     return Trained(catalog, catalog.load("router_selection"), catalog.load("router_metrics"))
 
@@ -98,24 +98,32 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
 def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
     bundle, choice = trained.package(), trained.selection.choices["all"]
     assert bundle.router.name == choice.router and bundle.routed_ls == choice.routed_ls
-    served = {key: value for key, value in trained.metrics["served"].items() if key != "corpus"}
-    assert bundle.selection["served_router"] == served  # the report's entry, recorded as before
+    recorded, reported = bundle.selection["served_router"], trained.metrics["served"]
+    # the report's entry without what router evaluation measured on test: packaging needs no test report
+    assert set(reported) - set(recorded) == {"corpus", "n_test", "test_best_of_l", "test_minus_single_best",
+                                            "test_gap_closed_l1", "same_budget"}
+    assert recorded == {key: reported[key] for key in recorded} and recorded["dev_best_of_l"] is not None
+    assert set(bundle.selection) == {"greedy_train_values", "certificate", "n_train", "corpus", "served_router"}
     assert bundle.default_l == 2 and bundle.name == "all"
 
 
+def test_packaging_reads_no_output_of_router_evaluation() -> None:
+    pipelines = register_pipelines()
+    assert not pipelines["packaging"].inputs() & pipelines["router_evaluation"].all_outputs()
+
+
 def test_the_bundle_serves_the_router_a_router_selection_names(trained: Trained) -> None:
-    """The typed record decides, not the report: ``router_metrics["served"]`` naming another router is not read."""
+    """The typed record decides what is served, and the bundle records its dev numbers."""
     measured = trained.metrics["datasets"]["all"]
-    misleading = {**trained.metrics, "served": {**trained.metrics["served"], "router": "learned", "routed_ls": [1, 2, 3]}}
     named = RouterChoice(router="pre_retrieval", requested="pre_retrieval", reason="named by the test",
                          validation=trained.selection.choices["all"].validation, on="dev", routed_ls=(1,))
     selection = RouterSelection(trained.selection.validation, {**trained.selection.choices, "all": named})
-    bundle = trained.package(selection, misleading, router="pre_retrieval")
+    bundle = trained.package(selection, router="pre_retrieval")
     assert bundle.router.name == "pre_retrieval" and bundle.routed_ls == (1,)
     served = bundle.selection["served_router"]
     assert served["router"] == "pre_retrieval" and served["reason"] == "named by the test" and served["routed_ls"] == [1]
-    assert served["test_best_of_l"] == measured["pre_retrieval"]["best_of_l"]  # what the report measured of it
-    assert served["dev_best_of_l"] == measured["dev"]["pre_retrieval"]["best_of_l"]
+    assert served["dev_best_of_l"] == measured["dev"]["pre_retrieval"]["best_of_l"]  # as the report has it
+    assert served["dev_gap_closed_l1"] == measured["dev"]["pre_retrieval"]["gap_closed_l1"]
 
     everywhere = dataclasses.replace(named, router="learned", requested="learned", routed_ls=None)
     bundle = trained.package(RouterSelection(selection.validation, {**selection.choices, "all": everywhere}),

@@ -11,7 +11,7 @@ import yaml
 
 from ragfolio.pipelines.answering_evaluation.nodes import AnsweringEvaluationParams
 from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams
-from ragfolio.pipelines.router_training.params import RouterTrainingParams
+from ragfolio.router_params import RouterTrainingParams
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "base"
 

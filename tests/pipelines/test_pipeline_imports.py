@@ -71,11 +71,14 @@ def test_a_pipeline_reads_only_its_own_parameters() -> None:
     The additions: ``candidate_scoring`` also reads the grid presets (``candidate_grids``, their
     own parameters file), which no other pipeline reads; ``packaging`` reads ``router_training.bundle``
     (:class:`~ragfolio.bundle_params.BundleParams`), the settings router training chose the served
-    router under, kept under that name when the bundle moved to a stage of its own.
+    router under, kept under that name when the bundle moved to a stage of its own; ``router_evaluation``
+    reads the block it judges under (``seed``, ``logistic_c``, ``paper_router``, ``bundle``), kept
+    whole when router training's test half became a stage of its own (:mod:`ragfolio.router_params`).
     """
     from ragfolio.pipeline_registry import register_pipelines
 
-    extra = {"candidate_scoring": {"candidate_grids"}, "packaging": {"router_training"}}
+    extra = {"candidate_scoring": {"candidate_grids"}, "packaging": {"router_training"},
+             "router_evaluation": {"router_training"}}
 
     for name, pipe in register_pipelines().items():
         if name in ("portfolio", "__default__"):

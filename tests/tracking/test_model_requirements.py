@@ -62,7 +62,7 @@ def test_the_models_requirements_cover_what_its_code_path_imports() -> None:
     assert {"onnxruntime", "onnx"} <= {r.split("==")[0] for r in requirements}
     # the model's code: the pyfunc class, the runtime it builds from a bundle, every router kind and the
     # encoder kinds the bundle's settings name
-    modules = ["ragfolio.tracking.model_code", "ragfolio.core.answering.rag", "ragfolio.core.routing.registry",
+    modules = ["ragfolio.tracking.model_code", "ragfolio.core.system.routed_system", "ragfolio.core.routing.registry",
                *{ENCODER_KINDS[spec["kind"]].__module__ for spec in encoders.values()},
                "ragfolio.core.retrieval.encoders.onnx_queries"]
     imported = _imported_distributions(source_files(modules))

@@ -30,7 +30,7 @@ were saved) still loads, and the service builds its indexes at start-up as it di
 
 This module is the format only: it imports no encoder or LLM, the index classes only to save and
 load them, and a router's class only when :func:`load_bundle` loads one. The runtime is built from a bundle by
-:meth:`ragfolio.core.answering.rag.AdaptiveRAG.from_bundle` (and
+:meth:`ragfolio.core.system.routed_system.RoutedSystem.from_bundle` (and
 :meth:`PortfolioBundle.runner` for retrieval alone).
 """
 
@@ -97,8 +97,8 @@ class PortfolioBundle:
         single_best: The member with the best train mean (index into ``members``): what serves
             the l's the router does not.
         selection: The metrics the members were selected with (train ``F`` per prefix, test best-of-k).
-        indexes: The corpus indexes the service searches, built (:func:`ragfolio.core.answering.rag.with_indexes`);
-            empty: the service builds them at start-up.
+        indexes: The corpus indexes the service searches, built
+            (:func:`ragfolio.core.system.bundle_indexes.with_indexes`); empty: the service builds them at start-up.
         manifest: The manifest as stored (set by :func:`load_bundle`; holds ``version`` and ``checksum``).
     """
 

@@ -5,11 +5,14 @@ inputs write the same bytes and DVC sees nothing to redo. Timings differ on ever
 split off here, by key, into files of their own (``08_reporting/timings/``) that neither git nor
 DVC tracks; the reports and rows that DVC hashes and git keeps hold none. The run's log tables and
 MLflow still show them (the tracking hook logs the timings files beside the reports).
+:class:`Stopwatch` measures such times, per named stage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
@@ -19,7 +22,7 @@ TIMING_KEYS = frozenset({
     "latency_ms", "retrieval_ms",
     "latency_ms_mean", "latency_ms_p95", "retrieval_ms_mean", "retrieval_ms_p95", "retrieval_ms_by_run_half",
     "retrieval_orders",  # every system's retrieval latency in the fixed and the reversed order
-    # router_training: what the retrieval features cost per query (router_metrics.retrieval_features.cost)
+    # router_training's retrieval features: their cost per query (router_metrics.retrieval_features.cost)
     "cost",
 })
 """Keys whose values (leaves or whole sub-trees) are measured times, wherever they occur."""
@@ -69,3 +72,16 @@ def split_row_timings(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     timed = [c for c in rows.columns if c in TIMING_KEYS]
     named = [c for c in ROW_KEYS if c in rows.columns]
     return rows.drop(columns=timed), rows[named + timed].copy()
+
+
+class Stopwatch:
+    """Seconds spent per named stage: ``with clock("fetch"): ...`` adds the block's time to ``fetch``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from starlette.responses import StreamingResponse
 
-from ragfolio.core.answering.rag import RoutedRetrieval
+from ragfolio.core.system.routed_system import RoutedRetrieval
 from ragfolio.serving.schemas import AnswerResponse
 
 T = TypeVar("T")

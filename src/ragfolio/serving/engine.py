@@ -1,12 +1,12 @@
 """What the service does per request, in plain Python: bundle in, response models out.
 
-:class:`ServingEngine` loads and verifies the bundle, builds the :class:`AdaptiveRAG` and the
-answerer once, and turns requests into core calls and core results into the response models of
-:mod:`ragfolio.serving.schemas`. Its methods block (retrieval and LLM calls); the BentoML service
+:class:`ServingEngine` loads and verifies the bundle, builds the routed system, the answerer and the
+:class:`AdaptiveRAG` answering on top of it once, and turns requests into core calls and core results
+into the response models of :mod:`ragfolio.serving.schemas`. Its methods block (retrieval and LLM calls); the BentoML service
 runs them in its thread pools. It imports no BentoML, so it can be used and tested on its own.
 
 Retrieval works on batches (:meth:`ServingEngine.retrieve_many`, :meth:`ServingEngine.route_many`),
-for every router (:meth:`ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch`): the queries of a
+for every router (:meth:`ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch`): the queries of a
 batch are encoded together (one call per encoder) or, for a router that sees the retrieval
 (``pre_retrieval``, ``post_retrieval``), ranked by the shared first stage together; post-retrieval
 every member runs once over the batch before routing; the features of the batch are computed in
@@ -51,8 +51,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval, runner_at_depth
 from ragfolio.core.answering.streaming import stream_answer
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.llm.backends import make_backend
@@ -60,6 +60,8 @@ from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 from ragfolio.core.retrieval.running.member_executor import MemberResults
+from ragfolio.core.system.routed_system import RoutedRetrieval, RoutedSystem
+from ragfolio.core.system.runner_depth import runner_at_depth
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
 from ragfolio.serving.schemas import (
@@ -128,19 +130,20 @@ class ServingEngine:
             raise ValueError(f"default_l={self.default_l} must be in 1..{bundle.k} (the bundle's members)")
         self.llm_process: LLMProcess | None = None
         self.answerer = Answerer(self._backend(config), **config.answerer.model_dump())
-        self.rag = AdaptiveRAG.from_bundle(bundle, self.answerer, timeout_s=config.member_timeout_s)
-        inject_fault(self.rag, config.fault_injection)
+        self.system = RoutedSystem.from_bundle(bundle, timeout_s=config.member_timeout_s)
+        self.rag = AdaptiveRAG(self.system, self.answerer)
+        inject_fault(self.system, config.fault_injection)
         if config.fault_injection is not None:
             logger.warning("fault injection (benchmarks and tests only): member %s sleeps %.3g s per run",
                            config.fault_injection.member, config.fault_injection.delay_s)
-        self.num_docs = self.rag.runner.num_docs
+        self.num_docs = self.system.runner.num_docs
         # A view shares the runner's first-stage rankings, which are prefilter_depth deep.
-        max_num_docs = min(config.max_num_docs, self.rag.runner.prefilter_depth)
+        max_num_docs = min(config.max_num_docs, self.system.runner.prefilter_depth)
         if max_num_docs < config.max_num_docs:
             logger.warning("max_num_docs=%d capped to the bundle's prefilter_depth=%d",
                            config.max_num_docs, max_num_docs)
         self.limits = Limits(bundle.k, config.max_query_chars, config.max_batch, max_num_docs)
-        self._views: dict[int, AdaptiveRAG] = {self.num_docs: self.rag}
+        self._views: dict[int, RoutedSystem] = {self.num_docs: self.system}
         self._views_lock = threading.Lock()
         self.load_ms = 1000 * (time.perf_counter() - start)
         logger.info("bundle %s (version %s, k=%d, %d passages, corpus %s) loaded from %s in %.0f ms", bundle.name,
@@ -150,7 +153,7 @@ class ServingEngine:
             why = (bundle.selection.get("served_router") or {}).get("reason", "")
             logger.warning("routing is off at the default l=%d: %s alone serves %d passages a request "
                            "(routes at l = %s). %s", self.default_l, bundle.members[bundle.single_best].name,
-                           self.rag.unrouted_depth(self.default_l), list(bundle.routed_ls) or "none", why)
+                           self.system.unrouted_depth(self.default_l), list(bundle.routed_ls) or "none", why)
 
     # --- start-up -----------------------------------------------------------------------------
     def _backend(self, config: ServingConfig) -> ChatBackend:
@@ -188,8 +191,8 @@ class ServingEngine:
     def warm_up(self) -> None:
         """Build every corpus part and load the encoders (one query through all k members)."""
         start = time.perf_counter()
-        self.rag.warm_up()
-        self.rag.runner.forget_queries()
+        self.system.warm_up()
+        self.system.runner.forget_queries()
         logger.info("warm-up done in %.0f ms", 1000 * (time.perf_counter() - start))
 
     def close(self) -> None:
@@ -199,15 +202,15 @@ class ServingEngine:
             view.close()
 
     # --- requests -----------------------------------------------------------------------------
-    def _view(self, num_docs: int) -> AdaptiveRAG:
-        """The AdaptiveRAG returning ``num_docs`` passages per member (see the module docstring)."""
+    def _view(self, num_docs: int) -> RoutedSystem:
+        """The routed system returning ``num_docs`` passages per member (see the module docstring)."""
         with self._views_lock:
             if (view := self._views.get(num_docs)) is None:
-                rag = self.rag
-                view = AdaptiveRAG(runner_at_depth(rag.runner, num_docs), rag.members, rag.router, rag.hasher,
-                                   rag.encoders, timeout_s=self.config.member_timeout_s,
-                                   retrieval_features=rag.retrieval_features, routed_ls=rag.routed_ls,
-                                   single_best=rag.single_best)
+                system = self.system
+                view = RoutedSystem(runner_at_depth(system.runner, num_docs), system.members, system.router,
+                                    system.hasher, system.encoders, timeout_s=self.config.member_timeout_s,
+                                    retrieval_features=system.retrieval_features, routed_ls=system.routed_ls,
+                                    single_best=system.single_best)
                 inject_fault(view, self.config.fault_injection)
                 self._views[num_docs] = view
             return view
@@ -222,7 +225,7 @@ class ServingEngine:
         """Route and retrieve a batch of queries (see the module docstring); results in order.
 
         The queries whose l the router routes are one
-        :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch` at the bundle's ``num_docs``,
+        :meth:`~ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch` at the bundle's ``num_docs``,
         and those asking for another depth then run their routed members again on that depth's
         view (the routing's time, the first run included, stays their ``route_ms``). The others
         go straight to their depth's view: the single best member at l x that depth.
@@ -231,9 +234,9 @@ class ServingEngine:
         ls = [item.l or self.default_l for item in items]
         depths = [item.num_docs or self.num_docs for item in items]
         out: dict[int, RoutedRetrieval] = {}
-        routed = [i for i, l in enumerate(ls) if self.rag.routes_at(l)]
+        routed = [i for i, l in enumerate(ls) if self.system.routes_at(l)]
         if routed:  # routed as trained: at the bundle's depth, the batch together
-            out.update(zip(routed, self.rag.retrieve_batch([queries[i] for i in routed], [ls[i] for i in routed]),
+            out.update(zip(routed, self.system.retrieve_batch([queries[i] for i in routed], [ls[i] for i in routed]),
                            strict=True))
         for depth in sorted(set(depths)):
             view = self._view(depth)
@@ -368,7 +371,7 @@ class ServingEngine:
             if not run.ok:
                 logger.warning("request %s: member %s left out: %s", request_id, run.name, run.error)
             out.append(MemberResult(
-                name=run.name, family=self.rag.members[j].family, router_score=score, ok=run.ok,
+                name=run.name, family=self.system.members[j].family, router_score=score, ok=run.ok,
                 error=public_error(run.error),
                 latency_ms=run.latency_ms,
                 passages=[Passage(**self._passage(i, s)) for i, s in zip(run.doc_ids, run.scores, strict=True)],

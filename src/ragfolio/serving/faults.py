@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.serving.config import FaultInjectionConfig
 
 logger = logging.getLogger(__name__)
@@ -49,15 +49,15 @@ class SlowMemberRunner:
         return getattr(self.runner, name)
 
 
-def inject_fault(rag: AdaptiveRAG, fault: FaultInjectionConfig | None) -> None:
-    """Slow ``fault.member`` down in ``rag``'s executor (nothing when ``fault`` is None).
+def inject_fault(system: RoutedSystem, fault: FaultInjectionConfig | None) -> None:
+    """Slow ``fault.member`` down in ``system``'s executor (nothing when ``fault`` is None).
 
     Raises:
-        ValueError: ``fault.member`` is not one of ``rag``'s members (the message lists them).
+        ValueError: ``fault.member`` is not one of ``system``'s members (the message lists them).
     """
     if fault is None:
         return
-    names = [member.name for member in rag.members]
+    names = [member.name for member in system.members]
     if fault.member not in names:
         raise ValueError(f"fault_injection.member={fault.member!r} is not a member; the members are {names}")
-    rag.executor.runner = cast(PoolRunner, SlowMemberRunner(rag.executor.runner, fault.member, fault.delay_s))
+    system.executor.runner = cast(PoolRunner, SlowMemberRunner(system.executor.runner, fault.member, fault.delay_s))

@@ -47,10 +47,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ragfolio.core.answering.rag import RoutedRetrieval
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
 from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
+from ragfolio.core.system.routed_system import RoutedRetrieval
 from ragfolio.serving.access import AccessControl, AccessPolicy, access_policy, current_policy
 from ragfolio.serving.answer_stream import Written, event_stream, started_answer, token_events
 from ragfolio.serving.config import ServingConfig, load_config

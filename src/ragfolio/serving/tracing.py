@@ -1,8 +1,8 @@
 """One trace per request: OpenTelemetry spans made from the timings the core already records.
 
-The core stays free of tracing: it times every stage (:class:`~ragfolio.core.answering.rag.RoutedRetrieval`'s
+The core stays free of tracing: it times every stage (:class:`~ragfolio.core.system.routed_system.RoutedRetrieval`'s
 ``route_ms`` and ``stages_ms``, each :class:`~ragfolio.core.retrieval.running.member_executor.MemberRun`'s
-``latency_ms``, :class:`~ragfolio.core.answering.rag.RAGAnswer`'s ``latency_ms`` and each LLM call's
+``latency_ms``, :class:`~ragfolio.core.answering.adaptive_rag.RAGAnswer`'s ``latency_ms`` and each LLM call's
 :class:`~ragfolio.core.llm.chat.Completion`), and the service's responses carry those timings. When a
 request ends, :meth:`RequestTrace.end` makes its spans at once, each with explicit start and end
 times: the request's own clock (``time.time_ns()`` when the endpoint was entered, when ``/answer``'s
@@ -51,7 +51,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from ragfolio.core.answering.rag import RoutedRetrieval
+from ragfolio.core.system.routed_system import RoutedRetrieval
 from ragfolio.serving.config import OTLP_MODULE, OTLP_PACKAGE, TracingConfig
 from ragfolio.serving.engine import public_error
 from ragfolio.serving.schemas import AnswerResponse, BatchRetrieveResponse, RetrieveResponse

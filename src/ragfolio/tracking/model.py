@@ -2,8 +2,8 @@
 
 ``predict`` takes a DataFrame with a ``question`` column (or a list of strings) and an optional
 ``l`` parameter, routes and retrieves the questions as one batch (whatever the router:
-:meth:`~ragfolio.core.answering.rag.AdaptiveRAG.retrieve_batch`), and returns one row per question: the routed members (best first), their router
-scores, and each member's passages. Loading it back with ``mlflow.pyfunc.load_model("models:/ragfolio@served")``
+:meth:`~ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch`), and returns one row per
+question: the routed members (best first), their router scores, and each member's passages. Loading it back with ``mlflow.pyfunc.load_model("models:/ragfolio@served")``
 (or ``models:/ragfolio/<version>``, ``models:/ragfolio@run-<label>``) verifies the bundle's checksums,
 then gives the same predictions as the pipeline's bundle.
 
@@ -34,11 +34,11 @@ class RagfolioModel(PythonModel):
     """Routes questions to the bundle's members and runs them (retrieval only, no LLM)."""
 
     def load_context(self, context: PythonModelContext) -> None:
-        from ragfolio.core.answering.rag import AdaptiveRAG
         from ragfolio.core.bundle import load_bundle
+        from ragfolio.core.system.routed_system import RoutedSystem
 
         self.bundle = load_bundle(context.artifacts["bundle"])
-        self.rag = AdaptiveRAG.from_bundle(self.bundle, timeout_s=60.0)
+        self.system = RoutedSystem.from_bundle(self.bundle, timeout_s=60.0)
 
     def predict(
         self, context: PythonModelContext, model_input: Any, params: dict[str, Any] | None = None
@@ -46,7 +46,7 @@ class RagfolioModel(PythonModel):
         questions = list(model_input["question"]) if isinstance(model_input, pd.DataFrame) else list(model_input)
         l = int((params or {}).get("l") or self.bundle.default_l)
         rows = []
-        routings = self.rag.retrieve_batch([str(q) for q in questions], [l] * len(questions)) if questions else []
+        routings = self.system.retrieve_batch([str(q) for q in questions], [l] * len(questions)) if questions else []
         for question, routed in zip(questions, routings, strict=True):  # the batch routed together
             runs = {run.name: run for run in routed.results.ok_runs}
             members = [self.bundle.members[j].name for j in routed.members]

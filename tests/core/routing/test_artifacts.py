@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core.answering.rag import AdaptiveRAG, with_indexes
 from ragfolio.core.bundle import BundleIntegrityError, PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import encoders_used, make_candidate
@@ -20,6 +19,8 @@ from ragfolio.core.routing.registry import make_router
 from ragfolio.core.routing.routers.baseline_routers import TopAverageRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.scoring.runners import PoolSettings
+from ragfolio.core.system.bundle_indexes import with_indexes
+from ragfolio.core.system.routed_system import RoutedSystem
 
 PASSAGES = [
     ("Danube", "The Danube is the second-longest river in Europe."),
@@ -75,13 +76,13 @@ def test_same_content_gives_the_same_version(tmp_path: Path) -> None:
 
 
 def test_loaded_bundle_routes_like_the_saved_router_and_retrieves(saved: Path) -> None:
-    rag, original = AdaptiveRAG.from_bundle(load_bundle(saved)), AdaptiveRAG.from_bundle(_bundle())
+    system, original = RoutedSystem.from_bundle(load_bundle(saved)), RoutedSystem.from_bundle(_bundle())
     for query in ("which river is long", "which mountain is high"):
-        assert rag.route(query, 2)[:2] == original.route(query, 2)[:2]
-    river = rag.retrieve("which river is long", 2, members=[0])
+        assert system.route(query, 2)[:2] == original.route(query, 2)[:2]
+    river = system.retrieve("which river is long", 2, members=[0])
     (run,) = river.results.ok_runs
     assert not river.results.degraded and len(run.doc_ids) == 2
-    assert {rag.runner.titles[d] for d in run.doc_ids} == {"Danube", "Rhine"}
+    assert {system.runner.titles[d] for d in run.doc_ids} == {"Danube", "Rhine"}
 
 
 @pytest.mark.parametrize("name", ["corpus.jsonl", "router/router.safetensors", "embeddings/fake.npy"])
@@ -152,7 +153,7 @@ def test_the_bundle_stores_its_routers_kind_and_loads_that_kind(saved: Path, tmp
     save_bundle(PortfolioBundle(**{**original.__dict__, "router": fixed}), tmp_path / "fixed")
     loaded = load_bundle(tmp_path / "fixed")
     assert isinstance(loaded.router, TopAverageRouter) and loaded.manifest["router"] == "top_average"
-    assert AdaptiveRAG.from_bundle(loaded).route("which river is long", 2)[0] == [1, 0]
+    assert RoutedSystem.from_bundle(loaded).route("which river is long", 2)[0] == [1, 0]
 
 
 def test_a_manifest_without_a_router_kind_holds_the_learned_router(saved: Path) -> None:
@@ -202,7 +203,7 @@ def test_a_bundle_serves_a_router_that_sees_the_retrieval(tmp_path: Path) -> Non
     save_bundle(bundle, tmp_path / "post")
     loaded = load_bundle(tmp_path / "post")
     assert loaded.router.name == "post_retrieval" and loaded.routing.retrieval_features.agreement_depth == 2
-    served, original = AdaptiveRAG.from_bundle(loaded), AdaptiveRAG.from_bundle(bundle)
+    served, original = RoutedSystem.from_bundle(loaded), RoutedSystem.from_bundle(bundle)
     for question in questions[:4]:
         assert served.retrieve(question, 1).members == original.retrieve(question, 1).members
     served.close()
@@ -219,9 +220,9 @@ def test_a_bundle_carries_its_corpus_indexes_checksummed_and_serves_from_them(tm
     assert "indexes/bm25-0/data.csc.index.npy" in manifest["files"]  # checksummed like every file
     loaded = load_bundle(tmp_path / "indexed")
     assert isinstance(loaded.embeddings["fake"], np.memmap)  # mapped, not read
-    rag, fresh = AdaptiveRAG.from_bundle(loaded), AdaptiveRAG.from_bundle(original)
+    system, fresh = RoutedSystem.from_bundle(loaded), RoutedSystem.from_bundle(original)
     for query in ("which river is long", "the highest mountain"):
-        got, want = rag.retrieve(query, 2), fresh.retrieve(query, 2)
+        got, want = system.retrieve(query, 2), fresh.retrieve(query, 2)
         assert [r.doc_ids for r in got.results.runs] == [r.doc_ids for r in want.results.runs]
     index = tmp_path / "indexed" / "indexes" / "bm25-1" / "data.csc.index.npy"
     index.write_bytes(index.read_bytes()[:-4] + b"\0\0\0\0")
@@ -237,7 +238,7 @@ def test_a_format_1_bundle_without_indexes_still_loads_and_builds_them(saved: Pa
     _resign(saved, as_format_1)
     loaded = load_bundle(saved)
     assert loaded.indexes == [] and loaded.manifest["format"] == 1
-    assert AdaptiveRAG.from_bundle(loaded).retrieve("which river is long", 1).results.ok_runs
+    assert RoutedSystem.from_bundle(loaded).retrieve("which river is long", 1).results.ok_runs
 
 
 @pytest.mark.slow

@@ -167,7 +167,7 @@ def test_on_a_synthetic_task_routing_switches_on_only_where_a_member_wins_a_dete
 def test_a_router_selection_reads_back_what_it_wrote_and_names_a_bad_key() -> None:
     import json
 
-    from ragfolio.core.routing.judging.choice import RouterSelection, served_entry
+    from ragfolio.core.routing.judging.choice import RouterSelection, served_choice, served_entry
 
     validation = {"learned": _dev(0.70, 0.60), "pre_retrieval": _dev(0.75, 0.60)}
     evidence = {"pre_retrieval": {"l1": {"estimate": 0.1, "low": 0.02, "high": 0.2, "n": 30},
@@ -190,3 +190,32 @@ def test_a_router_selection_reads_back_what_it_wrote_and_names_a_bad_key() -> No
     assert entry["n_test"] == 12 and entry["same_budget"] == {"l1": 0.1} and "corpus" not in entry
     assert served_entry("all", choices["all"], {}, default_l=2, num_docs=4, corpus={"mode": "union"})["corpus"] == {
         "mode": "union"}
+    # the bundle's record: the same entry without what was measured on test (its order kept)
+    bundled = served_choice("all", choices["all"], default_l=2, num_docs=4, dev=measured["dev"])
+    assert bundled == {key: value for key, value in entry.items() if key in bundled}
+    assert not {key for key in bundled if key.startswith("test_")} and "n_test" not in bundled
+    assert served_choice("all", choices["all"], default_l=2, num_docs=4)["dev_best_of_l"] is None  # no dev questions
+
+
+def test_auto_chooses_within_the_members_run_budget_and_says_what_it_left_out() -> None:
+    validation = {"learned": _entry(0.80, 0.80), "pre_retrieval": _entry(0.82, 0.80),
+                  "cascade": _entry(0.84, 0.80), "post_retrieval": _entry(0.86, 0.80)}
+    ran = {"learned": 1, "pre_retrieval": 1, "cascade": 3, "post_retrieval": 5}
+    assert choose_router(validation, members_ran=ran).router == "post_retrieval"  # no limit
+    choice = choose_router(validation, members_ran=ran, max_members_run=3)
+    assert choice.router == "cascade" and "post_retrieval (runs 5 members)" in choice.reason
+    choice = choose_router(validation, members_ran=ran, max_members_run=1)
+    assert choice.router == "pre_retrieval" and "cascade (runs 3 members)" in choice.reason
+    assert choose_router(validation, "post_retrieval", members_ran=ran, max_members_run=1).router == "post_retrieval"
+
+
+def test_members_ran_is_the_shortlist_for_the_cascade_all_for_post_retrieval_and_l_for_query_routers() -> None:
+    from ragfolio.core.routing.registry import members_ran
+    from ragfolio.core.routing.routers.cascade import CascadeRouter
+    from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
+
+    cascade = CascadeRouter(members_run=3)
+    cascade.members_, cascade.members_run_ = [0, 1, 2, 3, 4], 3
+    assert members_ran(cascade, 1, 5) == 3 and members_ran(cascade, 4, 5) == 4
+    assert members_ran(PostRetrievalRouter(), 1, 5) == 5
+    assert members_ran(PreRetrievalRouter(), 2, 5) == 2

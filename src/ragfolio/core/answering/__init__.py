@@ -1,4 +1,4 @@
-"""Stage 6, answering: the LLM, answers from the routed members' passages, and the selector.
+"""Stage 7, answering: the LLM, answers from the routed members' passages, and the selector.
 
 * :mod:`~ragfolio.core.llm.chat`: the LLM contract and the OpenAI-compatible client.
 * :mod:`~ragfolio.core.llm.embedded`, :mod:`~ragfolio.core.llm.server`,
@@ -7,7 +7,8 @@
 * :mod:`~ragfolio.core.llm.backends`: the backend a configuration names.
 * :mod:`~ragfolio.core.answering.prompts`, :mod:`~ragfolio.core.answering.answerer`: the prompts and
   reading replies; answering from passages and selecting among answers.
-* :mod:`~ragfolio.core.answering.rag`: adaptive RAG end to end (route, retrieve, answer, select).
+* :mod:`~ragfolio.core.answering.adaptive_rag`: adaptive RAG end to end: answers from the routed
+  retrieval of :mod:`ragfolio.core.system` (one per member), and the selector's pick.
 * :mod:`~ragfolio.core.answering.vendi_rag`: the iterative Vendi-RAG baseline.
 * :mod:`~ragfolio.core.answering.systems`, :mod:`~ragfolio.core.answering.store`,
   :mod:`~ragfolio.core.answering.summary`: the end-to-end comparison of systems, resumable, summarised.

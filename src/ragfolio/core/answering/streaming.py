@@ -1,8 +1,8 @@
 """Adaptive RAG's answer as it is written: the reader's tokens when one reader answer is the answer.
 
-:func:`stream_answer` is :meth:`~ragfolio.core.answering.rag.AdaptiveRAG.answer` as a generator:
+:func:`stream_answer` is :meth:`~ragfolio.core.answering.adaptive_rag.AdaptiveRAG.answer` as a generator:
 it yields the final answer's text in pieces and returns the same
-:class:`~ragfolio.core.answering.rag.RAGAnswer` (same answer, candidates, calls and tokens).
+:class:`~ragfolio.core.answering.adaptive_rag.RAGAnswer` (same answer, candidates, calls and tokens).
 
 - **One member's passages** (l = 1, or every routed member but one failed): the selector is not
   called for a single candidate, so the reader's answer is the final answer, and it is streamed
@@ -17,8 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 
-from ragfolio.core.answering.rag import AdaptiveRAG, RAGAnswer, RoutedRetrieval
+from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.llm.chat import Completion
+from ragfolio.core.system.routed_system import RoutedRetrieval
 
 
 def stream_answer(
@@ -29,20 +30,17 @@ def stream_answer(
     anywhere), then the :class:`RAGAnswer`; the pieces join to its ``answer``.
 
     Raises:
-        RuntimeError: ``rag`` has no answerer.
         ragfolio.core.llm.chat.LLMUnavailableError: The LLM cannot be reached (before or while
             the pieces are yielded).
     """
     answerer = rag.answerer
-    if answerer is None:
-        raise RuntimeError("this AdaptiveRAG was built without an answerer (retrieval only)")
     if retrieval is None:
-        retrieval = rag.retrieve(query, l)
+        retrieval = rag.system.retrieve(query, l)
     runs = retrieval.results.ok_runs
     if len(runs) > 1:
         return rag.answer(query, l, retrieval=retrieval)
     start = time.perf_counter()
-    said = yield from answerer.answer_stream(query, rag.passages(runs[0].doc_ids) if runs else [])
+    said = yield from answerer.answer_stream(query, rag.system.passages(runs[0].doc_ids) if runs else [])
     reader_ms = 1000 * (time.perf_counter() - start)
     calls: dict[str, Completion]
     if runs:  # as AdaptiveRAG.answer: one candidate, and the selector's no-call choice of it

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
 from ragfolio.core.answering.answerer import Answer, Answerer, Selection
-from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
 from ragfolio.core.llm.chat import Completion
@@ -193,8 +193,6 @@ class SystemRunner:
         only: Sequence[str] | None = None,
         strict: bool = True,
     ) -> None:
-        if rag.answerer is None:
-            raise ValueError("the AdaptiveRAG needs an answerer to be evaluated end to end")
         if unknown := sorted(set(retrieval_routers or {}) - set(servable_names(learned=False))):
             raise ValueError(f"retrieval_routers {unknown} must be among {servable_names(learned=False)}")
         if not ls or min(ls) < 1:
@@ -204,8 +202,8 @@ class SystemRunner:
         if authors_vendi is not None:
             self.loops["vendi_rag_authors"] = authors_vendi
         self.retrieval_routers = dict(retrieval_routers or {})
-        if above := sorted(l for l in set(ls) if l > rag.k):
-            raise ValueError(f"routed l {above} above the portfolio's k={rag.k}")
+        if above := sorted(l for l in set(ls) if l > rag.system.k):
+            raise ValueError(f"routed l {above} above the portfolio's k={rag.system.k}")
         self.ls = sorted(set(ls))
         self.cold_caches = cold_caches
         self.answerer: Answerer = rag.answerer
@@ -224,7 +222,7 @@ class SystemRunner:
     @property
     def runners(self) -> list[PoolRunner]:
         """The runners whose query caches the systems use."""
-        return [self.rag.runner] + ([self.wide_runner] if self.wide_runner is not None else [])
+        return [self.rag.system.runner] + ([self.wide_runner] if self.wide_runner is not None else [])
 
     def run(self, question: str, order: Sequence[str] | None = None) -> list[SystemAnswer]:
         """The answers to ``question`` of the systems in ``order`` (default: every one of
@@ -270,11 +268,11 @@ class SystemRunner:
         return self._counters()
 
     def _retrieve(self, system: str, question: str) -> Retrieved:
-        rag = self.rag
+        routed = self.rag.system
         if system == "no_retrieval":
             return Retrieved([], [], 0.0)
         if system in ("single_best", "single_best_wide"):
-            runner = rag.runner if system == "single_best" else self.wide_runner
+            runner = routed.runner if system == "single_best" else self.wide_runner
             if runner is None:
                 raise ValueError(f"{system} needs a runner")
             start = time.perf_counter()
@@ -282,11 +280,11 @@ class SystemRunner:
             return Retrieved([(f"candidate:{self.single_best.name}", ids)], [self.single_best.name],
                              1000 * (time.perf_counter() - start))
         if system == "portfolio_all":
-            return self._members(question, list(range(rag.k)), 0.0, select=True)
+            return self._members(question, list(range(routed.k)), 0.0, select=True)
         prefix, _, l_text = system.rpartition("_l")
         l = int(l_text)
         if prefix == "routed":
-            chosen, _, route_ms = rag.route(question, l)
+            chosen, _, route_ms = routed.route(question, l)
             return self._members(question, chosen[:l], route_ms, select=l > 1)
         route = self.retrieval_routers[prefix].route(question, l)
         if route.results is None:
@@ -295,7 +293,7 @@ class SystemRunner:
         return self._from_runs(route.members, runs, route.route_ms, select=l > 1)
 
     def _members(self, question: str, chosen: list[int], route_ms: float, *, select: bool) -> Retrieved:
-        results = self.rag.executor.run(question, chosen)
+        results = self.rag.system.executor.run(question, chosen)
         runs = dict(zip(chosen, results.runs, strict=True))
         return self._from_runs(chosen, runs, route_ms + results.latency_ms, select=select)
 
@@ -336,7 +334,7 @@ class SystemRunner:
     def _shared_answer(self, question: str, doc_ids: list[int]) -> Answer:
         """The answer from the passages at ``doc_ids`` (in that order), generated once per question."""
         if tuple(doc_ids) not in self._answers:
-            self._answers[tuple(doc_ids)] = self.answerer.answer(question, self.rag.passages(doc_ids))
+            self._answers[tuple(doc_ids)] = self.answerer.answer(question, self.rag.system.passages(doc_ids))
         return self._answers[tuple(doc_ids)]
 
     def _shared_selection(self, question: str, candidates: list[str], explanations: list[str]) -> Selection:

@@ -100,6 +100,16 @@ def servable_names(*, learned: bool = True) -> list[str]:
     return [name for *_, name in ranked if learned or name != LEARNED]
 
 
+def members_ran(router: RouterProtocol, l: int, k: int) -> int:  # noqa: E741 - the routers' name for members per query
+    """Members a servable router runs for a query it routes to ``l`` of ``k``: its own
+    ``members_ran(l)`` when it has one (the cascade's shortlist), else by what it reads (every member
+    for ``members``; the ``l`` routed ones for ``query`` and ``first_stage``)."""
+    own = getattr(router, "members_ran", None)
+    if callable(own):
+        return int(own(l))
+    return k if getattr(router, "reads", None) == "members" else l
+
+
 def check_servable(name: str, setting: str) -> str:
     """``name`` when it is a servable router, else a ValueError naming ``setting`` and the choices."""
     if name not in servable_names():

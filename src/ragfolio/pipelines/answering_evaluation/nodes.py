@@ -15,8 +15,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragfolio.core import code_identity
+from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.rag import AdaptiveRAG
 from ragfolio.core.answering.scores import score_all
 from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering.systems import PAPER_SYSTEMS, SystemRunner, run_order
@@ -34,6 +34,7 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.param_blocks import kwargs_of
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def system_keys(common: str, systems: Sequence[str], p: AnsweringEvaluationParam
 
 
 def _retrieval_routings(
-    rag: AdaptiveRAG, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: RouterFeatures,
+    system: RoutedSystem, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: RouterFeatures,
     num_docs: int,
 ) -> dict[str, OnlineRetrievalRouting]:
     """The pre- and post-retrieval routers of ``dataset``'s portfolio, routing one query at a time."""
@@ -165,7 +166,7 @@ def _retrieval_routings(
         raise ValueError("router_features has no 'retrieval_features' (the retrieval routers' featurizer): "
                          "run router_training again")
     featurizer = router_features.retrieval_features.featurizer(num_docs)
-    return {mode: OnlineRetrievalRouting(router, rag.executor, featurizer, rag.features) for mode, router in present.items()}
+    return {mode: OnlineRetrievalRouting(router, system.executor, featurizer, system.features) for mode, router in present.items()}
 
 
 def answer_test_questions(
@@ -207,9 +208,10 @@ def answer_test_questions(
         if above := [l for l in p.routed_l if l > len(members)]:
             raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={len(members)}: "
                              f"set each to at most {len(members)}")
-        rag = AdaptiveRAG(runner, members, router, hasher, encoders, answerer, timeout_s=p.member_timeout_s)
+        routed = RoutedSystem(runner, members, router, hasher, encoders, timeout_s=p.member_timeout_s)
+        rag = AdaptiveRAG(routed, answerer)
         wide = runners.for_dataset(dataset, p.wide_factor * pool_settings.num_docs) if p.wide_factor else None
-        online = _retrieval_routings(rag, trained, dataset, router_features, pool_settings.num_docs)
+        online = _retrieval_routings(routed, trained, dataset, router_features, pool_settings.num_docs)
         systems = SystemRunner(
             rag, specs[sel.single_best], VendiRAG(answerer, runner, num_docs=pool_settings.num_docs, **p.vendi_rag),
             authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(

@@ -4,6 +4,8 @@ It serves the router that router training chose (the ``router_selection`` record
 where it routes and why) and writes one portfolio, its router and every corpus index its service
 searches. It reads the settings the choice was made under, ``router_training.bundle``
 (:class:`~ragfolio.bundle_params.BundleParams`); router training validated the rest of that block.
+It reads router training's outputs only: the test report (``router_metrics``, router evaluation's)
+is not needed to package, so the bundle records what the choice was made on, not test numbers.
 """
 
 from __future__ import annotations
@@ -12,18 +14,18 @@ import logging
 from typing import Any
 
 from ragfolio.bundle_params import BundleParams
-from ragfolio.core.answering.rag import with_indexes
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
-from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, served_entry
-from ragfolio.core.routing.judging.evaluation import report_order
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, served_choice
+from ragfolio.core.routing.judging.evaluation import RoutingComparison
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.core.system.bundle_indexes import with_indexes
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ def _member_index(members: list[int], candidate: int) -> int:
 def build_bundle(
     corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios, router_selection: RouterSelection,
     routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
-    router_metrics: dict[str, Any], router_features: RouterFeatures, pool_settings: PoolSettings,
+    dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures, pool_settings: PoolSettings,
     cache: ArrayCache, params: dict[str, Any],
 ) -> PortfolioBundle:
     """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
@@ -52,9 +54,10 @@ def build_bundle(
     ``routed_ls``: the learned one of ``routers`` (query features only), or one of
     ``retrieval_routers`` (by kind: ``pre_retrieval``, ``post_retrieval`` and a user's servable
     routers; the bundle's ``routing`` carries the retrieval featurizer). ``selection.served_router``
-    records the choice, its reason and the values compared, and what the router report measured of
-    it (:func:`~ragfolio.core.routing.judging.choice.served_entry`). The bundle carries every corpus
-    index its service searches, built here once (:func:`~ragfolio.core.answering.rag.with_indexes`).
+    records the choice, its reason, the values and dev evidence compared, and the router's dev
+    best-of-l (``dev_router_comparison``; :func:`~ragfolio.core.routing.judging.choice.served_choice`);
+    its test numbers are in the router report, which packaging does not read. The bundle carries every corpus
+    index its service searches, built here once (:func:`~ragfolio.core.system.bundle_indexes.with_indexes`).
 
     Raises:
         ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, no
@@ -81,7 +84,8 @@ def build_bundle(
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
     names = corpora.names_for(corpora.datasets if key == ALL else [key])
     corpus, embeddings = served_corpus(CorpusRunners(corpora, cache.reader(), pool_settings), names, encoders)
-    selection = _selection_record(key, portfolios, corpora, choice, router_metrics, settings, pool_settings.num_docs)
+    dev = dev_router_comparison[key].dev_report() if key in dev_router_comparison else None
+    selection = _selection_record(key, portfolios, corpora, choice, dev, settings, pool_settings.num_docs)
     bundle = PortfolioBundle(
         name=key, corpus=corpus, members=members, router=served[key], scoring=pool_settings,
         routing=router_features,
@@ -98,20 +102,16 @@ def build_bundle(
 
 
 def _selection_record(
-    key: str, portfolios: Portfolios, corpora: Corpora, choice: RouterChoice, router_metrics: dict[str, Any],
+    key: str, portfolios: Portfolios, corpora: Corpora, choice: RouterChoice, dev: dict[str, Any] | None,
     settings: BundleParams, num_docs: int,
 ) -> dict[str, Any]:
-    """The bundle's ``selection``: greedy's train values and certificate, each router's test
-    best-of-l, the corpus measured on, and the served router's ``choice`` with what was measured of it."""
+    """The bundle's ``selection``: greedy's train values and certificate, the corpus measured on, and
+    the served router's ``choice`` with its dev best-of-l (``dev``: the portfolio's dev report, None without dev questions)."""
     sel = portfolios.selection(key)
-    # The test (and dev) measurements are in the router report only (their typed source,
-    # router_comparison, lives in router_training's memory): the one read of router_metrics here.
-    measured = router_metrics["datasets"].get(key, {})
     return {
         "greedy_train_values": sel.greedy_train_values[: portfolios.k],
         "certificate": sel.certificate,
         "n_train": sel.n_train,
-        "test_best_of_l": {name: measured[name]["best_of_l"] for name in report_order() if name in measured},
         "corpus": corpora.describe(),
-        "served_router": served_entry(key, choice, measured, default_l=settings.default_l, num_docs=num_docs),
+        "served_router": served_choice(key, choice, default_l=settings.default_l, num_docs=num_docs, dev=dev),
     }

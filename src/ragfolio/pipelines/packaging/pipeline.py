@@ -13,7 +13,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 inputs={
                     "corpora": "corpora", "candidates": "candidates", "portfolios": "portfolios",
                     "router_selection": "router_selection", "routers": "routers",
-                    "retrieval_routers": "retrieval_routers", "router_metrics": "router_metrics",
+                    "retrieval_routers": "retrieval_routers", "dev_router_comparison": "dev_router_comparison",
                     "router_features": "router_features", "pool_settings": "pool_settings",
                     "cache": "retrieval_cache", "params": "params:router_training",
                 },

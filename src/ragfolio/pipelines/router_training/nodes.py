@@ -1,4 +1,4 @@
-"""Nodes of ``router_training``: query features -> one router per portfolio -> ablations, report.
+"""Nodes of ``router_training``: the routers' inputs, query features -> one learned router per portfolio.
 
 Runners are built from candidate scoring's ``pool_settings`` (what it actually ran with), and the
 router features this stage uses are written as ``router_features`` for the stages after it.
@@ -9,46 +9,25 @@ results (``retrieval_inputs``), read from the retrieval cache candidate scoring 
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.routing.base import RouteInputs, RouterProtocol
-from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features, stack_rows, take_rows
-from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
+from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
-from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
-from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, served_entry
-from ragfolio.core.routing.judging.evaluation import (
-    RoutingComparison,
-    RoutingSplit,
-    compare_routers,
-    gap_closed,
-    report_order,
-)
-from ragfolio.core.routing.judging.headroom import headroom
-from ragfolio.core.routing.registry import make_router, servable_names
-from ragfolio.core.routing.routers.universal import UniversalRouting, judge_universal
+from ragfolio.core.routing.judging.splits import query_split
+from ragfolio.core.routing.registry import make_router
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import (
-    ALL,
     UtilityIndex,
-    datasets_of,
     row_questions,
-    split_questions,
-    split_rows,
 )
 from ragfolio.core.selection.portfolios import Portfolios
-from ragfolio.core.stats import interval_text
-from ragfolio.pipelines.router_training.params import RouterTrainingParams
-from ragfolio.plotting import subplots
+from ragfolio.router_params import RouterTrainingParams
 
 logger = logging.getLogger(__name__)
 
@@ -89,17 +68,6 @@ def build_query_features(
     return out
 
 
-def query_split(
-    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
-    key: str, members: list[int], split: str,
-) -> RoutingSplit:
-    """Router inputs and member utilities ``(n, k)`` of ``split`` rows of one dataset, or of all stacked."""
-    rows = {d: split_rows(utility_index, d, split) for d in datasets_of(utility_index, key)}
-    X = stack_rows([take_rows(router_inputs[d], r) for d, r in rows.items()])
-    U = np.concatenate([np.asarray(utility_matrices[d])[r][:, members] for d, r in rows.items()])
-    return RoutingSplit(RouteInputs(X), U)
-
-
 def train_routers(
     router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
     portfolios: Portfolios, params: dict[str, Any],
@@ -116,212 +84,3 @@ def train_routers(
     return routers
 
 
-def compare_on_test(
-    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
-    portfolios: Portfolios, routers: dict[str, RouterProtocol], params: dict[str, Any],
-) -> dict[str, RoutingComparison]:
-    """Per portfolio with test questions: the learned router and every ablation on them
-    (``query_router_comparison``; the paper router is added after, by ``compare_paper_routers``)."""
-    p = RouterTrainingParams(**params)
-    out = {}
-    for key in portfolios.keys:
-        members = portfolios.members(key)
-        test = query_split(router_inputs, utility_matrices, utility_index, key, members, "test")
-        if len(test.utilities):
-            train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
-            out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c)
-    return out
-
-
-def evaluate_routers(
-    router_comparison: dict[str, RoutingComparison], dev_comparison: dict[str, RoutingComparison],
-    questions: list[dict[str, Any]], corpora: Corpora,
-    candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
-    pool_settings: PoolSettings, router_selection: RouterSelection, retrieval_inputs: RetrievalInputs,
-    cache: ArrayCache, params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
-    paper_encoders: dict[str, Any] | None = None, cascade_curves: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
-
-    ``served`` names the router the bundle serves (``router_training.bundle``: its portfolio, the
-    router :func:`~ragfolio.core.routing.judging.choice.choose_router` picked and why, the validation values
-    compared; :func:`~ragfolio.core.routing.judging.choice.served_entry`) with its test best-of-l, its interval minus the single best member, and the
-    same-budget check of its routing (routed union at l against the single best member given
-    ``l * num_docs`` passages, with the paired interval); each portfolio's ``chosen_router`` and
-    ``chosen_same_budget`` are the same for the router it would serve.
-
-    Each router's entry also gets its own ``gap_closed_l1``; each portfolio's ``headroom`` says how
-    often a member beats the default one (the best train mean) and how much of that each router's
-    first pick took (:func:`~ragfolio.core.routing.judging.headroom.headroom`), and ``selection`` what
-    validation on train questions chose, with the routers that fell back to the default member
-    (``router_selection``). Where the portfolio has dev questions, ``dev`` holds the servable
-    routers' and the baselines' best-of-l there, their gap closed and intervals minus the single
-    best member (what ``auto`` chose by); every other number is on test.
-    ``retrieval_features`` names the retrieval features and their cost (``retrieval_inputs``).
-    The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
-    With ``router_training.paper_router`` set, ``paper_router`` names its query blocks and what each
-    costs a query (``cost``, split off into the timings file), and with its ``universal`` each
-    dataset's entry has ``paper_universal``, the router trained over every dataset's train
-    questions (:func:`~ragfolio.core.routing.routers.universal.judge_universal`).
-    With a cascade router, each portfolio's ``cascade_curve`` is its test best-of-1 at m = 1..k
-    members run (``cascade_curves``; its best-of-l at the m chosen is its entry like any router's).
-    """
-    p = RouterTrainingParams(**(params or {}))
-    runners, specs = CorpusRunners(corpora, cache, pool_settings), [CandidateSpec.from_record(c) for c in candidates]
-    choices = router_selection.choices
-    report: dict[str, Any] = {
-        "k": portfolios.k, "num_docs": pool_settings.num_docs, "corpus": corpora.describe(), "datasets": {},
-        "retrieval_features": {"names": retrieval_inputs.names, "cost": retrieval_inputs.cost},
-    }
-    for key, comparison in router_comparison.items():
-        sel = portfolios.selection(key)
-        members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
-        tests = {d: split_questions(questions, utility_index, d, "test") for d in datasets_of(utility_index, key)}
-        runs = BudgetRuns.concatenate(
-            [BudgetRuns.retrieve(runners, corpora.name_for(d), qs, members, single) for d, qs in tests.items()])
-        entry = {
-            "n_test": len(comparison.utilities), "members": sel.portfolio, **comparison.report(),
-            "same_budget": same_budget_recall(runs, comparison.picks["learned"]),
-        }
-        if (choice := choices.get(key)) is not None and choice.router in comparison.picks:
-            entry["chosen_router"] = choice.to_dict()
-            entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[choice.router])
-        if key in dev_comparison:
-            entry["dev"] = dev_comparison[key].dev_report()
-        if key in (cascade_curves or {}):
-            entry["cascade_curve"] = cascade_curves[key]  # type: ignore[index]
-        if universal_routing is not None and key != ALL and key in universal_routing.picks:
-            entry["paper_universal"] = judge_universal(universal_routing, key, comparison)
-        report["datasets"][key] = _with_headroom(entry, comparison, router_selection.validation.get(key, {}))
-    if paper_encoders:
-        report["paper_router"] = paper_encoders
-    report["served"] = _served(report, p, choices)
-    _log_summary(report)
-    return report
-
-
-def _served(report: dict[str, Any], p: RouterTrainingParams, choices: Mapping[str, RouterChoice]) -> dict[str, Any] | None:
-    """What the bundle serves (its portfolio's chosen router) and what the report measured of it on test."""
-    key = p.bundle.portfolio
-    if (choice := choices.get(key)) is None:
-        return None
-    return served_entry(key, choice, report["datasets"].get(key, {}), default_l=p.bundle.default_l,
-                        num_docs=report["num_docs"], corpus=report["corpus"])
-
-
-def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selection: Mapping[str, Any]) -> dict[str, Any]:
-    """``entry`` with every router's gap closed at l = 1, the retrieval routers' summary scalars,
-    the headroom over the default member and the validation ``selection``."""
-    curves, k = comparison.curves, comparison.utilities.shape[1]
-    single, oracle = curves["top_average"][0], curves["oracle"][0]
-    for name, curve in curves.items():
-        if name != "oracle":
-            entry[name]["gap_closed_l1"] = gap_closed(curve[0], single, oracle)
-    for mode in servable_names(learned=False):
-        if mode in curves:
-            entry["summary"].update({f"{mode}_l{l}": curves[mode][l - 1] for l in (1, 2) if l <= k})
-    default = int(comparison.picks["top_average"][0, 0]) if len(comparison.utilities) else 0
-    routed = {name: picks for name, picks in comparison.picks.items() if name != "oracle"}
-    entry["headroom"] = headroom(comparison.utilities, default, routed)
-    entry["selection"] = selection
-    return entry
-
-
-def _log_summary(report: dict[str, Any]) -> None:
-    lines = [f"test best-of-l support recall, l = 1..{report['k']}"]
-    for key, entry in report["datasets"].items():
-        room = entry["headroom"]
-        lines.append(f"{key} (n={entry['n_test']}), a member beats the default on {_pct(room['share'])} "
-                     f"of questions; fell back on validation: "
-                     f"{[n for n, sel in entry['selection'].items() if sel.get('fallback')] or 'none'}")
-        lines.append(f"  {'router':<15}{'best-of-l':<{6 * report['k']}} gap@1  captured worse  "
-                     f"l=1 minus single best [95%]")
-        for name in _routed(entry):
-            taken = room["routers"].get(name, {})
-            lines.append(f"  {name:<15}" + " ".join(f"{v:.3f}" for v in entry[name]["best_of_l"])
-                         + f" {_pct(entry[name].get('gap_closed_l1')):>6} {_pct(taken.get('captured')):>8}"
-                         + f" {_pct(taken.get('worse')):>5}"
-                         + f"  {interval_text(entry[name].get('minus_single_best', {}).get('l1'))}")
-        if (curve := entry.get("cascade_curve")) is not None:
-            lines.append("  cascade best-of-1 by members run " + " ".join(
-                f"m={m}:{'-' if v is None else f'{v:.3f}'}" for m, v in zip(curve["members_run"], curve["best_of_1"],
-                                                                          strict=True)) + f" (runs {curve['chosen']})")
-        budget = entry["same_budget"]
-        lines.append("  routed union   " + " ".join(f"{v:.3f}" for v in budget["routed_union_recall"]))
-        lines.append("  single, l*n    " + " ".join(f"{v:.3f}" for v in budget["single_best_recall"]))
-    if (served := report.get("served")) is not None:
-        lines.append(f"served ({served['portfolio']}): {served['router']}, routing {served.get('routing', 'on')}: "
-                     f"{served['reason']}")
-        budget = (served.get("same_budget") or {}).get("union_minus_single", {}).get("l2")
-        if budget:
-            lines.append(f"  its routed union at l = 2 minus the single best given 2 x num_docs: {interval_text(budget)}")
-    cost = report["retrieval_features"]["cost"]
-    if served is not None and served.get("routing") != "on":
-        logger.warning("routing %s for what is served (%s): %s", served.get("routing"), served["portfolio"],
-                       served["reason"])
-    lines.append(f"retrieval features: {cost['first_stage_ms_per_query']:.2f} ms/query first stage, "
-                 f"{cost['members_ms_per_query']:.2f} ms/query/portfolio members")
-    logger.info("\n".join(lines))
-
-
-def headline_routers(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The few numbers ``dvc metrics show`` prints for routing: test best-of-1 on ``all`` of each router.
-
-    Returns:
-        ``{"best_of_1": {"single_best_member", <router>..., "oracle"}, "gap_closed_l1": {<router>: ...}}``
-        for the ``all`` portfolio (or the first, without one); every curve is in ``router_metrics.json``.
-    """
-    entry: dict[str, Any] = metrics["datasets"].get(ALL) or next(iter(metrics["datasets"].values()), {})
-    routers = [name for name in servable_names() if name in entry]
-    headline: dict[str, Any] = {
-        "best_of_1": {"single_best_member": entry.get("single_best_member"),
-                      **{name: entry[name]["best_of_l"][0] for name in (*routers, "oracle") if name in entry}},
-        "gap_closed_l1": {name: entry[name].get("gap_closed_l1") for name in routers},
-    }
-    if (served := metrics.get("served")) is not None:
-        headline["served"] = served_headline(served)
-    return headline
-
-
-def served_headline(served: Mapping[str, Any]) -> dict[str, Any]:
-    """What is served, in ``dvc metrics show``'s terms: per l of the dev evidence, whether the router
-    routes there (``routes_l<l>``) and the interval's ends that decided it (``dev_low_l<l>``, ``dev_high_l<l>``)."""
-    evidence = (served.get("evidence") or {}).get(served["router"], {})
-    routed = served.get("routed_ls")
-    out: dict[str, Any] = {"router": served["router"], "routing": served.get("routing", "on")}
-    for key, interval in sorted(evidence.items(), key=lambda item: int(item[0][1:])):
-        out[f"routes_{key}"] = routed is None or int(key[1:]) in routed
-        out[f"dev_low_{key}"], out[f"dev_high_{key}"] = interval.get("low"), interval.get("high")
-    return out
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def _routed(entry: dict[str, Any]) -> list[str]:
-    """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in report_order("paper", "paper_universal") if name in entry]
-
-
-# A marker and a dash per router (eleven before one repeats: every router of a report has a line).
-_LINE_STYLES = ("o-", "x:", "s--", "d--", "v-.", "k-", "^-", "P-", "h:", "<--", ">-.")
-
-
-def plot_router_curves(metrics: dict[str, Any]) -> Figure:
-    """One panel per dataset: test best-of-l of every router, and the same-budget single best."""
-    keys = list(metrics["datasets"])
-    fig, axes = subplots(1, max(len(keys), 1), figsize=(4.2 * max(len(keys), 1), 3.6), sharey=True)
-    for ax, key in zip(axes[0], keys, strict=False):
-        entry = metrics["datasets"][key]
-        ls = np.arange(1, metrics["k"] + 1)
-        for name, style in zip(_routed(entry), itertools.cycle(_LINE_STYLES)):
-            ax.plot(ls, entry[name]["best_of_l"], style, label=name, lw=1.2, ms=4)
-        ax.plot(ls, entry["same_budget"]["single_best_recall"], "*:", color="grey", label="single best, l x num_docs")
-        ax.set_title(f"{key} (n={entry['n_test']} test)")
-        ax.set_xlabel("routed members l")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("best-of-l support recall")
-    axes[0][-1].legend(loc="lower right", fontsize=7)
-    fig.tight_layout()
-    return fig

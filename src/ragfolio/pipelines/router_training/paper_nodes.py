@@ -1,10 +1,9 @@
-"""Nodes of ``router_training`` for the paper's router (``router_training.paper_router``; off: null).
+"""Node of ``router_training`` for the paper's router (``router_training.paper_router``; off: null).
 
 Its query blocks are the pool's query embeddings (``router_inputs``) and, when asked, its own
 encodings (``mpnet``, ``gemma``: :mod:`ragfolio.core.routing.features.paper_encoders`), which only it
-reads. It is fitted per portfolio on the portfolio's train questions and, with ``universal``,
-once over every dataset's train questions together (the ``all`` portfolio's members), then judged
-on each dataset's test questions (:mod:`ragfolio.core.routing.routers.universal`). Not served.
+reads: this node encodes them (``paper_query_blocks``) and times every block (``paper_encoders``);
+``router_evaluation`` fits the router and judges it on test. Not served.
 """
 
 from __future__ import annotations
@@ -12,11 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import numpy as np
-
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.retrieval.encoders.kinds import Encoder, make_encoder
-from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.paper_encoders import (
     PAPER_ENCODERS,
     block_identity,
@@ -27,14 +23,9 @@ from ragfolio.core.routing.features.paper_encoders import (
 )
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.router_features import RouterFeatures
-from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit
-from ragfolio.core.routing.registry import make_router
-from ragfolio.core.routing.routers.universal import UniversalRouting, fit_universal, route_universal
 from ragfolio.core.scoring.runners import PoolSettings
-from ragfolio.core.scoring.utility_index import ALL, UtilityIndex, datasets_of, row_questions
-from ragfolio.core.selection.portfolios import Portfolios
-from ragfolio.pipelines.router_training.nodes import query_split
-from ragfolio.pipelines.router_training.params import PaperRouterParams, RouterTrainingParams
+from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions
+from ragfolio.router_params import PaperRouterParams, RouterTrainingParams
 
 logger = logging.getLogger(__name__)
 
@@ -80,52 +71,3 @@ def build_paper_blocks(
     return blocks, {"encoders": read, "blocks": described, "cost": cost}
 
 
-def _paper_router(paper: PaperRouterParams, seed: int) -> RouterProtocol:
-    return make_router("paper", **{"random_state": seed, **paper.hyperparameters, "blocks": paper.encoders})
-
-
-def compare_paper_routers(
-    router_inputs: dict[str, Features], paper_query_blocks: dict[str, Features], utility_matrices: dict[str, np.ndarray],
-    utility_index: UtilityIndex, portfolios: Portfolios, query_router_comparison: dict[str, RoutingComparison],
-    params: dict[str, Any],
-) -> tuple[dict[str, RoutingComparison], UniversalRouting]:
-    """Each portfolio's comparison with the paper router's test routing added (``paper``), and the
-    universal router's routing of each dataset's test questions (``universal_routing``; without
-    ``universal``, one of no dataset: Kedro saves no None).
-
-    The paper router of the ``all`` portfolio is fitted on the same rows, in the same order, as the
-    universal router, so with ``universal`` that one router serves both.
-    """
-    p = RouterTrainingParams(**params)
-    paper = p.paper_router
-    if paper is None:
-        return query_router_comparison, UniversalRouting([], {}, {})
-    inputs = {d: {**features, **paper_query_blocks.get(d, {})} for d, features in router_inputs.items()}
-
-    def split(key: str, members: list[int], name: str) -> RoutingSplit:
-        return query_split(inputs, utility_matrices, utility_index, key, members, name)
-
-    universal, routing = None, UniversalRouting([], {}, {})
-    if paper.universal:
-        if ALL not in portfolios.keys:
-            raise ValueError(f"router_training.paper_router.universal needs the {ALL!r} portfolio; "
-                             f"portfolios are {sorted(portfolios.keys)}")
-        members = portfolios.members(ALL)
-        datasets = datasets_of(utility_index, ALL)
-        universal = fit_universal(lambda: _paper_router(paper, p.seed), {d: split(d, members, "train") for d in datasets},
-                                  portfolios.selection(ALL).portfolio)
-        routing = route_universal(universal, {d: split(d, members, "test") for d in datasets})
-        logger.info("universal paper router: %d members, trained on %d datasets' train questions together",
-                    len(universal.members_), len(datasets))
-    out = {}
-    for key, comparison in query_router_comparison.items():
-        members = portfolios.members(key)
-        test = split(key, members, "test")
-        if key == ALL and universal is not None:
-            router = universal
-        else:
-            train = split(key, members, "train")
-            router = _paper_router(paper, p.seed).fit(train.inputs, train.utilities,
-                                                     portfolios.selection(key).portfolio)
-        out[key] = comparison.with_routings({"paper": router.route(test.inputs, test.utilities.shape[1])[0]})
-    return out, routing

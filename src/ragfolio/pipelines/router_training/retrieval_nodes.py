@@ -12,10 +12,6 @@ rankings come from the retrieval cache it filled, so the features cost only thei
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,33 +20,22 @@ import numpy.typing as npt
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.routing.base import RouteInputs, RouterProtocol
+from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer, RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
-from ragfolio.core.routing.judging.evaluation import RoutingComparison, RoutingSplit, route_all
-from ragfolio.core.routing.registry import make_router, servable_names
+from ragfolio.core.routing.judging.evaluation import RoutingComparison, route_all
+from ragfolio.core.routing.judging.splits import RoutersByKind, query_split, retrieval_split, routers_of
+from ragfolio.core.routing.registry import make_router, members_ran, servable_names
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
-from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions, split_rows
+from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions
 from ragfolio.core.selection.portfolios import Portfolios
-from ragfolio.pipelines.router_training.nodes import RouterTrainingParams, query_split
+from ragfolio.core.timings import Stopwatch
+from ragfolio.router_params import RouterTrainingParams
 
 logger = logging.getLogger(__name__)
-
-
-class _Stopwatch:
-    """Seconds spent per named stage: ``with clock("fetch"): ...`` adds the block's time to ``fetch``."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        start = time.perf_counter()
-        yield
-        self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
 def build_retrieval_features(
@@ -72,7 +57,7 @@ def build_retrieval_features(
     featurizer = RetrievalFeaturizer(tuple(p.encoders), pool_settings.num_docs, r.agreement_depth)
     specs = [CandidateSpec.from_record(c) for c in candidates]
     names = {"first_stage": featurizer.first_stage_names(), "members": featurizer.member_names()}
-    clock, n_queries, n_member_rows = _Stopwatch(), 0, 0
+    clock, n_queries, n_member_rows = Stopwatch(), 0, 0
     first: dict[str, npt.NDArray[np.float32]] = {}
     members: dict[str, dict[str, npt.NDArray[np.float32]]] = {key: {} for key in portfolios.keys}
     for dataset in utility_index.datasets:
@@ -113,28 +98,6 @@ def build_retrieval_features(
     return RetrievalInputs(first, members, names, cost)
 
 
-def retrieval_split(
-    router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
-    utility_index: UtilityIndex, portfolios: Portfolios, key: str, split: str,
-) -> RoutingSplit:
-    """The query-feature split of :func:`query_split` with ``first_stage`` among its query blocks and
-    ``results["members"]`` ``(n, k, d_m)``."""
-    base = query_split(router_inputs, utility_matrices, utility_index, key, portfolios.members(key), split)
-    rows = {d: split_rows(utility_index, d, split) for d in datasets_of(utility_index, key)}
-    first = np.concatenate([retrieval_inputs.first_stage[d][r] for d, r in rows.items()])
-    members = np.concatenate([retrieval_inputs.members[key][d][r] for d, r in rows.items()])
-    inputs = RouteInputs({**base.inputs.query, "first_stage": first}, {"members": members})
-    return RoutingSplit(inputs, base.utilities)
-
-
-RoutersByKind = dict[str, dict[str, RouterProtocol]]  # router kind -> portfolio -> fitted router
-
-
-def _of_portfolio(retrieval_routers: RoutersByKind, key: str) -> dict[str, RouterProtocol]:
-    """Portfolio ``key``'s router of each kind."""
-    return {kind: trained[key] for kind, trained in retrieval_routers.items()}
-
-
 def train_retrieval_routers(
     router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
     utility_index: UtilityIndex, portfolios: Portfolios, params: dict[str, Any],
@@ -150,36 +113,6 @@ def train_retrieval_routers(
         for kind in kinds:
             router = make_router(kind, **{"random_state": p.seed, **p.retrieval_routing.hyperparameters(kind)})
             out[kind][key] = router.fit(train.inputs, train.utilities, sel.portfolio)
-    return out
-
-
-def compare_retrieval_routers(
-    query_router_comparison: dict[str, RoutingComparison], router_inputs: dict[str, Features],
-    retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
-    portfolios: Portfolios, retrieval_routers: RoutersByKind,
-) -> dict[str, RoutingComparison]:
-    """Each portfolio's comparison with the routings of its test questions by every router of
-    ``retrieval_routers`` added."""
-    out = {}
-    for key, comparison in query_router_comparison.items():
-        test = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "test")
-        out[key] = replace(comparison, picks={**comparison.picks, **route_all(_of_portfolio(retrieval_routers, key), test)})
-    return out
-
-
-def cascade_curves(
-    router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
-    utility_index: UtilityIndex, portfolios: Portfolios, retrieval_routers: RoutersByKind,
-) -> dict[str, dict[str, Any]]:
-    """Per portfolio with test questions, the cascade's test best-of-1 at every number of members run
-    m = 1..k (:meth:`~ragfolio.core.routing.routers.cascade.CascadeRouter.members_run_curve`: the same
-    fitted stages, nothing refitted); ``{}`` without a cascade."""
-    out = {}
-    for key, router in retrieval_routers.get("cascade", {}).items():
-        curve = getattr(router, "members_run_curve", None)
-        test = retrieval_split(router_inputs, retrieval_inputs, utility_matrices, utility_index, portfolios, key, "test")
-        if callable(curve) and len(test.utilities):
-            out[key] = curve(test.inputs, test.utilities)
     return out
 
 
@@ -208,7 +141,7 @@ def compare_on_dev(
                      for name in DEV_BASELINES}
         dev_queries = query_split(router_inputs, utility_matrices, utility_index, key, members, "dev")
         picks = {**route_all({"learned": routers[key]}, dev_queries),  # the learned router reads query features only
-                 **route_all({**_of_portfolio(retrieval_routers, key), **baselines}, dev)}
+                 **route_all({**routers_of(retrieval_routers, key), **baselines}, dev)}
         out[key] = RoutingComparison(picks, dev.utilities)
     return out
 
@@ -269,7 +202,7 @@ def routing_selection(
     same-budget evidence, ``dev_same_budget`` of :func:`judge_on_dev`, is above zero at some l;
     routing only at the l's where it is).
     """
-    requested = RouterTrainingParams(**params).bundle.router
+    bundle = RouterTrainingParams(**params).bundle
     validation: dict[str, dict[str, Any]] = {}  # per portfolio
     choices: dict[str, RouterChoice] = {}
     for key, learned in routers.items():
@@ -287,8 +220,9 @@ def routing_selection(
                 entry[name] = {**entry.get(name, {}), **values}
         validation[key] = entry
         k = len(routers[key].members_)
-        choices[key] = choose_router(entry, requested, evidence=(dev_same_budget or {}).get(key),
-                                     ls=tuple(range(1, k + 1)))
+        ran = {LEARNED: 1} | {kind: members_ran(trained[key], 1, k) for kind, trained in retrieval_routers.items()}
+        choices[key] = choose_router(entry, bundle.router, evidence=(dev_same_budget or {}).get(key),
+                                     ls=tuple(range(1, k + 1)), members_ran=ran, max_members_run=bundle.max_members_run)
         logger.info("%s: serves %s, routing %s (%s)", key, choices[key].router, choices[key].routing,
                     choices[key].reason)
     return RouterSelection(validation, choices)

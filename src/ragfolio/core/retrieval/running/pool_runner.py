@@ -233,7 +233,7 @@ class PoolRunner:
 
     def corpus_indexes(self) -> list[CorpusIndex]:
         """Every in-process corpus index built or given so far (BM25, FAISS, passage graphs), for a
-        bundle to save (:func:`ragfolio.core.answering.rag.with_indexes`)."""
+        bundle to save (:func:`ragfolio.core.system.bundle_indexes.with_indexes`)."""
         return indexes_among(self._memo.corpus_items())
 
     def _cached_result(

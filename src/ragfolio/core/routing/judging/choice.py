@@ -24,9 +24,15 @@ passages. No such router, or no dev split: routing is off at every l, and the re
 with the numbers. A router named in the settings is served at every l, as configured, with the
 same evidence in its reason.
 
+**Within a cost.** ``bundle.max_members_run`` (None: no limit, every member may run, as the
+post-retrieval router runs them) leaves out of ``auto``'s choice the routers that run more members
+for a query routed to one member (l = 1) than it allows: the cascade its shortlist of m, the
+post-retrieval router all k, the query-only routers one. The reason names those left out.
+
 The choices are one record, :class:`RouterSelection`, that ``router_training`` writes
 (``06_models/router_selection.json``) and the ``packaging`` stage reads to serve the chosen router;
-:func:`served_entry` says what is served in the terms the router report and the bundle record.
+:func:`served_choice` says what is served as the bundle records it, :func:`served_entry` as the router
+report does (with its test numbers).
 """
 
 from __future__ import annotations
@@ -131,9 +137,36 @@ class RouterSelection:
                 "choices": {key: choice.to_dict() for key, choice in self.choices.items()}}
 
 
+def _served(portfolio: str, choice: RouterChoice, default_l: int, num_docs: int) -> dict[str, Any]:
+    return {"portfolio": portfolio, **choice.to_dict(), "default_l": default_l, "num_docs": num_docs}
+
+
+def served_choice(portfolio: str, choice: RouterChoice, *, default_l: int, num_docs: int,
+                  dev: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What is served, as the bundle records it (``selection.served_router``): the choice and what
+    router training measured of it, no test number (those are the router report's, :func:`served_entry`).
+
+    Args:
+        portfolio: The served portfolio's key (``router_training.bundle.portfolio``).
+        choice: Its router choice (``RouterSelection.choices[portfolio]``).
+        default_l: Members a request gets unless it asks (``router_training.bundle.default_l``).
+        num_docs: Passages each member returns.
+        dev: The portfolio's dev report (``RoutingComparison.dev_report()`` of its dev routings):
+            its entry of the chosen router gives ``dev_best_of_l`` and ``dev_gap_closed_l1``; None
+            (no dev questions): both None.
+
+    Returns:
+        ``{"portfolio", **choice.to_dict(), "default_l", "num_docs", "dev_best_of_l", "dev_gap_closed_l1"}``.
+    """
+    on_dev = (dev or {}).get(choice.router, {})
+    return {**_served(portfolio, choice, default_l, num_docs),
+            "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1")}
+
+
 def served_entry(portfolio: str, choice: RouterChoice, measured: Mapping[str, Any], *, default_l: int,
                  num_docs: int, corpus: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What is served, as the router report's ``served`` and the bundle's ``selection.served_router`` say it.
+    """What is served, as the router report's ``served`` says it: :func:`served_choice` and what the
+    report measured of the router on test.
 
     Args:
         portfolio: The served portfolio's key (``router_training.bundle.portfolio``).
@@ -143,7 +176,7 @@ def served_entry(portfolio: str, choice: RouterChoice, measured: Mapping[str, An
             ``n_test`` and ``chosen_same_budget``; empty: nothing measured.
         default_l: Members a request gets unless it asks (``router_training.bundle.default_l``).
         num_docs: Passages each member returns.
-        corpus: The corpus description the report names (left out when None, as the bundle names its own).
+        corpus: The corpus description the report names (left out when None).
 
     Returns:
         ``{"portfolio", **choice.to_dict(), "default_l", "num_docs", ["corpus"], "n_test", "dev_best_of_l",
@@ -152,7 +185,7 @@ def served_entry(portfolio: str, choice: RouterChoice, measured: Mapping[str, An
     name = choice.router
     on_test, on_dev = measured.get(name, {}), measured.get("dev", {}).get(name, {})
     return {
-        "portfolio": portfolio, **choice.to_dict(), "default_l": default_l, "num_docs": num_docs,
+        **_served(portfolio, choice, default_l, num_docs),
         **({} if corpus is None else {"corpus": corpus}), "n_test": measured.get("n_test", 0),
         "dev_best_of_l": on_dev.get("best_of_l"), "dev_gap_closed_l1": on_dev.get("gap_closed_l1"),
         "test_best_of_l": on_test.get("best_of_l"), "test_minus_single_best": on_test.get("minus_single_best"),
@@ -176,6 +209,7 @@ def _gain(entry: Mapping[str, Any], on: str = "val") -> float:
 
 def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = "auto",
                   *, evidence: Mapping[str, Mapping[str, Any]] | None = None, ls: Sequence[int] = (1,),
+                  members_ran: Mapping[str, int] | None = None, max_members_run: int | None = None,
                   tolerance: float = 1e-9) -> RouterChoice:
     """The router to serve among ``validation``'s (router name -> its validation values).
 
@@ -190,6 +224,10 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
             the single best member at ``l * num_docs`` passages); None or empty: no dev questions,
             so ``auto`` does not route.
         ls: The l's a request may ask for (``1..k``): a named router routes at all of them.
+        members_ran: Per router, the members it runs for a query routed to one member (l = 1);
+            a router missing here counts as within any budget.
+        max_members_run: ``auto`` chooses only among routers with ``members_ran`` at most this
+            (None: no limit); a named router is served as asked.
         tolerance: Gains within this of the best count as tied.
 
     Raises:
@@ -218,15 +256,20 @@ def choose_router(validation: Mapping[str, Mapping[str, Any]], requested: str = 
         return RouterChoice(requested, requested, f"served as configured (bundle.router: {requested}) at every l; "
                             f"{where}: {scores}{_evidence_note(judged.get(requested))}", table, label,
                             tuple(ls), judged)
-    known = {name: e[f"{on}_gain"] for name, e in table.items() if e[f"{on}_gain"] is not None}
+    over = {name: n for name, n in (members_ran or {}).items()
+            if name in table and max_members_run is not None and n > max_members_run}
+    known = {name: e[f"{on}_gain"] for name, e in table.items() if e[f"{on}_gain"] is not None and name not in over}
     if not known:
-        raise ValueError(f"no router of {sorted(table)} has {label} values to choose by")
+        raise ValueError(f"no router of {sorted(table)} has {label} values to choose by"
+                         + (f" within bundle.max_members_run={max_members_run}" if over else ""))
     supported = {name: gain for name, gain in known.items() if _supported_ls(judged.get(name))}
     pool = supported or known
     best = max(pool.values())
     chosen = next(name for name in servable if name in pool and pool[name] >= best - tolerance)
-    choice = RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}", table, label,
-                          _supported_ls(judged.get(chosen)), judged)
+    budget = "" if not over else (f"; left out above bundle.max_members_run={max_members_run}: "
+                                  + ", ".join(f"{name} (runs {n} members)" for name, n in over.items()))
+    choice = RouterChoice(chosen, "auto", f"largest {where}; ties to the cheaper router: {scores}{budget}", table,
+                          label, _supported_ls(judged.get(chosen)), judged)
     return replace(choice, reason=f"{choice.reason}; {_routing_note(choice)}")
 
 

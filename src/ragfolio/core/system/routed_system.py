@@ -1,11 +1,10 @@
-"""Adaptive RAG end to end: route a query -> run the top-l members concurrently -> answer -> select.
+"""The served system's retrieval: route a batch of queries -> run each query's top-l members concurrently.
 
-:class:`AdaptiveRAG` ties together the router (:mod:`ragfolio.core.routing.routers.learned`), the concurrent
-member execution (:mod:`ragfolio.core.retrieval.running.member_executor`) and the LLM answerer and selector
-(:mod:`ragfolio.core.answering.answerer`). Each of the l routed members' passages goes to its own answer
-prompt; the selector sees the question and the candidate answers in a seeded random order
-(:meth:`~ragfolio.core.answering.answerer.Answerer.shown_order`) and picks one.
-Latency is recorded per stage and tokens per call, so a caller can report both per query.
+:class:`RoutedSystem` ties together the router (:mod:`ragfolio.core.routing.routers.learned`, or any
+registered kind; :mod:`ragfolio.core.routing.online` for those that read the retrieval) and the
+concurrent member execution (:mod:`ragfolio.core.retrieval.running.member_executor`). It is what
+``/retrieve`` and the MLflow model serve, and what :class:`~ragfolio.core.answering.adaptive_rag.AdaptiveRAG`
+answers from; it imports no LLM. Latency is recorded per stage, so a caller can report it per query.
 
 Where routing was not shown to help (the bundle's ``routed_ls``, router training's do-no-harm
 rule), a request for l members is not routed: the single best member alone returns ``l * num_docs``
@@ -15,18 +14,12 @@ passages (at most ``prefilter_depth``), the same passages' worth, and its
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.llm.chat import Completion
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.running.member_executor import MemberResults, PortfolioExecutor
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
@@ -34,6 +27,7 @@ from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.online import OnlineRetrievalRouting, routes_on_retrieval
+from ragfolio.core.system.runner_depth import runner_at_depth
 
 if TYPE_CHECKING:
     from ragfolio.core.bundle import PortfolioBundle
@@ -70,42 +64,7 @@ class RoutedRetrieval:
         return self.route_ms + self.results.latency_ms
 
 
-@dataclass(frozen=True)
-class RAGAnswer:
-    """A selected answer with its provenance and costs.
-
-    Attributes:
-        answer: The final answer.
-        candidates: ``(member name, its answer)`` of every member that answered, router order.
-        chosen: Position in ``candidates`` of the selected answer.
-        fallback: The selector's reply named no candidate, so the top-routed answer was taken.
-        retrieval: The routed retrieval the answers came from.
-        calls: Every LLM call by stage name (``answer:<member>``, ``select``).
-        latency_ms: Per stage: ``route``, ``retrieve``, ``answer``, ``select`` and ``total``.
-    """
-
-    answer: str
-    candidates: list[tuple[str, str]]
-    chosen: int
-    fallback: bool
-    retrieval: RoutedRetrieval
-    calls: dict[str, Completion] = field(default_factory=dict)
-    latency_ms: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def prompt_tokens(self) -> int:
-        return Completion.total(self.calls.values()).prompt_tokens
-
-    @property
-    def completion_tokens(self) -> int:
-        return Completion.total(self.calls.values()).completion_tokens
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-class AdaptiveRAG:
+class RoutedSystem:
     """A trained portfolio and router over one corpus, routing and retrieving a batch of queries (or one).
 
     Args:
@@ -114,7 +73,6 @@ class AdaptiveRAG:
         router: The fitted router over those members (any registered kind that reads query features).
         hasher: The text features the router was trained with.
         encoders: Encoders whose query embeddings the router reads (block names of its features).
-        answerer: The LLM answerer and selector; None for retrieval only.
         timeout_s: Per-member deadline of a retrieval.
         retrieval_features: The retrieval featurizer's settings (``encoders``, ``agreement_depth``),
             needed when ``router`` reads the retrieval (``pre_retrieval``: the first-stage rankings;
@@ -131,7 +89,6 @@ class AdaptiveRAG:
         router: RouterProtocol,
         hasher: TextHasher,
         encoders: Sequence[str],
-        answerer: Answerer | None = None,
         *,
         timeout_s: float = 5.0,
         retrieval_features: RetrievalFeatureSettings | None = None,
@@ -147,7 +104,7 @@ class AdaptiveRAG:
         self.single_best, self.timeout_s = single_best, timeout_s
         self._deeper: dict[int, PortfolioExecutor] = {}  # the single best member's runs at l * num_docs
         self._deeper_lock = threading.Lock()
-        self.hasher, self.encoders, self.answerer = hasher, list(encoders), answerer
+        self.hasher, self.encoders = hasher, list(encoders)
         self.executor = PortfolioExecutor(runner, self.members, timeout_s=timeout_s)
         self.retrieval_features = retrieval_features
         self.online: OnlineRetrievalRouting | None = None
@@ -160,16 +117,16 @@ class AdaptiveRAG:
 
     @classmethod
     def from_bundle(
-        cls, bundle: PortfolioBundle, answerer: Answerer | None = None, *, timeout_s: float = 5.0, num_docs: int | None = None
-    ) -> AdaptiveRAG:
-        """The bundle's portfolio and router, ready to route, retrieve and (with ``answerer``) answer.
+        cls, bundle: PortfolioBundle, *, timeout_s: float = 5.0, num_docs: int | None = None
+    ) -> RoutedSystem:
+        """The bundle's portfolio and router, ready to route and retrieve.
 
         Corpus parts (indexes, the passage graph) are built on the first query; call
-        ``rag.runner.prepare(bundle.members, ["warm-up"])`` to build them up front.
+        ``system.runner.prepare(bundle.members, ["warm-up"])`` to build them up front.
         """
         return cls(
             bundle.runner(num_docs=num_docs), bundle.members, bundle.router,
-            bundle.routing.text_features, bundle.routing.encoders, answerer,
+            bundle.routing.text_features, bundle.routing.encoders,
             timeout_s=timeout_s, retrieval_features=bundle.routing.retrieval_features,
             routed_ls=bundle.routed_ls, single_best=bundle.single_best,
         )
@@ -320,81 +277,7 @@ class AdaptiveRAG:
         """``(title, text)`` of corpus rows."""
         return [(self.runner.titles[i], self.runner.texts[i]) for i in doc_ids]
 
-    def answer(
-        self, query: str, l: int, *, members: Sequence[int] | None = None, retrieval: RoutedRetrieval | None = None
-    ) -> RAGAnswer:
-        """Retrieve with l routed members, answer from each member's passages, select one answer.
-
-        ``retrieval``: the query's routed retrieval when it was already made (e.g. in a batch,
-        :meth:`retrieve_batch`); then ``l`` and ``members`` are not used.
-
-        Raises:
-            RuntimeError: This instance has no answerer.
-            ragfolio.core.llm.chat.LLMUnavailableError: The LLM endpoint cannot be reached.
-        """
-        if self.answerer is None:
-            raise RuntimeError("this AdaptiveRAG was built without an answerer (retrieval only)")
-        if retrieval is None:
-            retrieval = self.retrieve(query, l, members=members)
-        calls: dict[str, Completion] = {}
-        candidates: list[tuple[str, str]] = []
-        explanations: list[str] = []
-        start = time.perf_counter()
-        for run in retrieval.results.ok_runs:
-            said = self.answerer.answer(query, self.passages(run.doc_ids))
-            calls[f"answer:{run.name}"] = said.completion
-            candidates.append((run.name, said.text))
-            explanations.append(said.explanation)
-        answer_ms = 1000 * (time.perf_counter() - start)
-        start = time.perf_counter()
-        if candidates:
-            selection = self.answerer.select(query, [text for _, text in candidates], explanations)
-            calls["select"] = selection.completion
-            chosen, final, fallback = selection.index, selection.answer, selection.fallback
-        else:  # every member failed: answer closed-book rather than not at all
-            said = self.answerer.answer(query, [])
-            calls["answer:closed_book"] = said.completion
-            final, chosen, fallback = said.text, -1, False
-        select_ms = 1000 * (time.perf_counter() - start)
-        latency = {
-            "route": retrieval.route_ms, "retrieve": retrieval.results.latency_ms, "answer": answer_ms,
-            "select": select_ms,
-        }
-        latency["total"] = float(np.sum(list(latency.values())))
-        return RAGAnswer(final, candidates, chosen, fallback, retrieval, calls, latency)
-
     def close(self) -> None:
         self.executor.close()
         for executor in self._deeper.values():
             executor.close()
-
-
-def runner_at_depth(runner: PoolRunner, num_docs: int) -> PoolRunner:
-    """``runner`` returning ``num_docs`` passages per candidate (1..``prefilter_depth``, the depth of
-    the first-stage rankings it shares), sharing every corpus and query part with it.
-
-    A function here rather than a method of the runner: the runner's source is part of every cached
-    ranking's key, so an edit there would throw away every user's retrieval cache.
-    """
-    if not 1 <= num_docs <= runner.prefilter_depth:
-        raise ValueError(f"num_docs={num_docs} must be in 1..prefilter_depth={runner.prefilter_depth}")
-    view = copy.copy(runner)  # shallow: the parts memo and the encoders are shared
-    view.num_docs = num_docs
-    return view
-
-
-def with_indexes(bundle: PortfolioBundle) -> PortfolioBundle:
-    """``bundle`` holding every corpus index its service searches, so a service maps them instead of
-    building them at start-up.
-
-    What the service builds is found by doing what its warm-up does: one query routed to all k
-    members (the router's own features included), then the runner's
-    :meth:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner.corpus_indexes`. Indexes the
-    bundle already holds are reused, not rebuilt.
-    """
-    rag = AdaptiveRAG.from_bundle(bundle)
-    try:
-        rag.warm_up()
-        return dataclasses.replace(bundle, indexes=rag.runner.corpus_indexes(), manifest={})
-    finally:
-        rag.close()
