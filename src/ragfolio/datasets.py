@@ -107,6 +107,18 @@ class RecordDataset(JSONDataset):
         return {**super()._describe(), "record": self._record_name}
 
 
+class TimingsDataset(JSONDataset):
+    """Measured times one stage hands another (``08_reporting/timings/``, which neither git nor DVC
+    tracks: :mod:`ragfolio.core.timings`). A missing file, as after a ``dvc pull`` on another machine,
+    loads as ``{}``: no timings to report, and nothing a stage's results depend on."""
+
+    def load(self) -> Any:
+        return super().load() if super()._exists() else {}
+
+    def _exists(self) -> bool:
+        return True
+
+
 class ArrayTreeDataset(AbstractDataset[Any, Any]):
     """A nested mapping whose leaves are arrays, stored as an inspectable folder: ``tree.json`` (the
     mapping, each array replaced by ``{"__array__": "arrays/<n>.npy"}``, or ``.npz`` for a scipy

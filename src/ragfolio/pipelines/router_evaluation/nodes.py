@@ -60,6 +60,7 @@ def evaluate_routers(
     pool_settings: PoolSettings, router_selection: RouterSelection, retrieval_inputs: RetrievalInputs,
     cache: ArrayCache, params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
     paper_encoders: dict[str, Any] | None = None, cascade_curves: dict[str, dict[str, Any]] | None = None,
+    retrieval_feature_cost: Mapping[str, Any] | None = None, paper_block_cost: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
 
@@ -77,11 +78,12 @@ def evaluate_routers(
     (``router_selection``). Where the portfolio has dev questions, ``dev`` holds the servable
     routers' and the baselines' best-of-l there, their gap closed and intervals minus the single
     best member (what ``auto`` chose by); every other number is on test.
-    ``retrieval_features`` names the retrieval features and their cost (``retrieval_inputs``).
+    ``retrieval_features`` names the retrieval features (``retrieval_inputs``) and their cost
+    (``retrieval_feature_cost``, measured by router training; none when its timings file is absent).
     The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
     With ``router_training.paper_router`` set, ``paper_router`` names its query blocks and what each
-    costs a query (``cost``, split off into the timings file), and with its ``universal`` each
-    dataset's entry has ``paper_universal``, the router trained over every dataset's train
+    costs a query (``cost``: ``paper_block_cost``, split off into the timings file again), and with
+    its ``universal`` each dataset's entry has ``paper_universal``, the router trained over every dataset's train
     questions (:func:`~ragfolio.core.routing.routers.universal.judge_universal`).
     With a cascade router, each portfolio's ``cascade_curve`` is its test best-of-1 at m = 1..k
     members run (``cascade_curves``; its best-of-l at the m chosen is its entry like any router's).
@@ -91,7 +93,7 @@ def evaluate_routers(
     choices = router_selection.choices
     report: dict[str, Any] = {
         "k": portfolios.k, "num_docs": pool_settings.num_docs, "corpus": corpora.describe(), "datasets": {},
-        "retrieval_features": {"names": retrieval_inputs.names, "cost": retrieval_inputs.cost},
+        "retrieval_features": {"names": retrieval_inputs.names, **(retrieval_feature_cost or {})},
     }
     for key, comparison in router_comparison.items():
         sel = portfolios.selection(key)
@@ -114,7 +116,7 @@ def evaluate_routers(
             entry["paper_universal"] = judge_universal(universal_routing, key, comparison)
         report["datasets"][key] = _with_headroom(entry, comparison, router_selection.validation.get(key, {}))
     if paper_encoders:
-        report["paper_router"] = paper_encoders
+        report["paper_router"] = {**paper_encoders, **(paper_block_cost or {})}
     report["served"] = _served(report, p, choices)
     _log_summary(report)
     return report
@@ -172,12 +174,13 @@ def _log_summary(report: dict[str, Any]) -> None:
         budget = (served.get("same_budget") or {}).get("union_minus_single", {}).get("l2")
         if budget:
             lines.append(f"  its routed union at l = 2 minus the single best given 2 x num_docs: {interval_text(budget)}")
-    cost = report["retrieval_features"]["cost"]
+    cost = report["retrieval_features"].get("cost")
     if served is not None and served.get("routing") != "on":
         logger.warning("routing %s for what is served (%s): %s", served.get("routing"), served["portfolio"],
                        served["reason"])
-    lines.append(f"retrieval features: {cost['first_stage_ms_per_query']:.2f} ms/query first stage, "
-                 f"{cost['members_ms_per_query']:.2f} ms/query/portfolio members")
+    if cost:
+        lines.append(f"retrieval features: {cost['first_stage_ms_per_query']:.2f} ms/query first stage, "
+                     f"{cost['members_ms_per_query']:.2f} ms/query/portfolio members")
     logger.info("\n".join(lines))
 
 def _pct(x: float | None) -> str:

@@ -58,6 +58,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "pool_settings": "pool_settings", "router_selection": "router_selection",
                     "retrieval_inputs": "retrieval_inputs", "cache": "retrieval_cache", "params": "params:router_training",
                     "universal_routing": "universal_routing", "paper_encoders": "paper_encoders",
+                    "paper_block_cost": "paper_block_cost", "retrieval_feature_cost": "retrieval_feature_cost",
                     "cascade_curves": "cascade_curves",
                 },
                 outputs="router_report",

@@ -38,13 +38,14 @@ def _own_blocks(paper: PaperRouterParams, router_features: RouterFeatures) -> li
 def build_paper_blocks(
     questions: list[dict[str, Any]], utility_index: UtilityIndex, pool_settings: PoolSettings,
     router_features: RouterFeatures, params: dict[str, Any], cache: ArrayCache,
-) -> tuple[dict[str, Features], dict[str, Any]]:
+) -> tuple[dict[str, Features], dict[str, Any], dict[str, Any]]:
     """The paper router's own query blocks of every utility-matrix row, per dataset, in row order
-    (``paper_query_blocks``), and what its blocks are and cost (``paper_encoders``).
+    (``paper_query_blocks``), what its blocks are (``paper_encoders``) and what they cost
+    (``paper_block_cost``, a timings file: ``08_reporting/timings/``).
 
     Returns:
-        ``({dataset: {block: (n, dim)}}, {"encoders": [...], "blocks": {block: {"source", "dim"}},
-        "cost": {block: {"ms_per_query", "n_queries", "dim"}}})``; both empty when the paper router
+        ``({dataset: {block: (n, dim)}}, {"encoders": [...], "blocks": {block: {"source", "dim"}}},
+        {"cost": {block: {"ms_per_query", "n_queries", "dim"}}})``; all empty when the paper router
         is off. ``cost`` times every block it reads on the first ``timing_queries`` questions, the
         pool's encoders too (their embeddings come from the cache, but a new query pays for them).
 
@@ -53,7 +54,7 @@ def build_paper_blocks(
     """
     paper = RouterTrainingParams(**params).paper_router
     if paper is None:
-        return {}, {}
+        return {}, {}, {}
     own = _own_blocks(paper, router_features)
     check_installed(own)
     encoders: dict[str, Encoder] = {name: make_block_encoder(name) for name in own}
@@ -68,6 +69,6 @@ def build_paper_blocks(
                         "dim": cost[name]["dim"]} for name in read}
     logger.info("paper router blocks: %s", ", ".join(f"{n} {c['dim']}-d {c['ms_per_query']:.2f} ms/query"
                                                      for n, c in cost.items()))
-    return blocks, {"encoders": read, "blocks": described, "cost": cost}
+    return blocks, {"encoders": read, "blocks": described}, {"cost": cost}
 
 

@@ -44,7 +44,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "questions": "questions", "utility_index": "utility_index", "pool_settings": "pool_settings",
                     "router_features": "router_features", "params": "params:router_training", "cache": "retrieval_cache",
                 },
-                outputs=["paper_query_blocks", "paper_encoders"],
+                outputs=["paper_query_blocks", "paper_encoders", "paper_block_cost"],
                 name="build_paper_blocks",
             ),
             node(
@@ -54,7 +54,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "utility_index": "utility_index", "portfolios": "portfolios", "pool_settings": "pool_settings",
                     "params": "params:router_training", "cache": "retrieval_cache",
                 },
-                outputs="retrieval_inputs",
+                outputs=["retrieval_inputs", "retrieval_feature_cost"],
                 name="build_retrieval_features",
             ),
             node(

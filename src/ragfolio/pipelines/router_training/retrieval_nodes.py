@@ -42,13 +42,14 @@ def build_retrieval_features(
     questions: list[dict[str, Any]], corpora: Corpora, candidates: list[dict[str, Any]],
     utility_index: UtilityIndex, portfolios: Portfolios, pool_settings: PoolSettings,
     params: dict[str, Any], cache: ArrayCache,
-) -> RetrievalInputs:
-    """Retrieval features of every utility-matrix row, in row order (``retrieval_inputs``).
+) -> tuple[RetrievalInputs, dict[str, Any]]:
+    """Retrieval features of every utility-matrix row, in row order (``retrieval_inputs``), and what
+    computing them cost (``retrieval_feature_cost``, a timings file: ``08_reporting/timings/``).
 
     Returns:
-        The blocks per dataset (members: per portfolio and dataset), their column names and
-        ``cost``: the graph build (once per corpus, s), reading the rankings (cache hits when
-        candidate scoring ran the same blocks) and computing each block, in ms per query
+        The blocks per dataset (members: per portfolio and dataset) with their column names; and
+        ``{"cost": ...}``: the graph build (once per corpus, s), reading the rankings (cache hits
+        when candidate scoring ran the same blocks) and computing each block, in ms per query
         (members: per query and portfolio).
     """
     p = RouterTrainingParams(**params)
@@ -95,7 +96,7 @@ def build_retrieval_features(
                 "%.2f ms/query/portfolio members, %.2f ms/query reading rankings, graph %.1f s", n_queries,
                 len(names["first_stage"]), len(names["members"]), cost["first_stage_ms_per_query"],
                 cost["members_ms_per_query"], cost["fetch_ms_per_query"], cost["graph_build_s"])
-    return RetrievalInputs(first, members, names, cost)
+    return RetrievalInputs(first, members, names), {"cost": cost}
 
 
 def train_retrieval_routers(

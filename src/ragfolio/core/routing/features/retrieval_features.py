@@ -218,13 +218,11 @@ class RetrievalInputs:
         first_stage: Per dataset, ``(n, d_f)`` first-stage features.
         members: Per portfolio and dataset, ``(n, k, d_m)`` features of each member's list.
         names: Column names per block (``first_stage``, ``members``).
-        cost: What computing them cost (see ``build_retrieval_features``).
     """
 
     first_stage: Mapping[str, npt.NDArray[np.float32]]
     members: Mapping[str, Mapping[str, npt.NDArray[np.float32]]]
     names: Mapping[str, list[str]]
-    cost: Mapping[str, float]
 
 
 @dataclass(frozen=True)
