@@ -80,27 +80,11 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
     the routed system (a batch, and each query alone) picks exactly what the router picks offline."""
     import dataclasses
 
-    import numpy as np
-    from tiny_bundle import FIXTURES, SCORING
-
     from ragfolio.core.bundle import load_bundle, save_bundle
-    from ragfolio.core.data.loading import load_folder
-    from ragfolio.core.data.records import build_corpus
-    from ragfolio.core.routing.base import RouteInputs
-    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
     from ragfolio.core.system.routed_system import RoutedSystem
 
-    write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
-    base = load_bundle(tmp_path / "base")
-    corpus = build_corpus(load_folder(FIXTURES))
-    texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
-    featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
-    first, members = featurizer.compute(base.runner(), texts, base.members)
-    wins = members[:, :, featurizer.member_names().index("unique")].argmax(axis=1)
-    U = np.zeros((len(texts), base.k), np.float32)
-    U[np.arange(len(texts)), wins] = 1.0
-    inputs = RouteInputs({"first_stage": first}, {"members": members})
+    base, texts, inputs, U = _switching_task(tmp_path, "unique")
     router = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(inputs, U, [m.name for m in base.members])
     offline, _ = router.route(inputs, base.k)
     assert not router.fallback_ and len(set(offline[:, 0].tolist())) > 1  # it switches members
@@ -177,27 +161,11 @@ def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offlin
     query alone pick what it picks offline, and each query's members run are its shortlist."""
     import dataclasses
 
-    import numpy as np
-    from tiny_bundle import FIXTURES, SCORING
-
     from ragfolio.core.bundle import load_bundle, save_bundle
-    from ragfolio.core.data.loading import load_folder
-    from ragfolio.core.data.records import build_corpus
-    from ragfolio.core.routing.base import RouteInputs
-    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.routers.cascade import CascadeRouter
     from ragfolio.core.system.routed_system import RoutedSystem
 
-    write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
-    base = load_bundle(tmp_path / "base")
-    corpus = build_corpus(load_folder(FIXTURES))
-    texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
-    featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
-    first, members = featurizer.compute(base.runner(), texts, base.members)
-    wins = members[:, :, featurizer.member_names().index("seed_degree")].argmax(axis=1)
-    U = np.zeros((len(texts), base.k), np.float32)
-    U[np.arange(len(texts)), wins] = 1.0
-    inputs = RouteInputs({"first_stage": first}, {"members": members})
+    base, texts, inputs, U = _switching_task(tmp_path, "seed_degree")
     stage = {"min_questions": 1, "min_z": 0.0, "n_folds": 2}
     router = CascadeRouter(members_run=2, pre=stage, post=stage).fit(inputs, U, [m.name for m in base.members])
     offline, _ = router.route(inputs, base.k)
@@ -214,3 +182,28 @@ def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offlin
         assert batched == alone == offline[:, :2].tolist()
     finally:
         system.close()
+
+
+def _switching_task(tmp_path, feature: str):  # noqa: ANN202 - a test helper
+    """The tiny post-retrieval bundle, questions and passage-derived queries, their retrieval features, and
+    member utilities where the member whose own list scores highest on ``feature`` wins: a task a
+    post-retrieval router learns to switch members on."""
+    import numpy as np
+    from tiny_bundle import FIXTURES, SCORING
+
+    from ragfolio.core.bundle import load_bundle
+    from ragfolio.core.data.loading import load_folder
+    from ragfolio.core.data.records import build_corpus
+    from ragfolio.core.routing.base import RouteInputs
+    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
+
+    write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
+    base = load_bundle(tmp_path / "base")
+    corpus = build_corpus(load_folder(FIXTURES))
+    texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
+    featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
+    first, members = featurizer.compute(base.runner(), texts, base.members)
+    wins = members[:, :, featurizer.member_names().index(feature)].argmax(axis=1)
+    U = np.zeros((len(texts), base.k), np.float32)
+    U[np.arange(len(texts)), wins] = 1.0
+    return base, texts, RouteInputs({"first_stage": first}, {"members": members}), U
