@@ -86,12 +86,14 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
     assert len(routers["datasets"]["all"]["learned"]["best_of_l"]) == 5
     for key in ("hotpotqa", "musique", "all"):
         assert (project / "runs/tiny/06_models/routers" / key / "router.safetensors").exists()
+        assert (project / "runs/tiny/06_models/bundles" / key / "manifest.json").exists()  # one bundle per portfolio
     answers = [json.loads(line) for line in (project / "runs/tiny/07_model_output/answers.jsonl").read_text().splitlines()]
-    assert len(answers) == 2 * len(ANSWERED)  # 1 test question (max_questions_per_dataset) x 2 datasets, 5 systems
+    assert len(answers) == 2 * len(ANSWERED)  # 1 test question (max_questions_per_dataset) x 2 datasets, 6 systems
     assert {a["system"] for a in answers} == set(ANSWERED) and all(a["prediction"] for a in answers)
     answer_metrics = json.loads((project / "runs/tiny/08_reporting/answer_metrics.json").read_text())
     assert set(answer_metrics["datasets"]) == {"hotpotqa", "musique", "all"}
     assert answer_metrics["datasets"]["all"]["post_retrieval_l2"]["tokens_mean"] > 0
+    assert answer_metrics["datasets"]["all"]["served_l1"]["tokens_mean"] > 0  # what the bundles serve
     assert answer_metrics["foreign_query_hits"] == 0  # every system timed with its own cold query caches
     for png in ("router_best_of_l.png", "em_vs_tokens.png"):
         assert (project / "runs/tiny/08_reporting" / png).stat().st_size > 10_000
@@ -126,7 +128,7 @@ def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tupl
     assert "bm25" in full["candidate_grids"]["default"] and "hidden" in full["router_training"]["router"]
     headline = json.loads((project / "runs/tiny/08_reporting/portfolio_headline.json").read_text())
     assert metrics["portfolio.greedy.hotpotqa"] == pytest.approx(headline["greedy"]["hotpotqa"])
-    assert "router.best_of_1.learned" in metrics and "answers.em.post_retrieval_l1" in metrics
+    assert "router.best_of_1.learned" in metrics and "answers.em.served_l1" in metrics
     assert len(metrics) <= 60, sorted(metrics)  # the headlines; the full reports are artifacts
     assert tags["kedro.pipeline"] == "portfolio" and "data.sha256" in tags and "git.commit" in tags
     assert tags["numerics.MKL_CBWR"] in ("AVX2", "unset") and tags["numerics.torch_cpu_capability"]

@@ -40,7 +40,7 @@ def test_compiled_spec_has_one_step_per_pipeline_in_dependency_order(tmp_path: P
     assert "candidate-scoring" in needs["portfolio-selection"]
     assert "portfolio-selection" in needs["evaluation"] and "portfolio-selection" in needs["router-training"]
     assert "router-training" in needs["answering-evaluation"] and "router-training" in needs["packaging"]
-    assert "packaging" not in needs["answering-evaluation"]  # answering reads the routers, not the bundle
+    assert "packaging" in needs["answering-evaluation"]  # answering answers from the bundles packaging writes
     assert "evaluation" not in needs["router-training"]  # independent steps may run side by side
     assert "router-training" in needs["router-evaluation"]  # the routers and their inputs, judged on test
     assert "router-evaluation" not in needs["packaging"]  # packaging needs no test report

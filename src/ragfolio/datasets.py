@@ -335,3 +335,53 @@ class BundleDataset(AbstractDataset[PortfolioBundle, PortfolioBundle]):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}
+
+
+class BundlesDataset(AbstractDataset[dict[str, PortfolioBundle], Mapping[str, PortfolioBundle]]):
+    """Bundles by portfolio key: ``<path>/<key>/`` :class:`BundleDataset` folders plus ``index.json``.
+
+    Loading reads the index only; each bundle is read when its key is asked for, so a node that
+    answers one dataset at a time holds one bundle's corpus and embeddings at a time.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = Path(path)
+
+    def load(self) -> Mapping[str, PortfolioBundle]:
+        index_file = self._path / "index.json"
+        if not index_file.exists():
+            raise DatasetError(f"no bundles at {self._path} (missing {index_file.name}): run the packaging pipeline")
+        return _LazyBundles(self._path, json.loads(index_file.read_text())["keys"])
+
+    def save(self, data: dict[str, PortfolioBundle]) -> None:
+        if self._path.exists():
+            shutil.rmtree(self._path)
+        for key, bundle in data.items():
+            if "/" in key or key.startswith("."):
+                raise DatasetError(f"portfolio key {key!r} is not a valid folder name")
+            save_bundle(bundle, self._path / key)
+        (self._path / "index.json").write_text(json.dumps({"keys": list(data)}, indent=1))
+
+    def _exists(self) -> bool:
+        return (self._path / "index.json").exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
+
+
+class _LazyBundles(Mapping[str, PortfolioBundle]):
+    """The bundles under ``root`` by key, each loaded (checksum checked) when it is asked for."""
+
+    def __init__(self, root: Path, keys: list[str]) -> None:
+        self._root, self._keys = root, list(keys)
+
+    def __getitem__(self, key: str) -> PortfolioBundle:
+        if key not in self._keys:
+            raise KeyError(key)
+        return load_bundle(self._root / key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)

@@ -12,6 +12,7 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
+from tiny_stages import tiny_stage_params
 
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
@@ -19,6 +20,7 @@ from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.datasets import (
     ArrayFolderDataset,
     BundleDataset,
+    BundlesDataset,
     RecordDataset,
     RouterFolderDataset,
     RoutersByKindDataset,
@@ -33,19 +35,7 @@ GRID = {
     "graph": [{"seeds": "bm25", "n_seeds": [1, 2], "rank": "ppr"}],
     "two_hop": [{"first": "bm25", "append": ["title", "text"], "second": "bm25"}],
 }
-PARAMS = {
-    "data_prep": {"raw_dir": str(TINY), "test_dir": None, "test_fraction": 0.3, "dev_fraction": 0.3, "seed": 0},
-    "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall",
-                          "graph_max_degree": 20, "encoders": {}, "grid": GRID},
-    "candidate_grids": {},
-    "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
-    "router_training": {
-        "text_features": {"n_features": 64}, "encoders": [],
-        "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
-        "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
-        "bundle": {"router": "auto", "default_l": 2}, "seed": 0,
-    },
-}
+PARAMS = tiny_stage_params(TINY, GRID)
 RECORDS = {  # as conf/base/catalog.yml stores them: what packaging reads from the stages before it
     "corpora": "ragfolio.core.data.corpora.Corpora",
     "pool_settings": "ragfolio.core.scoring.runners.PoolSettings",
@@ -87,6 +77,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, handoffs: Callable[[Path],
     datasets["routers"] = RouterFolderDataset(str(root / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(root / "retrieval_routers"))
     datasets["bundle"] = BundleDataset(str(root / "bundle"))
+    datasets["bundles"] = BundlesDataset(str(root / "bundles"))
     datasets |= handoffs(root)  # router_training -> router_evaluation, as the catalog stores them
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
@@ -105,6 +96,11 @@ def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
     assert recorded == {key: reported[key] for key in recorded} and recorded["dev_best_of_l"] is not None
     assert set(bundle.selection) == {"greedy_train_values", "certificate", "n_train", "corpus", "served_router"}
     assert bundle.default_l == 2 and bundle.name == "all"
+    bundles = trained.catalog.load("bundles")  # one per portfolio key, each serving its own choice
+    assert list(bundles) == ["all", *(key for key in trained.selection.choices if key != "all")]
+    for key, choice in trained.selection.choices.items():
+        assert bundles[key].name == key and bundles[key].router.name == choice.router
+        assert bundles[key].routed_ls == choice.routed_ls
 
 
 def test_packaging_reads_no_output_of_router_evaluation() -> None:
@@ -115,9 +111,10 @@ def test_packaging_reads_no_output_of_router_evaluation() -> None:
 def test_the_bundle_serves_the_router_a_router_selection_names(trained: Trained) -> None:
     """The typed record decides what is served, and the bundle records its dev numbers."""
     measured = trained.metrics["datasets"]["all"]
-    named = RouterChoice(router="pre_retrieval", requested="pre_retrieval", reason="named by the test",
-                         validation=trained.selection.choices["all"].validation, on="dev", routed_ls=(1,))
-    selection = RouterSelection(trained.selection.validation, {**trained.selection.choices, "all": named})
+    named = {key: RouterChoice(router="pre_retrieval", requested="pre_retrieval", reason="named by the test",
+                               validation=choice.validation, on="dev", routed_ls=(1,))
+             for key, choice in trained.selection.choices.items()}  # router training chooses for every portfolio
+    selection = RouterSelection(trained.selection.validation, named)
     bundle = trained.package(selection, router="pre_retrieval")
     assert bundle.router.name == "pre_retrieval" and bundle.routed_ls == (1,)
     served = bundle.selection["served_router"]
@@ -125,9 +122,9 @@ def test_the_bundle_serves_the_router_a_router_selection_names(trained: Trained)
     assert served["dev_best_of_l"] == measured["dev"]["pre_retrieval"]["best_of_l"]  # as the report has it
     assert served["dev_gap_closed_l1"] == measured["dev"]["pre_retrieval"]["gap_closed_l1"]
 
-    everywhere = dataclasses.replace(named, router="learned", requested="learned", routed_ls=None)
-    bundle = trained.package(RouterSelection(selection.validation, {**selection.choices, "all": everywhere}),
-                             router="learned")
+    everywhere = {key: dataclasses.replace(choice, router="learned", requested="learned", routed_ls=None)
+                  for key, choice in named.items()}
+    bundle = trained.package(RouterSelection(selection.validation, everywhere), router="learned")
     assert bundle.router.name == "learned" and bundle.routed_ls is None  # routes at every l
 
 

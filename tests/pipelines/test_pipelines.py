@@ -13,8 +13,15 @@ from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.answering.systems import SYSTEMS
 from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.core.timings import TIMING_KEYS
-from ragfolio.datasets import ArrayFolderDataset, RecordDataset, RouterFolderDataset, RoutersByKindDataset
+from ragfolio.datasets import (
+    ArrayFolderDataset,
+    BundlesDataset,
+    RecordDataset,
+    RouterFolderDataset,
+    RoutersByKindDataset,
+)
 from ragfolio.pipeline_registry import register_pipelines
 
 ANSWERED = tuple(s for s in SYSTEMS if s != "vendi_rag_authors")  # vendirag's own loop is opt-in
@@ -66,6 +73,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
     datasets["utility_matrices"] = ArrayFolderDataset(str(tmp_path / "utility"))
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(tmp_path / "retrieval_routers"))
+    datasets["bundles"] = BundlesDataset(str(tmp_path / "bundles"))
     datasets |= handoffs(tmp_path)  # router_training -> router_evaluation
     datasets["answer_store"] = MemoryDataset(AnswerStore(tmp_path / "answer_store.jsonl"), copy_mode="assign")
     for name in ("answers", "answer_latencies"):
@@ -176,6 +184,16 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
         assert 1 <= answer_metrics["datasets"][dataset]["vendi_rag"]["rounds_mean"] <= 2
     by_system = answers.groupby("system")["tokens"].mean()
     assert by_system["routed_l3"] > by_system["routed_l1"]  # k answers cost more than one
+    # what is evaluated is what is served: each dataset's served_l<l> used the members its bundle picks
+    bundles = catalog.load("bundles")
+    assert list(bundles) == ["all", "hotpotqa", "musique"]  # one per portfolio key, the served one first
+    assert [m.name for m in bundles["all"].members] == [m.name for m in bundle.members]
+    texts = {q["id"]: q["question"] for q in catalog.load("questions")}
+    for row in answers[answers["system"].str.startswith("served_l")].itertuples():
+        served = RoutedSystem.from_bundle(bundles[row.dataset])
+        got = served.retrieve(texts[row.id], int(row.system.removeprefix("served_l")))
+        assert [served.members[j].name for j in got.members] == list(row.members)
+        served.close()
     # a second run reads every answer from the store: no LLM call, the same predictions
     SequentialRunner().run(pipelines["answering_evaluation"], catalog)
     again = catalog.load("answers")
@@ -203,3 +221,5 @@ def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny
     assert len(bundle.corpus) == len({passage_id for corpus in corpora.corpora.values() for passage_id in corpus.ids})
     assert all(len(emb) == len(bundle.corpus) for emb in bundle.embeddings.values())
     assert bundle.selection["corpus"] == expected
+    bundles = catalog.load("bundles")  # a dataset's bundle serves the corpus that dataset was answered from
+    assert all(bundles[d].corpus.fingerprint == corpora.corpora[d].fingerprint for d in ("hotpotqa", "musique"))

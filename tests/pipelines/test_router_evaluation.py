@@ -12,6 +12,7 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
+from tiny_stages import tiny_stage_params
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
@@ -26,19 +27,7 @@ BEFORE = ("data_prep", "candidate_scoring", "portfolio_selection")
 
 
 def _catalog(root: Path, tiny_dir: Path, stored: dict[str, Any]) -> DataCatalog:
-    params = {
-        "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "dev_fraction": 0.3, "seed": 0},
-        "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall", "graph_max_degree": 20,
-                              "encoders": {}, "grid": GRID},
-        "candidate_grids": {},
-        "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
-        "router_training": {
-            "text_features": {"n_features": 64}, "encoders": [],
-            "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
-            "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
-            "bundle": {"router": "auto", "default_l": 2}, "seed": 0,
-        },
-    }
+    params = tiny_stage_params(tiny_dir, GRID)
     datasets: dict[str, Any] = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
     for name in ("questions", "candidates", "router_metrics", "router_headline"):

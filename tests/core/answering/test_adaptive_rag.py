@@ -95,7 +95,9 @@ def _systems(routed_parts, tiny_dir, *, cold_caches: bool = True, selector_reply
     own loop when ``authors``)."""
     runner, members, router, hasher, queries = routed_parts
     answerer = Answerer(EchoBackend(selector_reply=selector_reply))
-    rag = AdaptiveRAG(RoutedSystem(runner, members, router, hasher, ["minilm"]), answerer)
+    # served: the same router, routing at l = 2 only (member 0, the single best, serves l = 1 and 3 unrouted)
+    rag = AdaptiveRAG(RoutedSystem(runner, members, router, hasher, ["minilm"], routed_ls=(2,)), answerer)
+    learned = RoutedSystem(runner, members, router, hasher, ["minilm"])
     featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
     first, member_features = featurizer.compute(runner, queries, members)
     U = np.tile(np.array([[1.0, 0.5, 0.0]], dtype=np.float32), (len(queries), 1))
@@ -110,7 +112,7 @@ def _systems(routed_parts, tiny_dir, *, cold_caches: bool = True, selector_reply
     vendi = VendiRAG(answerer, runner, num_docs=3, max_iterations=2)
     authors_vendi = AuthorsVendiRAG(answerer, runner, num_docs=3, max_iterations=2) if authors else None
     systems = SystemRunner(rag, members[0], vendi, authors_vendi=authors_vendi, wide_runner=wide,
-                           retrieval_routers=online, ls=(1, 2, 3), cold_caches=cold_caches, only=only)
+                           retrieval_routers=online, learned=learned, ls=(1, 2, 3), cold_caches=cold_caches, only=only)
     return systems, runner, queries
 
 
@@ -124,6 +126,14 @@ def test_system_runner_covers_every_system_and_shares_member_answers(routed_part
     assert len(by["routed_l1"].calls) == 1 and len(by["routed_l3"].calls) >= 3
     assert len(by["single_best"].doc_ids) == 3 and len(by["single_best_wide"].doc_ids) == 6
     assert by["single_best_wide"].doc_ids[:3] == by["single_best"].doc_ids  # the same ranking, twice as deep
+    # served: routed where the system routes (l = 2, as the learned router), else the single best member deeper
+    best = systems.single_best.name
+    assert by["served_l1"].doc_ids == by["single_best"].doc_ids and by["served_l1"].members == [best]
+    assert by["served_l2"].members == by["routed_l2"].members and by["served_l2"].calls[0] is by["routed_l2"].calls[0]
+    assert len(by["served_l2"].members) == 2 and by["served_l2"].candidates == by["routed_l2"].candidates
+    deeper = min(3 * runner.num_docs, runner.prefilter_depth)  # l x num_docs passages in one prompt
+    assert by["served_l3"].members == [best] and len(by["served_l3"].calls) == 1 and len(by["served_l3"].doc_ids) == deeper
+    assert by["served_l3"].doc_ids[:6] == by["single_best_wide"].doc_ids  # the same ranking, deeper
     for mode in ("pre_retrieval", "post_retrieval", "cascade"):
         assert [len(by[f"{mode}_l{l}"].members) for l in (1, 2, 3)] == [1, 2, 3]
     # routed_l3 and portfolio_all answer from the same members: the member calls are the same objects

@@ -6,6 +6,10 @@ Systems (the keys of ``answer_metrics.json``; :func:`system_names` gives their o
 * ``single_best``: the pool's best single candidate (by train mean) and one answer prompt.
 * ``single_best_wide``: the same candidate's top ``2 x num_docs`` passages in one prompt (does a
   routed union gain from complementarity, or only from more passages?).
+* ``served_l<l>``: what the bundle serves for a request of l members: its router (any kind) at the
+  l's where router training's do-no-harm rule lets it route, one answer per routed member and the
+  selector; at any other l the single best member's ``l x num_docs`` passages in one prompt
+  (:class:`~ragfolio.core.system.routed_system.RoutedSystem`, as ``/answer`` runs it).
 * ``routed_l<l>``: the learned query router's top-l members run concurrently, one answer per
   member, the selector picks (no selector at l = 1).
 * ``pre_retrieval_l<l>``, ``post_retrieval_l<l>`` (and ``<kind>_l<l>`` for a user's servable
@@ -49,6 +53,7 @@ from ragfolio.core.retrieval.running.memo import COUNTERS
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.routing.registry import servable_names
+from ragfolio.core.system.routed_system import RoutedSystem
 
 ROUTED_L = (1, 2, 3)
 
@@ -56,15 +61,16 @@ def system_names(ls: Sequence[int] = ROUTED_L, modes: Sequence[str] | None = Non
     """Every system's name, in report order, for routed ``ls`` and the router kinds ``modes``
     (default: every servable router but the learned one, :func:`~ragfolio.core.routing.registry.servable_names`)."""
     modes = servable_names(learned=False) if modes is None else modes
-    routed = [f"{prefix}_l{l}" for prefix in ("routed", *modes) for l in ls]
+    routed = [f"{prefix}_l{l}" for prefix in ("served", "routed", *modes) for l in ls]
     return ("no_retrieval", "single_best", "single_best_wide", *routed, "portfolio_all", "vendi_rag", "vendi_rag_authors")
 
 
 SYSTEMS = system_names()
 # The systems that answer the paper's end-to-end questions (the default of answering_evaluation):
-# the closed book, the single best retriever alone and given l x num_docs passages, the served
-# (post-retrieval) router at l = 1, routed l = 2 with the selector, and Vendi-RAG as its authors run it.
-PAPER_SYSTEMS = ("no_retrieval", "single_best", "single_best_wide", "post_retrieval_l1", "post_retrieval_l2",
+# the closed book, the single best retriever alone and given l x num_docs passages, what the bundle
+# serves at l = 1 and 2, routed l = 2 with the selector (post-retrieval, whether or not it is served),
+# and Vendi-RAG as its authors run it.
+PAPER_SYSTEMS = ("no_retrieval", "single_best", "single_best_wide", "served_l1", "served_l2", "post_retrieval_l2",
                  "vendi_rag_authors")
 
 
@@ -158,7 +164,9 @@ class SystemRunner:
     """Answers a question with every system, each with cold query caches, in the order asked.
 
     Args:
-        rag: The routed portfolio (learned query router) with its answerer.
+        rag: The served system with its answerer (``served_l<l>``; its members, runner and executor
+            are the other systems' too), e.g. :meth:`AdaptiveRAG.from_bundle
+            <ragfolio.core.answering.adaptive_rag.AdaptiveRAG.from_bundle>`.
         single_best: The pool's best single candidate.
         vendi: The Vendi-RAG baseline over the same corpus and LLM (``vendi_rag``).
         authors_vendi: vendirag's own loop over the same corpus and LLM (``vendi_rag_authors``);
@@ -167,6 +175,8 @@ class SystemRunner:
             (``single_best_wide``); None leaves that system out.
         retrieval_routers: ``{router kind: routing}`` (``pre_retrieval``, ``post_retrieval``, a user's) over ``rag``'s
             members; the modes missing are left out.
+        learned: The learned query router over ``rag``'s members and runner (``routed_l<l>``); None
+            leaves those systems out.
         ls: The l of the routed systems (each at most k).
         cold_caches: Drop the query caches before each system (False only shows, in tests, what
             the counters see when systems share them).
@@ -188,6 +198,7 @@ class SystemRunner:
         authors_vendi: AuthorsVendiRAG | None = None,
         wide_runner: PoolRunner | None = None,
         retrieval_routers: dict[str, OnlineRetrievalRouting] | None = None,
+        learned: RoutedSystem | None = None,
         ls: Sequence[int] = ROUTED_L,
         cold_caches: bool = True,
         only: Sequence[str] | None = None,
@@ -201,7 +212,9 @@ class SystemRunner:
         self.loops: dict[str, VendiRAG | AuthorsVendiRAG] = {"vendi_rag": vendi}
         if authors_vendi is not None:
             self.loops["vendi_rag_authors"] = authors_vendi
-        self.retrieval_routers = dict(retrieval_routers or {})
+        self.retrieval_routers, self.learned = dict(retrieval_routers or {}), learned
+        if learned is not None and [m.name for m in learned.members] != [m.name for m in rag.system.members]:
+            raise ValueError("the learned router's system must have the served system's members, in order")
         if above := sorted(l for l in set(ls) if l > rag.system.k):
             raise ValueError(f"routed l {above} above the portfolio's k={rag.system.k}")
         self.ls = sorted(set(ls))
@@ -210,6 +223,8 @@ class SystemRunner:
         modes = [m for m in servable_names(learned=False) if m in self.retrieval_routers]
         wide = () if wide_runner is None else ("single_best_wide",)
         left_out = {"single_best_wide"} - set(wide) | {"vendi_rag", "vendi_rag_authors"} - set(self.loops)
+        if learned is None:
+            left_out |= {f"routed_l{l}" for l in self.ls}
         made = tuple(s for s in system_names(self.ls, modes) if s not in left_out)
         if only is not None and not strict:
             only = [s for s in only if s in made] or list(made)
@@ -283,8 +298,12 @@ class SystemRunner:
             return self._members(question, list(range(routed.k)), 0.0, select=True)
         prefix, _, l_text = system.rpartition("_l")
         l = int(l_text)
-        if prefix == "routed":
-            chosen, _, route_ms = routed.route(question, l)
+        if prefix == "served":  # as /answer serves it: routed where the bundle routes at l, else unrouted
+            got = routed.retrieve(question, l)
+            runs = dict(zip(got.members, got.results.runs, strict=True))
+            return self._from_runs(got.members, runs, got.latency_ms, select=got.routed and l > 1)
+        if prefix == "routed" and self.learned is not None:
+            chosen, _, route_ms = self.learned.route(question, l)
             return self._members(question, chosen[:l], route_ms, select=l > 1)
         route = self.retrieval_routers[prefix].route(question, l)
         if route.results is None:

@@ -22,19 +22,17 @@ from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
 from ragfolio.core.answering.systems import PAPER_SYSTEMS, SystemRunner, run_order
 from ragfolio.core.answering.vendi_rag import VendiRAG
 from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
-from ragfolio.core.cache import ArrayCache, file_sha256
+from ragfolio.core.bundle import PortfolioBundle
+from ragfolio.core.cache import file_sha256
 from ragfolio.core.code_identity import source_digest
-from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Question
 from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, backend_settings, make_backend
-from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.online import OnlineRetrievalRouting
-from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
-from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.system.routed_system import RoutedSystem
+from ragfolio.core.system.runner_depth import runner_at_depth
 from ragfolio.param_blocks import kwargs_of
 
 logger = logging.getLogger(__name__)
@@ -170,60 +168,64 @@ def _retrieval_routings(
 
 
 def answer_test_questions(
-    questions: list[dict[str, Any]], corpora: Corpora, candidates: list[dict[str, Any]],
-    utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
-    retrieval_routers: dict[str, dict[str, RouterProtocol]],
-    cache: ArrayCache, pool_settings: PoolSettings, router_features: RouterFeatures, answer_store: AnswerStore,
-    params: dict[str, Any],
+    questions: list[dict[str, Any]], utility_index: UtilityIndex, bundles: Mapping[str, PortfolioBundle],
+    routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
+    answer_store: AnswerStore, params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
 
-    Each dataset uses its own portfolio and routers over the corpus it retrieved from, configured
-    as candidate scoring ran it (``pool_settings``). Only corpus parts (passage embeddings) load
-    from the retrieval cache; every system computes its own query parts with cold caches, in the
-    order ``system_order`` gives per question. A question whose records the ``answer_store`` holds
-    under the same settings is not answered again; new ones are stored as each question ends.
+    Each dataset is answered from its own bundle (packaging's ``bundles``: the portfolio, its
+    served router, the corpus it retrieved from and its indexes, as ``bentoml serve`` would load
+    it), so ``served_l<l>`` is by construction what the service answers with; the other routers
+    (``routers``, ``retrieval_routers``) route over the same members and runner. Every system
+    computes its own query parts with cold caches, in the order ``system_order`` gives per
+    question. A question whose records the ``answer_store`` holds under the same settings is not
+    answered again; new ones are stored as each question ends.
 
     Returns:
         ``(answers, retrieval_orders)``: the rows, and for the first ``order_check_questions`` of each
         dataset every system's retrieval latency (no LLM call) in the fixed and the reversed order.
     """
     p = AnsweringEvaluationParams(**params)
-    hasher, encoders = router_features.text_features, router_features.encoders
-    specs = [CandidateSpec.from_record(c) for c in candidates]
     answerer = Answerer(make_backend(p.llm), **{"seed": p.seed, **p.answerer})
     llm = backend_identity(p.llm)
-    if unknown := set(p.datasets or []) - set(corpora.datasets):
-        raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a corpus "
-                         f"{sorted(corpora.datasets)}")
-    runners = CorpusRunners(corpora, cache.corpus_reader(), pool_settings)
+    datasets = [d for d in utility_index.datasets if d in bundles]
+    if missing := sorted(set(utility_index.datasets) - set(bundles)):
+        raise ValueError(f"no bundle for datasets {missing} (packaging built {sorted(bundles)}): run packaging")
+    if unknown := set(p.datasets or []) - set(datasets):
+        raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a bundle "
+                         f"{sorted(datasets)}")
     trained = retrieval_routers if p.retrieval_routers else {}
     rows: list[dict[str, Any]] = []
     orders: dict[str, Any] = {}
-    for dataset in corpora.datasets:
+    for dataset in datasets:
         if p.datasets is not None and dataset not in p.datasets:
             continue
-        sel, router, runner = portfolios.selection(dataset), routers[dataset], runners.for_dataset(dataset)
-        members = [specs[i] for i in portfolios.members(dataset)]
-        if above := [l for l in p.routed_l if l > len(members)]:
-            raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={len(members)}: "
-                             f"set each to at most {len(members)}")
-        routed = RoutedSystem(runner, members, router, hasher, encoders, timeout_s=p.member_timeout_s)
-        rag = AdaptiveRAG(routed, answerer)
-        wide = runners.for_dataset(dataset, p.wide_factor * pool_settings.num_docs) if p.wide_factor else None
-        online = _retrieval_routings(routed, trained, dataset, router_features, pool_settings.num_docs)
+        bundle = bundles[dataset]
+        if above := [l for l in p.routed_l if l > bundle.k]:
+            raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={bundle.k}: "
+                             f"set each to at most {bundle.k}")
+        rag = AdaptiveRAG.from_bundle(bundle, answerer, timeout_s=p.member_timeout_s)
+        served, runner, num_docs = rag.system, rag.system.runner, bundle.scoring.num_docs
+        learned = None if dataset not in routers else RoutedSystem(
+            runner, bundle.members, routers[dataset], bundle.routing.text_features, bundle.routing.encoders,
+            timeout_s=p.member_timeout_s)
+        online = _retrieval_routings(served, trained, dataset, bundle.routing, num_docs)
         systems = SystemRunner(
-            rag, specs[sel.single_best], VendiRAG(answerer, runner, num_docs=pool_settings.num_docs, **p.vendi_rag),
+            rag, bundle.members[bundle.single_best], VendiRAG(answerer, runner, num_docs=num_docs, **p.vendi_rag),
             authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
-                answerer, runner, num_docs=pool_settings.num_docs, **p.vendi_rag_authors),
-            wide_runner=wide, retrieval_routers=online, ls=p.routed_l, cold_caches=p.cold_caches,
+                answerer, runner, num_docs=num_docs, **p.vendi_rag_authors),
+            wide_runner=runner_at_depth(runner, p.wide_factor * num_docs) if p.wide_factor else None,
+            retrieval_routers=online, learned=learned, ls=p.routed_l, cold_caches=p.cold_caches,
             only=_systems(p.systems), strict=isinstance(p.systems, list),
         )
         key = answer_store_key({
-            "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": pool_settings.to_dict(),
-            "router_features": router_features.to_dict(), "members": [m.name for m in members],
+            "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": bundle.scoring.to_dict(),
+            "router_features": bundle.routing.to_dict(), "members": [m.name for m in bundle.members],
             "single_best": systems.single_best.name,
-            "routers": {"learned": _router_digest(router), **{m: _router_digest(o.router) for m, o in online.items()}},
+            "served": {"router": _router_digest(bundle.router), "routed_ls": bundle.routed_ls},
+            "routers": {**({} if learned is None else {"learned": _router_digest(learned.router)}),
+                        **{m: _router_digest(o.router) for m, o in online.items()}},
             "params": p.model_dump(exclude=NOT_IN_KEY),
         }, llm)
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
@@ -239,4 +241,6 @@ def answer_test_questions(
         ]
         logger.info("%s: %d questions, %d read from the answer store (settings %s)", dataset, len(sample), reused, key)
         rag.close()
+        if learned is not None:
+            learned.close()
     return pd.DataFrame(rows), orders

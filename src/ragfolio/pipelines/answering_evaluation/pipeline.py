@@ -20,15 +20,10 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 answer_test_questions,
                 inputs={
                     "questions": "questions",
-                    "corpora": "corpora",
-                    "candidates": "candidates",
                     "utility_index": "utility_index",
-                    "portfolios": "portfolios",
+                    "bundles": "bundles",  # packaging's: each dataset answers as its bundle serves
                     "routers": "routers",
                     "retrieval_routers": "retrieval_routers",
-                    "cache": "retrieval_cache",
-                    "pool_settings": "pool_settings",
-                    "router_features": "router_features",
                     "answer_store": "answer_store",
                     "params": "params:answering_evaluation",
                 },

@@ -1,8 +1,11 @@
-"""The node of ``packaging``, the stage that assembles what is served: the bundle (``build_bundle``).
+"""The nodes of ``packaging``, the stage that assembles what is served: one bundle per portfolio key
+(``build_bundles``) and the one the service loads (``served_bundle``).
 
-It serves the router that router training chose (the ``router_selection`` record: the router,
-where it routes and why) and writes one portfolio, its router and every corpus index its service
-searches. It reads the settings the choice was made under, ``router_training.bundle``
+Each bundle serves the router that router training chose for its portfolio (the ``router_selection``
+record: the router, where it routes and why) and holds one portfolio, its router and every corpus
+index its service searches. ``answering_evaluation`` answers each dataset from its dataset's
+bundle, and ``bentoml serve`` and the MLflow model load ``router_training.bundle.portfolio``'s: what
+is evaluated is what is served. It reads the settings the choice was made under, ``router_training.bundle``
 (:class:`~ragfolio.bundle_params.BundleParams`); router training validated the rest of that block.
 It reads router training's outputs only: the test report (``router_metrics``, router evaluation's)
 is not needed to package, so the bundle records what the choice was made on, not test numbers.
@@ -36,13 +39,39 @@ def _member_index(members: list[int], candidate: int) -> int:
     return members.index(candidate) if candidate in members else 0
 
 
-def build_bundle(
+def build_bundles(
     corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios, router_selection: RouterSelection,
     routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
     dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures, pool_settings: PoolSettings,
     cache: ArrayCache, params: dict[str, Any],
+) -> dict[str, PortfolioBundle]:
+    """One bundle per portfolio key (:func:`build_bundle`), the served portfolio's first.
+
+    Raises:
+        ValueError: ``bundle.portfolio`` is no portfolio, or a bundle cannot be built (:func:`build_bundle`).
+    """
+    settings = BundleParams(**(params.get("bundle") or {}))  # the block router training chose under
+    if settings.portfolio not in portfolios.keys:
+        raise ValueError(f"router_training.bundle.portfolio={settings.portfolio!r} is not one of {sorted(portfolios.keys)}")
+    keys = [settings.portfolio, *(k for k in portfolios.keys if k != settings.portfolio)]
+    runners = CorpusRunners(corpora, cache.reader(), pool_settings)
+    return {key: build_bundle(key, settings, corpora, candidates, portfolios, router_selection, routers,
+                              retrieval_routers, dev_router_comparison, router_features, runners)
+            for key in keys}
+
+
+def served_bundle(bundles: dict[str, PortfolioBundle], params: dict[str, Any]) -> PortfolioBundle:
+    """The bundle ``bentoml serve`` and the MLflow model load: ``router_training.bundle.portfolio``'s."""
+    return bundles[BundleParams(**(params.get("bundle") or {})).portfolio]
+
+
+def build_bundle(
+    key: str, settings: BundleParams, corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios,
+    router_selection: RouterSelection, routers: dict[str, RouterProtocol],
+    retrieval_routers: dict[str, dict[str, RouterProtocol]], dev_router_comparison: dict[str, RoutingComparison],
+    router_features: RouterFeatures, runners: CorpusRunners,
 ) -> PortfolioBundle:
-    """The served bundle: one portfolio and its router over the corpus its datasets retrieved from.
+    """Portfolio ``key`` and its router over the corpus its datasets retrieved from.
 
     With ``data_prep.corpus: union`` that is the union corpus, the one every number was measured
     on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
@@ -60,13 +89,9 @@ def build_bundle(
     index its service searches, built here once (:func:`~ragfolio.core.system.bundle_indexes.with_indexes`).
 
     Raises:
-        ValueError: ``bundle.portfolio`` is no portfolio, ``bundle.default_l`` is above its k, no
-            router was chosen (under ``bundle.router``) or trained for it.
+        ValueError: ``bundle.default_l`` is above its k, no router was chosen (under ``bundle.router``)
+            or trained for it.
     """
-    settings = BundleParams(**(params.get("bundle") or {}))  # the block router training chose under
-    key = settings.portfolio
-    if key not in portfolios.keys:
-        raise ValueError(f"router_training.bundle.portfolio={key!r} is not one of {sorted(portfolios.keys)}")
     sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
     members = [specs[i] for i in portfolios.members(key)]
     if settings.default_l > len(members):
@@ -83,11 +108,11 @@ def build_bundle(
         raise ValueError(f"no {choice.router} router was trained for portfolio {key!r}")
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
     names = corpora.names_for(corpora.datasets if key == ALL else [key])
-    corpus, embeddings = served_corpus(CorpusRunners(corpora, cache.reader(), pool_settings), names, encoders)
+    corpus, embeddings = served_corpus(runners, names, encoders)
     dev = dev_router_comparison[key].dev_report() if key in dev_router_comparison else None
-    selection = _selection_record(key, portfolios, corpora, choice, dev, settings, pool_settings.num_docs)
+    selection = _selection_record(key, portfolios, corpora, choice, dev, settings, runners.settings.num_docs)
     bundle = PortfolioBundle(
-        name=key, corpus=corpus, members=members, router=served[key], scoring=pool_settings,
+        name=key, corpus=corpus, members=members, router=served[key], scoring=runners.settings,
         routing=router_features,
         embeddings=embeddings, default_l=settings.default_l, routed_ls=choice.routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,

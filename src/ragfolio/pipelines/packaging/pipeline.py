@@ -2,14 +2,14 @@ from typing import Any
 
 from kedro.pipeline import Pipeline, node
 
-from ragfolio.pipelines.packaging.nodes import build_bundle
+from ragfolio.pipelines.packaging.nodes import build_bundles, served_bundle
 
 
 def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
-            node(  # what router_training chose (router_selection), served with everything it searches
-                build_bundle,
+            node(  # what router_training chose for each portfolio (router_selection), with everything it searches
+                build_bundles,
                 inputs={
                     "corpora": "corpora", "candidates": "candidates", "portfolios": "portfolios",
                     "router_selection": "router_selection", "routers": "routers",
@@ -17,8 +17,10 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "router_features": "router_features", "pool_settings": "pool_settings",
                     "cache": "retrieval_cache", "params": "params:router_training",
                 },
-                outputs="bundle",
-                name="build_bundle",
+                outputs="bundles",
+                name="build_bundles",
             ),
+            node(served_bundle, inputs={"bundles": "bundles", "params": "params:router_training"}, outputs="bundle",
+                 name="served_bundle"),
         ]
     )
