@@ -6,7 +6,7 @@ import dataclasses
 import itertools
 import json
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -268,25 +268,35 @@ class RouterFolderDataset(AbstractDataset[dict[str, RouterProtocol], dict[str, R
         self._path = Path(path)
 
     def load(self) -> dict[str, RouterProtocol]:
-        index_file = self._path / "index.json"
-        if not index_file.exists():
-            raise DatasetError(f"no routers at {self._path} (missing {index_file.name}): run the router_training pipeline")
-        return {key: load_router(self._path / key) for key in json.loads(index_file.read_text())["keys"]}
+        return {key: load_router(self._path / key) for key in _folder_keys(self._path, "routers", "router_training")}
 
     def save(self, data: dict[str, RouterProtocol]) -> None:
-        if self._path.exists():
-            shutil.rmtree(self._path)
-        for key, router in data.items():
-            if "/" in key or key.startswith("."):
-                raise DatasetError(f"router key {key!r} is not a valid folder name")
-            save_router(router, self._path / key)
-        (self._path / "index.json").write_text(json.dumps({"keys": list(data)}, indent=1))
+        _save_folders(self._path, data, save_router, "router key")
 
     def _exists(self) -> bool:
         return (self._path / "index.json").exists()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}
+
+
+def _folder_keys(root: Path, what: str, stage: str) -> list[str]:
+    """The keys of ``root/index.json`` (folders by key, as :func:`_save_folders` writes them)."""
+    index_file = root / "index.json"
+    if not index_file.exists():
+        raise DatasetError(f"no {what} at {root} (missing {index_file.name}): run the {stage} pipeline")
+    return list(json.loads(index_file.read_text())["keys"])
+
+
+def _save_folders(root: Path, data: Mapping[str, Any], save_one: Callable[[Any, Path], Any], what: str) -> None:
+    """``root/<key>/`` for each item of ``data`` (``save_one(item, folder)``) and ``root/index.json``, afresh."""
+    if root.exists():
+        shutil.rmtree(root)
+    for key, item in data.items():
+        if "/" in key or key.startswith("."):
+            raise DatasetError(f"{what} {key!r} is not a valid folder name")
+        save_one(item, root / key)
+    (root / "index.json").write_text(json.dumps({"keys": list(data)}, indent=1))
 
 
 class RoutersByKindDataset(AbstractDataset[dict[str, dict[str, RouterProtocol]], dict[str, dict[str, RouterProtocol]]]):
@@ -348,19 +358,10 @@ class BundlesDataset(AbstractDataset[dict[str, PortfolioBundle], Mapping[str, Po
         self._path = Path(path)
 
     def load(self) -> Mapping[str, PortfolioBundle]:
-        index_file = self._path / "index.json"
-        if not index_file.exists():
-            raise DatasetError(f"no bundles at {self._path} (missing {index_file.name}): run the packaging pipeline")
-        return _LazyBundles(self._path, json.loads(index_file.read_text())["keys"])
+        return _LazyBundles(self._path, _folder_keys(self._path, "bundles", "packaging"))
 
     def save(self, data: dict[str, PortfolioBundle]) -> None:
-        if self._path.exists():
-            shutil.rmtree(self._path)
-        for key, bundle in data.items():
-            if "/" in key or key.startswith("."):
-                raise DatasetError(f"portfolio key {key!r} is not a valid folder name")
-            save_bundle(bundle, self._path / key)
-        (self._path / "index.json").write_text(json.dumps({"keys": list(data)}, indent=1))
+        _save_folders(self._path, data, save_bundle, "portfolio key")
 
     def _exists(self) -> bool:
         return (self._path / "index.json").exists()
