@@ -8,6 +8,8 @@ not the JSON asked for, LLM calls, tokens and latency per question; the paired d
 first reader minus each other (EM, F1) per system; each routed system minus ``single_best`` and
 minus ``single_best_wide`` per reader; and the headroom of routing (how often a system is right
 where ``single_best`` is wrong, and the reverse). Answers are resumable (the run's answer store).
+Vendi-RAG's loop, answered by the first reader in a run of its own, joins the report from
+``answers_vendi_rag_authors.jsonl`` (and ``timings_vendi_rag_authors.jsonl``) in ``--out``.
 
     .venv/bin/python benchmarks/bench_reader.py --data-root data --questions 30 \\
         --readers qwen2.5-coder-1.5b-instruct gemma-3-270m --out docs/results_issue34/sample
@@ -81,6 +83,8 @@ def _ids(data: dict[str, dict[tuple[str, str], dict]], readers: list[str], syste
 
 def report(out: Path, readers: list[str], walls: dict[str, float]) -> str:
     data = {reader: load(out, reader) for reader in readers}
+    if (out / f"answers_{VENDI}.jsonl").exists():  # the authors' loop answered in a run of its own, by the first reader
+        data[readers[0]].update(load(out, VENDI))
     answered = {r: {qid for qid, _ in rows} for r, rows in data.items()}
     lines = ["Questions answered (test, every dataset of the run): "
              + ", ".join(f"{r} {len(answered[r])}" for r in readers) + ".", ""]
