@@ -55,7 +55,8 @@ def build_bundles(
         raise ValueError(f"router_training.bundle.portfolio={settings.portfolio!r} is not one of {sorted(portfolios.keys)}")
     keys = [settings.portfolio, *(k for k in portfolios.keys if k != settings.portfolio)]
     runners = CorpusRunners(corpora, cache.reader(), pool_settings)
-    return {key: build_bundle(key, settings, corpora, candidates, portfolios, router_selection, routers,
+    specs = [CandidateSpec.from_record(c) for c in candidates]  # parsed once for every bundle
+    return {key: build_bundle(key, settings, corpora, specs, portfolios, router_selection, routers,
                               retrieval_routers, dev_router_comparison, router_features, runners)
             for key in keys}
 
@@ -66,7 +67,7 @@ def served_bundle(bundles: dict[str, PortfolioBundle], params: dict[str, Any]) -
 
 
 def build_bundle(
-    key: str, settings: BundleParams, corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios,
+    key: str, settings: BundleParams, corpora: Corpora, specs: list[CandidateSpec], portfolios: Portfolios,
     router_selection: RouterSelection, routers: dict[str, RouterProtocol],
     retrieval_routers: dict[str, dict[str, RouterProtocol]], dev_router_comparison: dict[str, RoutingComparison],
     router_features: RouterFeatures, runners: CorpusRunners,
@@ -92,7 +93,7 @@ def build_bundle(
         ValueError: ``bundle.default_l`` is above its k, no router was chosen (under ``bundle.router``)
             or trained for it.
     """
-    sel, specs = portfolios.selection(key), [CandidateSpec.from_record(c) for c in candidates]
+    sel = portfolios.selection(key)
     members = [specs[i] for i in portfolios.members(key)]
     if settings.default_l > len(members):
         raise ValueError(f"router_training.bundle.default_l={settings.default_l} is above portfolio {key!r}'s "
