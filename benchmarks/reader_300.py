@@ -1,12 +1,18 @@
-"""The reader and the router at l = 1 on the 300 test questions of ``../shared/data`` (issue 34), from two runs.
+"""The reader and the paper's systems on the 300 test questions of ``../shared/data`` (issue 34), from stored runs.
 
 The first 30 test questions of each dataset were answered at 767325a with every default system
 (``docs/results_issue34/full/answers_qwen2.5-coder-1.5b-instruct.jsonl``); questions 31-100 at
-6f95c21 with ``single_best`` and ``post_retrieval_l1`` only (``answers_core_6f95c21.jsonl``, the
-answer store's rows), two questions per dataset answered by both runs to check that the passages
-and answers agree. Gemma-3-270M's ``single_best`` on the same 300 (767325a) gives the reader
-comparison. Prints EM and F1 with 95% intervals per dataset, ``post_retrieval_l1`` minus
-``single_best`` (paired) and the reader minus Gemma-3-270M (paired).
+6f95c21: ``single_best`` and ``post_retrieval_l1`` in one run (``answers_core_6f95c21.jsonl``),
+``no_retrieval``, ``single_best_wide`` and ``post_retrieval_l2`` in another
+(``answers_rest_6f95c21.jsonl``), each the answer store's rows. Two questions per dataset were
+answered by both commits, to check that the passages and answers agree. Gemma-3-270M's
+``single_best`` on the same 300 (767325a) gives the reader comparison.
+
+Prints, over the questions every system answered (all, then per dataset): EM and F1 with 95%
+intervals; each system minus ``single_best`` (paired), ``post_retrieval_l2`` also minus
+``single_best_wide`` (the same number of passages); the selector's headroom (questions where one
+of the two members' answers is right and ``single_best``'s wrong, and how often it picked that
+one); and the reader minus Gemma-3-270M.
 
     .venv/bin/python benchmarks/reader_300.py
 """
@@ -24,17 +30,23 @@ from ragfolio.core.metrics import exact_match, f1_score
 from ragfolio.core.stats import interval_text, mean_intervals, paired_differences
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results_issue34" / "full"
-SYSTEMS = ("single_best", "post_retrieval_l1")
+FIRST = "answers_qwen2.5-coder-1.5b-instruct.jsonl"
+LATER = ("answers_core_6f95c21.jsonl", "answers_rest_6f95c21.jsonl")
+SYSTEMS = ("no_retrieval", "single_best", "single_best_wide", "post_retrieval_l1", "post_retrieval_l2")
+BASELINES = {"post_retrieval_l2": ("single_best", "single_best_wide")}  # else single_best only
 Rows = dict[tuple[str, str], dict[str, Any]]
 
 
-def _rows(name: str) -> Rows:
-    """``{(question id, system): row}`` of a JSONL file of answers, each row scored afresh."""
+def _rows(*names: str) -> Rows:
+    """``{(question id, system): row}`` of JSONL files of answers (those present), each row scored afresh."""
     out = {}
-    for line in (RESULTS / name).read_text().splitlines():
-        row = json.loads(line)
-        row["em"], row["f1"] = exact_match(row["prediction"], row["answers"]), f1_score(row["prediction"], row["answers"])
-        out[row["id"], row["system"]] = row
+    for name in names:
+        if not (RESULTS / name).exists():
+            continue
+        for line in (RESULTS / name).read_text().splitlines():
+            row = json.loads(line)
+            row["em"], row["f1"] = exact_match(row["prediction"], row["answers"]), f1_score(row["prediction"], row["answers"])
+            out[row["id"], row["system"]] = row
     return out
 
 
@@ -42,9 +54,24 @@ def _scores(rows: Rows, ids: list[str], system: str) -> np.ndarray:
     return np.array([[rows[i, system]["em"], rows[i, system]["f1"]] for i in ids])
 
 
+def _selector_headroom(rows: Rows, ids: list[str]) -> str:
+    """How often one of ``post_retrieval_l2``'s two candidate answers is right where single best's is
+    wrong, how often the selector picked a right one then, and how often it lost what single best had."""
+    room = found = lost = differ = 0
+    for i in ids:
+        row, best = rows[i, "post_retrieval_l2"], rows[i, "single_best"]
+        right = [exact_match(c, row["answers"]) for c in row["candidates"]]
+        differ += len({c.strip().lower() for c in row["candidates"]}) > 1
+        if any(right) and not best["em"]:
+            room += 1
+            found += bool(row["em"])
+        lost += bool(best["em"] and not row["em"])
+    return (f"selector headroom: a member's answer right where single_best's is wrong on {room} of {len(ids)}; "
+            f"picked on {found}; lost {lost} that single_best had right; two different candidates on {differ}")
+
+
 def main() -> None:
-    first, later = _rows("answers_qwen2.5-coder-1.5b-instruct.jsonl"), _rows("answers_core_6f95c21.jsonl")
-    gemma = _rows("answers_gemma-3-270m.jsonl")
+    first, later, gemma = _rows(FIRST), _rows(*LATER), _rows("answers_gemma-3-270m.jsonl")
     overlap = [key for key in later if key in first]
     agree = sum(later[k]["prediction"] == first[k]["prediction"] and later[k]["doc_ids"] == first[k]["doc_ids"]
                 for k in overlap)
@@ -52,7 +79,7 @@ def main() -> None:
     rows = {**later, **first}
     ids = sorted(set.intersection(*({i for i, s in rows if s == system} for system in SYSTEMS)))
     datasets = Counter(rows[i, "single_best"]["dataset"] for i in ids)
-    print(f"questions: {len(ids)} {dict(sorted(datasets.items()))}")
+    print(f"questions every system answered: {len(ids)} {dict(sorted(datasets.items()))}")
     for dataset in [None, *sorted(datasets)]:
         chosen = [i for i in ids if dataset is None or rows[i, "single_best"]["dataset"] == dataset]
         print(f"--- {dataset or 'all'} ({len(chosen)})")
@@ -60,12 +87,17 @@ def main() -> None:
             em, f1 = mean_intervals(_scores(rows, chosen, system))
             tokens = np.mean([rows[i, system]["tokens"] for i in chosen])
             print(f"{system}: EM {interval_text(em.to_dict())} F1 {interval_text(f1.to_dict())} tokens {tokens:.0f}")
-        routed, best = _scores(rows, chosen, "post_retrieval_l1"), _scores(rows, chosen, "single_best")
-        em, f1 = paired_differences(routed, best)
-        same = sum(rows[i, "post_retrieval_l1"]["doc_ids"] == rows[i, "single_best"]["doc_ids"] for i in chosen)
-        print(f"post_retrieval_l1 minus single_best: EM {interval_text(em.to_dict())} F1 {interval_text(f1.to_dict())}; "
-              f"right where single_best is wrong on {int((routed[:, 0] > best[:, 0]).sum())}, the reverse on "
-              f"{int((routed[:, 0] < best[:, 0]).sum())}; another list than single_best's on {len(chosen) - same}")
+        for system in SYSTEMS:
+            for base in BASELINES.get(system, ("single_best",)):
+                if system == base or system == "no_retrieval":
+                    continue
+                mine, theirs = _scores(rows, chosen, system), _scores(rows, chosen, base)
+                em, f1 = paired_differences(mine, theirs)
+                same = sum(rows[i, system]["doc_ids"] == rows[i, base]["doc_ids"] for i in chosen)
+                print(f"{system} minus {base}: EM {interval_text(em.to_dict())} F1 {interval_text(f1.to_dict())}; "
+                      f"right where {base} is wrong on {int((mine[:, 0] > theirs[:, 0]).sum())}, the reverse on "
+                      f"{int((mine[:, 0] < theirs[:, 0]).sum())}; other passages on {len(chosen) - same}")
+        print(_selector_headroom(rows, chosen))
     paired = [i for i in ids if (i, "single_best") in gemma]
     em, f1 = paired_differences(_scores(rows, paired, "single_best"), _scores(gemma, paired, "single_best"))
     gemma_em, _ = mean_intervals(_scores(gemma, paired, "single_best"))

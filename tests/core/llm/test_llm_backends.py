@@ -341,6 +341,30 @@ def test_llama_cpp_streams_what_it_completes_and_cuts_at_stop_strings(small_read
 
 
 @pytest.mark.slow
+def test_llama_cpp_reuses_the_prompt_prefix_it_holds_and_replies_as_without(small_reader) -> None:
+    """Prompts that share a prefix (the template and instructions; the first passages) read only
+    what differs, and say what a backend that reads every prompt from the start says, also after a
+    stream left half read and after a prompt the cache holds whole."""
+    fresh = LlamaCppBackend("gemma-3-270m", n_ctx=1024, reuse_prefix=False)
+    more = [*PASSAGES, ("Eiffel Tower", "The Eiffel Tower is a tower in Paris, France.")]
+    calls = [answer_messages(QUESTION, PASSAGES), answer_messages(QUESTION, more),
+             answer_messages(QUESTION, more), answer_messages("Where is the Eiffel Tower?", more)]
+    reused, replies = [], []
+    for i, messages in enumerate(calls):
+        if i == 2:  # a stream read for two pieces and dropped: what it decoded stays consistent
+            pieces = iter(small_reader.stream_text(small_reader.prompt(messages), max_tokens=16))
+            next(pieces), next(pieces)
+            pieces.close()
+        replies.append(small_reader.complete(messages, max_tokens=24, json_schema=ANSWER_SCHEMA).text)
+        reused.append(small_reader.reused_tokens)
+    assert replies == [fresh.complete(m, max_tokens=24, json_schema=ANSWER_SCHEMA).text for m in calls]
+    n_prompt = [len(small_reader._vocab.tokenize(small_reader.prompt(m), add_special=True, parse_special=True))
+                for m in calls]
+    assert 0 < reused[1] < n_prompt[1] and reused[2] == n_prompt[2] - 1 and 0 < reused[3] < n_prompt[3]
+    assert fresh.reused_tokens == 0
+
+
+@pytest.mark.slow
 def test_the_embedded_reader_reads(tmp_path) -> None:
     """Qwen2.5-Coder-1.5B-Instruct, assembled from its part wheels, answers from the passage and explains."""
     reader = make_backend({"kind": "llama_cpp"})

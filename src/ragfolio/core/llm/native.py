@@ -71,6 +71,9 @@ class LlamaCppBackend:
             :data:`~ragfolio.core.llm.chat.PLAIN`: the messages' contents as one text, cut at
             :data:`~ragfolio.core.llm.chat.PLAIN_STOP` (base models).
         n_gpu_layers: Layers offloaded to a GPU when the wheel has a GPU backend (0: CPU only).
+        reuse_prefix: Keep the KV cache of the prompt prefix a call shares with the last one (the
+            chat template and instructions; passages two lists have in common), as llama.cpp's
+            server does with ``cache_prompt``; False: read every prompt from its start.
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class LlamaCppBackend:
         seed: int = 0,
         chat_format: str | None = None,
         n_gpu_layers: int = 0,
+        reuse_prefix: bool = True,
     ) -> None:
         if model_path is None:
             entry = embedded_model(model)  # an unknown name fails here, before anything loads
@@ -97,11 +101,14 @@ class LlamaCppBackend:
         self.n_threads = default_threads() if n_threads is None else n_threads
         self.n_threads_batch = usable_cores() if n_threads_batch is None else n_threads_batch
         self.seed, self.chat_format, self.n_gpu_layers = seed, chat_format, n_gpu_layers
+        self.reuse_prefix = reuse_prefix
         self._lock = threading.Lock()
         self._model: Any = None
         self._ctx: Any = None
         self._vocab: Any = None
         self._template: str | None = None
+        self._cached: list[int] = []  # the tokens whose keys and values the KV cache holds, in order
+        self.reused_tokens = 0  # prompt tokens the last call took from the cache
 
     @property
     def path(self) -> str:
@@ -136,6 +143,23 @@ class LlamaCppBackend:
         self._model = model
         logger.info("loaded %s with llama.cpp in %.1f s (n_ctx=%d, threads %d / %d for prefill)", path,
                     time.perf_counter() - start, self.n_ctx, self.n_threads, self.n_threads_batch)
+
+    def _reuse_prefix(self, tokens: Sequence[int]) -> int:
+        """Keep the cache of the longest prefix ``tokens`` shares with :attr:`_cached` and drop
+        the rest; the position decoding starts at. The last prompt token is always decoded again
+        (its logits give the first new token)."""
+        keep = 0
+        if self.reuse_prefix:
+            for held, new in zip(self._cached, tokens[:-1]):
+                if held != new:
+                    break
+                keep += 1
+        if keep == 0 or not self._ctx.memory_seq_rm(0, keep, -1):
+            self._ctx.kv_cache_clear()
+            keep = 0
+        del self._cached[keep:]
+        self.reused_tokens = keep
+        return keep
 
     # --- prompts ---------------------------------------------------------------------------------
     @property
@@ -252,10 +276,11 @@ class _Pieces:
         backend = self.backend
         with backend._lock:
             ctx, vocab = backend._ctx, backend._vocab
-            ctx.kv_cache_clear()
             tokens = self.tokens
-            for i in range(0, len(tokens), backend.n_batch):
+            start = backend._reuse_prefix(tokens)
+            for i in range(start, len(tokens), backend.n_batch):
                 ctx.decode(cy.llama_batch_get_one(tokens[i:i + backend.n_batch], i))
+                backend._cached.extend(tokens[i:i + backend.n_batch])
             sampler, generated, said, position = self._sampler(), [], "", len(tokens)
             hold = max((len(s) for s in self.stop), default=1) - 1  # what may yet become a stop string
             text = ""
@@ -280,6 +305,7 @@ class _Pieces:
                 if not continue_decoding:
                     return
                 ctx.decode(cy.llama_batch_get_one([token], position))
+                backend._cached.append(token)
                 position += 1
             if rest := text[len(said):]:
                 yield rest
