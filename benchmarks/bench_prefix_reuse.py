@@ -56,7 +56,7 @@ def main() -> None:
         done = subprocess.run([sys.executable, __file__, "--worker", how, "--questions", str(args.questions)],
                               capture_output=True, text=True, check=True)
         runs[how] = json.loads(done.stdout.strip().splitlines()[-1])
-    same = sum(a[k][1] == b[k][1] for a, b in zip(runs["off"], runs["on"]) for k in KINDS)
+    same = sum(a[k][1] == b[k][1] for a, b in zip(runs["off"], runs["on"], strict=True) for k in KINDS)
     print(f"replies the same with and without reuse: {same} of {len(runs['on']) * len(KINDS)}")
     print("| prompt | reuse off: mean s | reuse on: mean s | change | prompt tokens reused, mean |")
     print("|---|---|---|---|---|")

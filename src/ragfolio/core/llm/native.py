@@ -150,7 +150,7 @@ class LlamaCppBackend:
         (its logits give the first new token)."""
         keep = 0
         if self.reuse_prefix:
-            for held, new in zip(self._cached, tokens[:-1]):
+            for held, new in zip(self._cached, tokens[:-1], strict=False):
                 if held != new:
                     break
                 keep += 1
