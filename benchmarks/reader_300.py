@@ -66,8 +66,12 @@ def _selector_headroom(rows: Rows, ids: list[str]) -> str:
             room += 1
             found += bool(row["em"])
         lost += bool(best["em"] and not row["em"])
+    shown = [rows[i, "post_retrieval_l2"]["selector_position"] for i in ids
+             if rows[i, "post_retrieval_l2"]["selector_options"] == 2]
+    first = sum(position == 1 for position in shown)
     return (f"selector headroom: a member's answer right where single_best's is wrong on {room} of {len(ids)}; "
-            f"picked on {found}; lost {lost} that single_best had right; two different candidates on {differ}")
+            f"picked on {found}; lost {lost} that single_best had right; two different candidates on {differ}; "
+            f"the selector chose between two on {len(shown)} and picked the one shown first on {first}")
 
 
 def main() -> None:
