@@ -29,6 +29,7 @@ from ragfolio.core.llm.chat import (
     Completion,
     LLMRequestError,
     LLMUnavailableError,
+    Messages,
     OpenAICompatibleClient,
 )
 from ragfolio.core.llm.embedded import TransformersBackend, embedded_model_path
@@ -341,27 +342,37 @@ def test_llama_cpp_streams_what_it_completes_and_cuts_at_stop_strings(small_read
 
 
 @pytest.mark.slow
-def test_llama_cpp_reuses_the_prompt_prefix_it_holds_and_replies_as_without(small_reader) -> None:
-    """Prompts that share a prefix (the template and instructions; the first passages) read only
-    what differs, and say what a backend that reads every prompt from the start says, also after a
-    stream left half read and after a prompt the cache holds whole."""
-    fresh = LlamaCppBackend("gemma-3-270m", n_ctx=1024, reuse_prefix=False)
+def test_llama_cpp_reads_every_prompt_afresh_unless_asked_to_reuse_its_prefix(small_reader) -> None:
+    """By default a prompt's reply does not depend on the call before it. With ``reuse_prefix``
+    a prompt that shares a prefix with the last call (the template and instructions; the first
+    passages) reads only what differs, also after a stream left half read and for a prompt the
+    cache holds whole, and still writes the schema."""
     more = [*PASSAGES, ("Eiffel Tower", "The Eiffel Tower is a tower in Paris, France.")]
-    calls = [answer_messages(QUESTION, PASSAGES), answer_messages(QUESTION, more),
-             answer_messages(QUESTION, more), answer_messages("Where is the Eiffel Tower?", more)]
-    reused, replies = [], []
-    for i, messages in enumerate(calls):
-        if i == 2:  # a stream read for two pieces and dropped: what it decoded stays consistent
-            pieces = iter(small_reader.stream_text(small_reader.prompt(messages), max_tokens=16))
+    short, long, other = (answer_messages(QUESTION, PASSAGES), answer_messages(QUESTION, more),
+                          answer_messages("Where is the Eiffel Tower?", more))
+
+    def reply(backend: LlamaCppBackend, messages: Messages) -> str:
+        return backend.complete(messages, max_tokens=24, json_schema=ANSWER_SCHEMA).text
+
+    after_short = (reply(small_reader, short), reply(small_reader, long))[1]
+    after_other = (reply(small_reader, other), reply(small_reader, long))[1]
+    assert after_short == after_other and small_reader.reused_tokens == 0
+
+    reusing = LlamaCppBackend("gemma-3-270m", n_ctx=1024, reuse_prefix=True)
+    reusing.load()
+    n_tokens = {id(m): len(reusing._vocab.tokenize(reusing.prompt(m), add_special=True, parse_special=True))
+                for m in (long, other)}
+    reused = []
+    for i, messages in enumerate([short, long, long, other]):
+        if i == 2:  # a stream read for two pieces and dropped: the cache stays consistent with what it decoded
+            pieces = iter(reusing.stream_text(reusing.prompt(messages), max_tokens=16))
             next(pieces), next(pieces)
             pieces.close()
-        replies.append(small_reader.complete(messages, max_tokens=24, json_schema=ANSWER_SCHEMA).text)
-        reused.append(small_reader.reused_tokens)
-    assert replies == [fresh.complete(m, max_tokens=24, json_schema=ANSWER_SCHEMA).text for m in calls]
-    n_prompt = [len(small_reader._vocab.tokenize(small_reader.prompt(m), add_special=True, parse_special=True))
-                for m in calls]
-    assert 0 < reused[1] < n_prompt[1] and reused[2] == n_prompt[2] - 1 and 0 < reused[3] < n_prompt[3]
-    assert fresh.reused_tokens == 0
+        said = reply(reusing, messages)
+        assert said.startswith("{") and '"answer"' in said, said  # the schema holds (24 tokens cut the rest)
+        reused.append(reusing.reused_tokens)
+    assert reused[0] == 0 and 0 < reused[1] < n_tokens[id(long)]
+    assert reused[2] == n_tokens[id(long)] - 1 and 0 < reused[3] < n_tokens[id(other)]
 
 
 @pytest.mark.slow
