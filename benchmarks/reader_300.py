@@ -8,7 +8,8 @@ The first 30 test questions of each dataset were answered at 767325a with every 
 answered by both commits, to check that the passages and answers agree. Gemma-3-270M's
 ``single_best`` on the same 300 (767325a) gives the reader comparison.
 
-Prints, over the questions every system answered (all, then per dataset): EM and F1 with 95%
+Prints ``single_best`` and ``post_retrieval_l1`` over the 300, then every system over the questions
+all of them answered (each: all, then per dataset): EM and F1 with 95%
 intervals; each system minus ``single_best`` (paired), ``post_retrieval_l2`` also minus
 ``single_best_wide`` (the same number of passages); the selector's headroom (questions where one
 of the two members' answers is right and ``single_best``'s wrong, and how often it picked that
@@ -32,6 +33,7 @@ from ragfolio.core.stats import interval_text, mean_intervals, paired_difference
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results_issue34" / "full"
 FIRST = "answers_qwen2.5-coder-1.5b-instruct.jsonl"
 LATER = ("answers_core_6f95c21.jsonl", "answers_rest_6f95c21.jsonl")
+CORE = ("single_best", "post_retrieval_l1")  # answered on all 300
 SYSTEMS = ("no_retrieval", "single_best", "single_best_wide", "post_retrieval_l1", "post_retrieval_l2")
 BASELINES = {"post_retrieval_l2": ("single_best", "single_best_wide")}  # else single_best only
 Rows = dict[tuple[str, str], dict[str, Any]]
@@ -74,26 +76,21 @@ def _selector_headroom(rows: Rows, ids: list[str]) -> str:
             f"the selector chose between two on {len(shown)} and picked the one shown first on {first}")
 
 
-def main() -> None:
-    first, later, gemma = _rows(FIRST), _rows(*LATER), _rows("answers_gemma-3-270m.jsonl")
-    overlap = [key for key in later if key in first]
-    agree = sum(later[k]["prediction"] == first[k]["prediction"] and later[k]["doc_ids"] == first[k]["doc_ids"]
-                for k in overlap)
-    print(f"answered by both runs: {len(overlap)} (question, system) pairs, the same passages and answer on {agree}")
-    rows = {**later, **first}
-    ids = sorted(set.intersection(*({i for i, s in rows if s == system} for system in SYSTEMS)))
+def _report(rows: Rows, systems: tuple[str, ...]) -> list[str]:
+    """Print ``systems`` over the questions each of them answered, all and per dataset; their ids."""
+    ids = sorted(set.intersection(*({i for i, s in rows if s == system} for system in systems)))
     datasets = Counter(rows[i, "single_best"]["dataset"] for i in ids)
-    print(f"questions every system answered: {len(ids)} {dict(sorted(datasets.items()))}")
+    print(f"=== {', '.join(systems)}: {len(ids)} questions {dict(sorted(datasets.items()))}")
     for dataset in [None, *sorted(datasets)]:
         chosen = [i for i in ids if dataset is None or rows[i, "single_best"]["dataset"] == dataset]
         print(f"--- {dataset or 'all'} ({len(chosen)})")
-        for system in SYSTEMS:
+        for system in systems:
             em, f1 = mean_intervals(_scores(rows, chosen, system))
             tokens = np.mean([rows[i, system]["tokens"] for i in chosen])
             print(f"{system}: EM {interval_text(em.to_dict())} F1 {interval_text(f1.to_dict())} tokens {tokens:.0f}")
-        for system in SYSTEMS:
+        for system in systems:
             for base in BASELINES.get(system, ("single_best",)):
-                if system == base or system == "no_retrieval":
+                if system in (base, "no_retrieval") or base not in systems:
                     continue
                 mine, theirs = _scores(rows, chosen, system), _scores(rows, chosen, base)
                 em, f1 = paired_differences(mine, theirs)
@@ -101,7 +98,20 @@ def main() -> None:
                 print(f"{system} minus {base}: EM {interval_text(em.to_dict())} F1 {interval_text(f1.to_dict())}; "
                       f"right where {base} is wrong on {int((mine[:, 0] > theirs[:, 0]).sum())}, the reverse on "
                       f"{int((mine[:, 0] < theirs[:, 0]).sum())}; other passages on {len(chosen) - same}")
-        print(_selector_headroom(rows, chosen))
+        if "post_retrieval_l2" in systems:
+            print(_selector_headroom(rows, chosen))
+    return ids
+
+
+def main() -> None:
+    first, later, gemma = _rows(FIRST), _rows(*LATER), _rows("answers_gemma-3-270m.jsonl")
+    overlap = [key for key in later if key in first]
+    agree = sum(later[k]["prediction"] == first[k]["prediction"] and later[k]["doc_ids"] == first[k]["doc_ids"]
+                for k in overlap)
+    print(f"answered by both runs: {len(overlap)} (question, system) pairs, the same passages and answer on {agree}")
+    rows = {**later, **first}
+    ids = _report(rows, CORE)
+    _report(rows, SYSTEMS)
     paired = [i for i in ids if (i, "single_best") in gemma]
     em, f1 = paired_differences(_scores(rows, paired, "single_best"), _scores(gemma, paired, "single_best"))
     gemma_em, _ = mean_intervals(_scores(gemma, paired, "single_best"))
