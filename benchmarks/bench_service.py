@@ -8,7 +8,8 @@ Gemma-3-270M in its own supervised process) and measures its time to ready (proc
 Then, bounded in count and in time, one phase after another:
 
 * ``--lone-requests`` (100) ``POST /retrieve``, one at a time (a lone query's latency);
-* ``--retrieve-requests`` (500) ``POST /retrieve`` with ``--retrieve-concurrency`` (16) in flight;
+* ``--retrieve-requests`` (500) ``POST /retrieve`` with ``--retrieve-concurrency`` (16) in flight
+  (both at the bundle's default ``l``, or once per ``--retrieve-l``);
 * ``--batch-requests`` (5) ``POST /batch_retrieve`` of ``--batch-size`` (64) queries, one at a time;
 * ``--answer-lone-requests`` (5) ``POST /answer`` one at a time and ``--answer-requests`` (20) with
   ``--answer-concurrency`` (4) in flight.
@@ -161,6 +162,8 @@ def main() -> None:
     parser.add_argument("--answer-lone-requests", type=int, default=5)
     parser.add_argument("--answer-requests", type=int, default=20)
     parser.add_argument("--answer-concurrency", type=int, default=4)
+    parser.add_argument("--retrieve-l", type=int, nargs="+", default=[None],
+                        help="the l of the /retrieve requests, one phase pair each (default: the bundle's default_l)")
     parser.add_argument("--answer-l", type=int, nargs="+", default=[None],
                         help="the l of the /answer requests, one phase pair each (default: the bundle's default_l)")
     parser.add_argument("--llm-timeout-s", type=float, default=600.0, help="longest wait for the LLM to answer")
@@ -202,9 +205,10 @@ def main() -> None:
             waited = wait_for_llm(url, queries[-1], args.llm_timeout_s)
             extra.append(f"- The LLM first answered {waited:.1f} s after the service was ready (its process loads "
                          "the model meanwhile); the phases started then.")
-        retrieval = [Phase("/retrieve", args.lone_requests, 1, offset=0),
-                     Phase("/retrieve", args.retrieve_requests, args.retrieve_concurrency, offset=100),
-                     Phase("/batch_retrieve", args.batch_requests, 1, batch=args.batch_size, offset=7)]
+        retrieval = [phase for l in args.retrieve_l for phase in (  # noqa: E741
+            Phase("/retrieve", args.lone_requests, 1, offset=0, l=l),
+            Phase("/retrieve", args.retrieve_requests, args.retrieve_concurrency, offset=100, l=l))]
+        retrieval.append(Phase("/batch_retrieve", args.batch_requests, 1, batch=args.batch_size, offset=7))
         answering = [phase for l in args.answer_l for phase in (  # noqa: E741
             Phase("/answer", args.answer_lone_requests, 1, offset=11, l=l),
             Phase("/answer", args.answer_requests, args.answer_concurrency, offset=23, l=l))]
