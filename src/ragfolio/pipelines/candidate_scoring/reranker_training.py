@@ -55,7 +55,25 @@ def train_cross_encoder(
         logger.info("cross-encoder: not trained (%s)", reason)
         return TrainedCrossEncoder(None, {"reason": reason})
     settings = CrossEncoderSettings(**p.cross_encoder.settings)
-    runners = CorpusRunners(corpora, cache, p.pool_settings())
+    pairs, dev = training_data(questions, corpora, CorpusRunners(corpora, cache, p.pool_settings()), settings)
+    logger.info("cross-encoder: %d pairs (%d supporting) of %d train questions; early stopping on %d dev questions",
+                len(pairs), int(sum(pairs.labels)), len(set(pairs.question_ids)), sum(len(c) for c, _ in dev))
+    scorer, report = cached_fit(cache, pairs, dev, settings)
+    info = {"settings": settings.to_dict(), "report": report, "dev_quality": _dev_quality(scorer, dev, settings),
+            "train_question_ids": sorted(set(pairs.question_ids))}
+    return TrainedCrossEncoder(scorer, info)
+
+
+def training_data(
+    questions: list[dict[str, Any]], corpora: Corpora, runners: CorpusRunners, settings: CrossEncoderSettings
+) -> tuple[LabelledPairs, DevSet]:
+    """The train questions' labelled pairs and the dev questions' rerank cases, corpus by corpus.
+
+    Train questions (at most ``settings.max_train_questions``, a seeded draw) pair their supporting
+    passages with ``settings.negatives`` hard negatives from ``settings.negative_bases``; each dev
+    question's case is the first negative base's top ``settings.dev_depth`` passages. Each
+    question's first stage ranks the corpus its dataset retrieves from.
+    """
     train = split_questions(questions, TRAIN_SPLIT, limit=settings.max_train_questions, seed=settings.seed)
     dev_questions = split_questions(questions, "dev")
     parts, dev = [], []
@@ -69,13 +87,7 @@ def train_cross_encoder(
         if mine:
             first = runner.base(settings.negative_bases[0], [q.question for q in mine]).doc_ids[:, : settings.dev_depth]
             dev.append((rerank_cases(mine, corpus, first), runner.passage_texts))
-    pairs = LabelledPairs.concat(parts)
-    logger.info("cross-encoder: %d pairs (%d supporting) of %d train questions; early stopping on %d dev questions",
-                len(pairs), int(sum(pairs.labels)), len(train), sum(len(c) for c, _ in dev))
-    scorer, report = cached_fit(cache, pairs, dev, settings)
-    info = {"settings": settings.to_dict(), "report": report, "dev_quality": _dev_quality(scorer, dev, settings),
-            "train_question_ids": sorted(set(pairs.question_ids))}
-    return TrainedCrossEncoder(scorer, info)
+    return LabelledPairs.concat(parts), dev
 
 
 def _dev_quality(scorer: Any, dev: DevSet, settings: CrossEncoderSettings) -> list[dict[str, Any]]:
