@@ -34,13 +34,14 @@ def test_the_default_grid_is_the_215_candidate_pool() -> None:
     assert pool("candidate_scoring.grid=default") == candidates
 
 
-def test_grid_cross_encoder_is_the_default_pool_and_six_cross_encoder_candidates() -> None:
+def test_grid_cross_encoder_is_the_default_pool_and_twelve_cross_encoder_candidates() -> None:
     candidates = pool("candidate_scoring.grid=cross_encoder")
     rerankers = [c for c in candidates if c.family == "cross_encoder"]
     assert [c for c in candidates if c.family != "cross_encoder"] == pool()
-    assert {(c.params["prefilter"], c.params["depth"]) for c in rerankers} == {
-        (base, depth) for base in ("bm25", "dense:minilm", "hybrid:e5") for depth in (10, 20)
-    }
+    assert len(rerankers) == 12 and {
+        (c.params["prefilter"], c.params["depth"], c.params.get("fusion", "none")) for c in rerankers
+    } == {(base, depth, fusion) for base in ("bm25", "dense:minilm", "hybrid:e5") for depth in (10, 20)
+          for fusion in ("none", "rrf")}
 
 
 def test_grid_paper_expands_the_papers_360_candidates() -> None:

@@ -74,6 +74,25 @@ def test_without_a_trained_model_it_refuses_naming_the_setting(tiny_dir, tmp_pat
         runner.run(candidate, queries)
 
 
+def test_rrf_fuses_the_prefilters_rank_with_the_cross_encoders(tiny_dir) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    runner.cross_encoder = StubPart()
+    plain = make_candidate("cross_encoder", {"prefilter": "bm25", "depth": 6})
+    fused = make_candidate("cross_encoder", {"prefilter": "bm25", "depth": 6, "fusion": "rrf"})
+    assert "fusion" not in plain.name and "fusion=rrf" in fused.name  # fusion none renames no candidate
+    top = runner.base("bm25", queries).doc_ids[:, :6]
+    result = runner.run(fused, queries)
+    for row, got in zip(top, result.doc_ids, strict=True):
+        stub = [(int(d) * 7) % 11 for d in row]
+        by_stub = sorted(range(6), key=lambda j: (-stub[j], j))
+        rrf = {j: 1 / (60 + j + 1) + 1 / (60 + by_stub.index(j) + 1) for j in range(6)}
+        want = [int(row[j]) for j in sorted(range(6), key=lambda j: (-rrf[j], j))][: runner.num_docs]
+        assert got.tolist() == want
+    assert not np.array_equal(result.doc_ids, runner.run(plain, queries).doc_ids)
+    with pytest.raises(ValueError, match="fusion"):
+        make_candidate("cross_encoder", {"prefilter": "bm25", "fusion": "max"})
+
+
 @pytest.mark.slow
 def test_a_saved_model_reranks_end_to_end(tiny_dir, tmp_path) -> None:
     with one_thread():

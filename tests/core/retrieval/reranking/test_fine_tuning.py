@@ -63,7 +63,20 @@ def test_training_is_seeded_and_a_rerun_loads_the_cached_weights(data, tmp_path,
 def test_bad_settings_and_pairs_fail_naming_them(data) -> None:
     with pytest.raises(ValueError, match="epochs=0"):
         CrossEncoderSettings(epochs=0)
+    with pytest.raises(ValueError, match="pooling='max'"):
+        CrossEncoderSettings(pooling="max")
     pairs, dev = data
     negatives = type(pairs)(pairs.question_ids[1:4], pairs.queries[1:4], pairs.passages[1:4], pairs.labels[1:4])
     with pytest.raises(ValueError, match="without a supporting one"):
         fit_cross_encoder(negatives, dev, TINY)
+
+
+def test_both_heads_build_with_one_output() -> None:
+    from sentence_transformers.base.modules import Dense
+
+    with one_thread():
+        mean, cls = (fine_tuning.new_cross_encoder(CrossEncoderSettings(**{**TINY.to_dict(), "pooling": p}))
+                     for p in ("mean", "cls"))
+    assert mean.num_labels == cls.num_labels == 1
+    assert [type(m).__name__ for m in mean] == ["Transformer", "Pooling", "Dense"] and isinstance(mean[-1], Dense)
+    assert [type(m).__name__ for m in cls] == ["Transformer"]
