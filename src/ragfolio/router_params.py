@@ -33,6 +33,7 @@ class RetrievalRoutingParams(BaseModel):
 
     agreement_depth: int = Field(10, ge=1)
     query_block_size: int = Field(256, ge=1)
+    list_judgements: bool = True  # the cross-encoder's judgement of each member's list, when one was trained
     pre_retrieval: Annotated[dict[str, Any], kwargs_of(
         PreRetrievalRouter, "router_training.retrieval_routing.pre_retrieval")] = Field(default_factory=dict)
     post_retrieval: Annotated[dict[str, Any], kwargs_of(

@@ -219,3 +219,42 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
         assert universal["members"] == shared and len(universal["best_of_l"]) == k
         assert set(universal["minus_single_best"]) == {"l1", "l2"}
         assert entry["n_test"] == int((np.asarray(index.datasets[key].split) == "test").sum())
+
+
+def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(tmp_path, tiny_dir) -> None:
+    """With a cross-encoder trained (``train: always``, no family in the grid) the member features gain
+    ``judge.*``, the bundle carries the cross-encoder for them, and the post-retrieval router served
+    from the saved bundle picks what the report measured."""
+    from cross_encoders import TINY, one_thread
+
+    from ragfolio.core.bundle import CROSS_ENCODER, load_bundle, save_bundle
+    from ragfolio.datasets import CrossEncoderDataset
+
+    catalog = _catalog(tmp_path, tiny_dir, "post_retrieval")
+    params = catalog.load("params:candidate_scoring")
+    settings = {**TINY.to_dict(), "epochs": 1, "max_train_questions": 6, "dev_depth": 5}
+    catalog["params:candidate_scoring"] = MemoryDataset({**params, "cross_encoder": {"train": "always",
+                                                                                      "settings": settings}})
+    catalog["cross_encoder"] = CrossEncoderDataset(str(tmp_path / "ce"))
+    catalog["retrieval_inputs"] = PickleDataset(filepath=str(tmp_path / "retrieval_inputs.pkl"))
+    with one_thread():
+        _run(catalog)
+    names = catalog.load("retrieval_inputs").names["members"]
+    assert names[-3:] == ["judge.max", "judge.mean", "judge.coverage"]
+    members = next(iter(catalog.load("retrieval_inputs").members["all"].values()))
+    judged = members[..., -3:]
+    assert judged.std() > 0 and (0 <= judged).all() and (judged <= 1).all()
+    bundle = catalog.load("bundle")
+    assert bundle.routing.retrieval_features.judge and not any(m.family == "cross_encoder" for m in bundle.members)
+    save_bundle(bundle, tmp_path / "bundle")
+    assert (tmp_path / "bundle" / CROSS_ENCODER).is_dir()
+    comparison = catalog.load("router_comparison")["all"]
+    questions, index = catalog.load("questions"), catalog.load("utility_index")
+    texts = [q.question for d in datasets_of(index, "all") for q in split_questions(questions, index, d, "test")]
+    router = catalog.load("retrieval_routers")["post_retrieval"]["all"]
+    loaded = load_bundle(tmp_path / "bundle")
+    with one_thread():
+        system = RoutedSystem.from_bundle(dataclasses.replace(loaded, router=router, routed_ls=None))
+        picks = [r.members for r in system.retrieve_batch(texts, [loaded.k] * len(texts))]
+        system.close()
+    assert picks == comparison.picks["post_retrieval"].tolist()

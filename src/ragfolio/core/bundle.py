@@ -10,7 +10,8 @@ A bundle is an inspectable folder; nothing in it is a pickle::
     indexes/<kind>-<i>/  every corpus index the service searches (BM25, FAISS, passage graphs),
                          built once by the pipeline, each in its library's own format
     cross_encoder/       the trained cross-encoder's folder, when a member is of the ``cross_encoder``
-                         family (``scoring.cross_encoder`` then names it relative to the bundle)
+                         family or the routing features judge the members' lists with it
+                         (``scoring.cross_encoder`` then names it relative to the bundle)
 
 The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
 the sha256 of every file, so changing any byte of the bundle is caught by :func:`load_bundle`
@@ -191,8 +192,9 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             index.save(tmp / folder)
             indexes.append({"kind": index.kind, "key": index.key, "path": folder})
         scoring = bundle.scoring.to_dict()
-        if scoring.pop("cross_encoder", None) and any(m.family == "cross_encoder" for m in bundle.members):
-            shutil.copytree(str(bundle.scoring.cross_encoder), tmp / CROSS_ENCODER)  # its members score with it
+        judges = bundle.routing.retrieval_features is not None and bundle.routing.retrieval_features.judge
+        if scoring.pop("cross_encoder", None) and (judges or any(m.family == "cross_encoder" for m in bundle.members)):
+            shutil.copytree(str(bundle.scoring.cross_encoder), tmp / CROSS_ENCODER)  # members or routing score with it
             scoring["cross_encoder"] = CROSS_ENCODER
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
         manifest: dict[str, Any] = {

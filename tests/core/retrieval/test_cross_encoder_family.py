@@ -11,6 +11,7 @@ import pytest
 from cross_encoders import one_thread, save_untrained
 from fake_encoders import install_hashing_encoder, tiny_runner
 
+from ragfolio.core.cache import ArrayCache
 from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.pool import expand_grid, make_candidate
 from ragfolio.core.retrieval.reranking.rerank_quality import reranked_rows
@@ -25,6 +26,10 @@ class StubScorer:
     def score_rows(self, queries, passage_texts, doc_ids):  # noqa: ANN001, ANN201
         self.pairs += int((doc_ids >= 0).sum())
         return np.where(doc_ids >= 0, (doc_ids * 7) % 11, -np.inf).astype(np.float32)
+
+    def score(self, queries, passages):  # noqa: ANN001, ANN201 - a pair's score: the passage's length mod 11
+        self.pairs += len(passages)
+        return np.array([len(p) % 11 for p in passages], dtype=np.float32)
 
 
 class StubPart:
@@ -55,6 +60,20 @@ def test_it_reorders_the_prefilters_top_depth_by_score(tiny_dir) -> None:
     assert runner.cross_encoder.stub.pairs == 6 * len(queries)  # depth 3, then columns 3:6 only
 
 
+def test_the_runners_judge_scores_each_distinct_pair_once_and_caches_them(tiny_dir, tmp_path) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    runner.cross_encoder, runner.cache = StubPart(), ArrayCache(tmp_path)
+    ids = np.array([[0, 1, 0, -1], [2, 2, 3, 1]] + [[-1] * 4] * (len(queries) - 2), dtype=np.int64)
+    got = runner.judge(queries, ids)
+    want = [[len(runner.passage_texts[d]) % 11 if d >= 0 else -np.inf for d in row] for row in ids]
+    np.testing.assert_array_equal(got, np.array(want, dtype=np.float32))
+    assert runner.cross_encoder.stub.pairs == 5  # (q0, 0), (q0, 1), (q1, 2), (q1, 3), (q1, 1)
+    np.testing.assert_array_equal(runner.judge(queries, ids), got)
+    assert runner.cross_encoder.stub.pairs == 5  # the second call reads the cache
+    with pytest.raises(ValueError, match="doc_ids must be"):
+        runner.judge(queries, ids[:1])
+
+
 def test_its_cache_key_holds_the_models_digest_and_no_other_familys_does(tiny_dir) -> None:
     runner, queries = tiny_runner(tiny_dir)
     runner.cross_encoder = StubPart()
@@ -75,7 +94,7 @@ def test_without_a_trained_model_it_refuses_naming_the_setting(tiny_dir, tmp_pat
 
 
 def test_rrf_fuses_the_prefilters_rank_with_the_cross_encoders(tiny_dir) -> None:
-    runner, queries = tiny_runner(tiny_dir)
+    runner, queries = tiny_runner(tiny_dir)  # rank r in both orders adds 1 / (60 + r); ties: the lower row id
     runner.cross_encoder = StubPart()
     plain = make_candidate("cross_encoder", {"prefilter": "bm25", "depth": 6})
     fused = make_candidate("cross_encoder", {"prefilter": "bm25", "depth": 6, "fusion": "rrf"})
@@ -86,7 +105,7 @@ def test_rrf_fuses_the_prefilters_rank_with_the_cross_encoders(tiny_dir) -> None
         stub = [(int(d) * 7) % 11 for d in row]
         by_stub = sorted(range(6), key=lambda j: (-stub[j], j))
         rrf = {j: 1 / (60 + j + 1) + 1 / (60 + by_stub.index(j) + 1) for j in range(6)}
-        want = [int(row[j]) for j in sorted(range(6), key=lambda j: (-rrf[j], j))][: runner.num_docs]
+        want = [int(row[j]) for j in sorted(range(6), key=lambda j: (-rrf[j], row[j]))][: runner.num_docs]
         assert got.tolist() == want
     assert not np.array_equal(result.doc_ids, runner.run(plain, queries).doc_ids)
     with pytest.raises(ValueError, match="fusion"):

@@ -40,6 +40,9 @@ def test_every_column_of_the_featurizer_has_one_group() -> None:
     assert feature_group("members", "overlap.bm25") == "members.agreement"
     assert feature_group("members", "top1") == "members.scores"
     assert feature_group("members", "distinct_titles") == "members.lists"
+    judging = RetrievalFeaturizer(("e5",), 4, 10, judge=True).member_names()
+    assert feature_groups({"members": judging})["members.judgements"] == {"members": [len(judging) - 3, len(judging) - 2,
+                                                                                     len(judging) - 1]}
     with pytest.raises(ValueError, match="block"):
         feature_group("queries", "top1")
 

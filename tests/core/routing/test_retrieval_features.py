@@ -87,6 +87,29 @@ def test_member_features_by_hand() -> None:
     })
 
 
+def test_list_judgements_by_hand() -> None:
+    judging = RetrievalFeaturizer(("e",), num_docs=2, agreement_depth=3, judge=True)
+    names = judging.member_names()
+    assert names == [*FEATURIZER.member_names(), "judge.max", "judge.mean", "judge.coverage"]
+    members = [_result([1, 0], [3.0, 1.0]), _result([4, -1], [0.5, -np.inf])]  # the second list is short
+    asked: list = []
+
+    def judge(queries, doc_ids):  # noqa: ANN001, ANN202 - the cross-encoder's probability of row r: r / 5
+        asked.append(doc_ids.copy())
+        return np.where(doc_ids >= 0, doc_ids / 5, -np.inf).astype(np.float32)
+
+    values = judging.members([QUESTION], members, BASES, TITLES, _graph(), judge)
+    np.testing.assert_array_equal(asked[0], [[1, 0, 4, -1]])  # one call: every member's list together
+    np.testing.assert_allclose(values[..., :-3], FEATURIZER.members([QUESTION], members, BASES, TITLES, _graph()))
+    m0, m1 = (dict(zip(names[-3:], values[0, j, -3:].tolist(), strict=True)) for j in range(2))
+    assert m0 == pytest.approx({"judge.max": 0.2, "judge.mean": 0.1, "judge.coverage": 0.0})
+    assert m1 == pytest.approx({"judge.max": 0.8, "judge.mean": 0.8, "judge.coverage": 0.5})  # 1 of 2 places
+    empty = judging.members([QUESTION], [_result([-1, -1], [-np.inf, -np.inf])] * 2, BASES, TITLES, None, judge)
+    np.testing.assert_array_equal(empty[0, :, -3:], 0.0)
+    with pytest.raises(ValueError, match="pass the runner's judge"):
+        judging.members([QUESTION], members, BASES, TITLES, _graph())
+
+
 def test_features_through_a_pool_runner(tiny_dir, monkeypatch: pytest.MonkeyPatch) -> None:
     install_hashing_encoder(monkeypatch)
     runner, queries = tiny_runner(tiny_dir)

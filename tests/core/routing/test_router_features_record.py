@@ -24,6 +24,14 @@ def test_the_record_round_trips_and_reads_a_bundle_written_before_retrieval_rout
         ("minilm",), 4, 5)
 
 
+def test_list_judgements_are_recorded_only_when_on() -> None:
+    plain, judging = RetrievalFeatureSettings(("e5",), 10), RetrievalFeatureSettings(("e5",), 10, judge=True)
+    assert "judge" not in plain.to_dict() and judging.to_dict()["judge"] is True
+    assert RetrievalFeatureSettings.from_dict(judging.to_dict()) == judging
+    assert RetrievalFeatureSettings.from_dict(plain.to_dict()) == plain
+    assert judging.featurizer(4).judge and not plain.featurizer(4).judge
+
+
 def test_a_misspelt_key_or_a_newer_schema_fails_when_loaded() -> None:
     data = RouterFeatures(TextHasher(), ("e5",), RetrievalFeatureSettings(("e5",), 10)).to_dict()
     with pytest.raises(ValueError, match=r"router features: unknown keys \['encoder'\], missing keys \['encoders'\]"):

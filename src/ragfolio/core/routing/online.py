@@ -156,7 +156,8 @@ class OnlineRetrievalRouting:
         start = time.perf_counter()
         empty = MemberRun("", [], [], 0.0, NOT_RUN)
         lists = [_as_results([r.get(j, empty) for r in runs], self.featurizer.num_docs) for j in range(self.k)]
-        members = self.featurizer.members(queries, lists, bases, self.executor.runner.titles, graph)
+        runner = self.executor.runner
+        members = self.featurizer.members(queries, lists, bases, runner.titles, graph, runner.judge)
         stages["features"] += 1000 * (time.perf_counter() - start)
         return RouteInputs(blocks, {"members": members})
 

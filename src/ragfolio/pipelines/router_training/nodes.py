@@ -43,10 +43,19 @@ def router_settings(pool_settings: PoolSettings, params: dict[str, Any]) -> Rout
         raise ValueError(
             f"router_training.encoders {unknown} are not candidate_scoring encoders {sorted(pool_settings.encoders)}"
         )
-    return RouterFeatures(
-        TextHasher.from_dict(p.text_features), tuple(p.encoders),
-        RetrievalFeatureSettings(tuple(p.encoders), p.retrieval_routing.agreement_depth),
-    )
+    return RouterFeatures(TextHasher.from_dict(p.text_features), tuple(p.encoders),
+                          retrieval_feature_settings(p, pool_settings))
+
+
+def retrieval_feature_settings(p: RouterTrainingParams, pool_settings: PoolSettings) -> RetrievalFeatureSettings:
+    """The retrieval routers' featurizer: list judgements when asked for and candidate scoring trained
+    a cross-encoder (``pool_settings.cross_encoder``), else without them, saying so once."""
+    r = p.retrieval_routing
+    judge = r.list_judgements and pool_settings.cross_encoder is not None
+    if r.list_judgements and not judge:
+        logger.info("routing features: no list judgements, as candidate scoring trained no cross-encoder "
+                    "(candidate_scoring.cross_encoder.train: always trains one)")
+    return RetrievalFeatureSettings(tuple(p.encoders), r.agreement_depth, judge)
 
 
 def build_query_features(

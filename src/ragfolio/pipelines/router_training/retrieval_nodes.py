@@ -22,7 +22,7 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features
-from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer, RetrievalInputs
+from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, route_all
@@ -33,6 +33,7 @@ from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.timings import Stopwatch
+from ragfolio.pipelines.router_training.nodes import retrieval_feature_settings
 from ragfolio.router_params import RouterTrainingParams
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def build_retrieval_features(
     p = RouterTrainingParams(**params)
     r = p.retrieval_routing
     runners = CorpusRunners(corpora, cache, pool_settings)
-    featurizer = RetrievalFeaturizer(tuple(p.encoders), pool_settings.num_docs, r.agreement_depth)
+    featurizer = retrieval_feature_settings(p, pool_settings).featurizer(pool_settings.num_docs)
     specs = [CandidateSpec.from_record(c) for c in candidates]
     names = {"first_stage": featurizer.first_stage_names(), "members": featurizer.member_names()}
     clock, n_queries, n_member_rows = Stopwatch(), 0, 0
@@ -80,7 +81,8 @@ def build_retrieval_features(
                 with clock("fetch"):
                     results = [runner.run(specs[i], block) for i in portfolios.members(key)]
                 with clock("members"):
-                    member_parts[key].append(featurizer.members(block, results, bases, runner.titles, graph))
+                    member_parts[key].append(featurizer.members(block, results, bases, runner.titles, graph,
+                                                                runner.judge))
         first[dataset] = np.concatenate(parts)
         for key in keys:
             members[key][dataset] = np.concatenate(member_parts[key])

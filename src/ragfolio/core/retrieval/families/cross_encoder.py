@@ -7,8 +7,8 @@ one the family refuses, naming the setting. ``depth``: how many of the prefilter
 scored (at most ``prefilter_depth``); the family returns them by descending score.
 
 ``fusion``: ``none`` ranks by the cross-encoder's score alone; ``rrf`` by reciprocal rank fusion
-of its rank and the prefilter's, ``1 / (60 + rank)`` summed (Cormack et al. 2009, the constant
-theirs). On ``../shared/data``'s dev questions the fine-tuned cross-encoder alone reranks BM25's
+of its order and the prefilter's top ``depth`` (:func:`~ragfolio.core.retrieval.ranking.fusion.reciprocal_rank_fusion`,
+as the ``hybrid`` family fuses BM25 and dense). On ``../shared/data``'s dev questions the fine-tuned cross-encoder alone reranks BM25's
 top 20 to BM25's own recall@4 and MRR; the two orders err on different questions, which the fused
 order can use.
 """
@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ragfolio.core.retrieval.family import Family, Parts, SharedParts, register
+from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion
 from ragfolio.core.retrieval.results import RetrievalResult
 
 
@@ -45,25 +45,14 @@ class CrossEncoderFamily(Family):
         prefilter = parts.base(params["prefilter"], queries)
         depth = min(int(params["depth"]), prefilter.k)
         scores = parts.cross_scores(params["prefilter"], queries, depth)  # -inf on padding
+        order = np.argsort(-scores, axis=1, kind="stable")  # ties keep the prefilter's order
+        first = prefilter.doc_ids[:, :depth]
+        reranked = RetrievalResult(np.take_along_axis(first, order, axis=1), np.take_along_axis(scores, order, axis=1))
         if params["fusion"] == "rrf":
-            scores = reciprocal_rank_fusion(scores)
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # ties keep the prefilter's order
-        doc_ids = np.full((len(queries), k), -1, dtype=np.int64)  # depth < k: the runner completes the rows
+            return reciprocal_rank_fusion([RetrievalResult(first, prefilter.scores[:, :depth]), reranked], k)
+        n = min(depth, k)  # depth < k: the runner completes the rows
+        doc_ids = np.full((len(queries), k), -1, dtype=np.int64)
         top = np.full((len(queries), k), -np.inf, dtype=np.float32)
-        doc_ids[:, : order.shape[1]] = np.take_along_axis(prefilter.doc_ids[:, :depth], order, axis=1)
-        top[:, : order.shape[1]] = np.take_along_axis(scores, order, axis=1)
+        doc_ids[:, :n], top[:, :n] = reranked.doc_ids[:, :n], reranked.scores[:, :n]
         return RetrievalResult(doc_ids, top)
 
-
-RRF_K = 60  # Cormack, Clarke and Buettcher (2009)
-
-
-def reciprocal_rank_fusion(scores: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """``(n, depth)`` RRF scores of the prefilter's columns: its rank (the column) and the rank by
-    ``scores`` (ties in column order), each as ``1 / (RRF_K + rank)``; ``-inf`` stays ``-inf``."""
-    depth = scores.shape[1]
-    order = np.argsort(-scores, axis=1, kind="stable")
-    by_score = np.empty_like(order)
-    np.put_along_axis(by_score, order, np.arange(1, depth + 1)[None, :], axis=1)
-    fused = 1.0 / (RRF_K + np.arange(1, depth + 1))[None, :] + 1.0 / (RRF_K + by_score)
-    return np.where(np.isfinite(scores), fused, -np.inf).astype(np.float32)

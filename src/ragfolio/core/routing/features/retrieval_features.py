@@ -32,7 +32,13 @@ retrieval, only this arithmetic):
     ``unique``: share of its passages no other member returned;
   - ``overlap.<base>``: ``|L_j & top_num_docs(base)| / num_docs`` for every base;
   - ``entity_coverage``, ``titles_in_question``, ``seed_degree``, ``seed_links``: as above, over
-    its list; ``distinct_titles``: distinct titles in its list / ``num_docs``.
+    its list; ``distinct_titles``: distinct titles in its list / ``num_docs``;
+  - with ``judge`` (list judgements, when candidate scoring trained a cross-encoder):
+    ``judge.max``, ``judge.mean``: the highest and the mean cross-encoder probability that a
+    passage of its list supports the question; ``judge.coverage``: the share of its ``num_docs``
+    places holding a passage judged at least 0.5. The only features that read each (question,
+    passage) pair jointly; they cost one cross-encoder call per query (the k lists' distinct
+    passages together).
 
 Non-finite scores (padding) count as 0.
 """
@@ -40,7 +46,7 @@ Non-finite scores (padding) count as 0.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import combinations
@@ -71,6 +77,8 @@ FORM_NAMES = (
     "form.n_words", "form.n_spans", "form.or", "form.both", "form.same", "form.comparative", "form.number",
 )
 LIST_NAMES = ("entity_coverage", "titles_in_question", "seed_degree", "seed_links")
+JUDGE_NAMES = ("judge.max", "judge.mean", "judge.coverage")
+JUDGED = 0.5  # a passage the cross-encoder judges at least this likely to support the question counts as covered
 CROSS_MEMBER_NAMES = ("overlap_members", "unique")  # the member features that read the other members' lists
 CROSS_MEMBER_COLUMNS = (2, 3)  # their columns in RetrievalFeaturizer.member_names()
 
@@ -86,6 +94,12 @@ class FirstStageParts(Protocol):
     def run(self, candidate: CandidateSpec, queries: Sequence[str]) -> RetrievalResult: ...
 
     def graph(self) -> PassageGraph: ...
+
+    def judge(self, queries: Sequence[str], doc_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]: ...
+
+
+# The cross-encoder's (n, d) probabilities of each query with the corpus rows doc_ids (-inf on -1).
+Judge = Callable[[Sequence[str], npt.NDArray[np.int64]], npt.NDArray[np.float32]]
 
 
 def words(text: str) -> list[str]:
@@ -233,11 +247,14 @@ class RetrievalFeaturizer:
         encoders: Encoders whose dense first stage (``dense:<encoder>``) is read, besides ``bm25``.
         num_docs: Passages per list that the list features look at (a member's whole list).
         agreement_depth: ``n`` of the first-stage agreement features.
+        judge: Add the list judgements (``judge.*``) to the member features; they read the pool
+            runner's cross-encoder (:meth:`members`' ``judge``).
     """
 
     encoders: tuple[str, ...]
     num_docs: int = 4
     agreement_depth: int = 10
+    judge: bool = False
 
     def __post_init__(self) -> None:
         if self.num_docs < 1 or self.agreement_depth < 1:
@@ -255,7 +272,7 @@ class RetrievalFeaturizer:
 
     def member_names(self) -> list[str]:
         return ["top1", "mean", *CROSS_MEMBER_NAMES, *(f"overlap.{b}" for b in self.bases),
-                *LIST_NAMES, "distinct_titles"]
+                *LIST_NAMES, "distinct_titles", *(JUDGE_NAMES if self.judge else ())]
 
     def fetch_bases(
         self, runner: FirstStageParts, questions: Sequence[str], executor: Executor | None = None
@@ -301,7 +318,7 @@ class RetrievalFeaturizer:
 
     def members(
         self, questions: Sequence[str], results: Sequence[RetrievalResult], bases: Mapping[str, RetrievalResult],
-        titles: Sequence[str], graph: PassageGraph | None,
+        titles: Sequence[str], graph: PassageGraph | None, judge: Judge | None = None,
     ) -> npt.NDArray[np.float32]:
         """``(n, k, len(member_names()))`` float32 features of each of the k members' results.
 
@@ -310,6 +327,12 @@ class RetrievalFeaturizer:
             results: Each member's ``(n, num_docs)`` result, in portfolio order.
             bases: The rankings of :attr:`bases`.
             titles, graph: As in :meth:`first_stage`.
+            judge: The cross-encoder's probabilities of (question, corpus row) pairs (a pool
+                runner's :meth:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner.judge`),
+                read only with :attr:`judge`.
+
+        Raises:
+            ValueError: :attr:`judge` is set and ``judge`` is None.
         """
         corpus, n, k = _Corpus(titles, graph), len(questions), len(results)
         asked = [_Question.of(q) for q in questions]
@@ -332,8 +355,25 @@ class RetrievalFeaturizer:
                     *corpus.list_features(asked[q], lists[j][q]),
                     len({corpus.title_words(r) for r in mine}) / self.num_docs,
                 ]
-                out[q, j, 2:] = row
+                out[q, j, 2 : 2 + len(row)] = row
+        if self.judge:
+            out[:, :, -len(JUDGE_NAMES):] = self.judgements(questions, results, judge)
         return out
+
+    def judgements(
+        self, questions: Sequence[str], results: Sequence[RetrievalResult], judge: Judge | None
+    ) -> npt.NDArray[np.float32]:
+        """``(n, k, 3)`` ``judge.max``, ``judge.mean``, ``judge.coverage`` of each member's list (0 for an empty one)."""
+        if judge is None:
+            raise ValueError("the featurizer adds list judgements (judge=True): pass the runner's judge")
+        ids = np.concatenate([r.doc_ids[:, : self.num_docs] for r in results], axis=1)  # (n, k * num_docs)
+        probs = np.asarray(judge(questions, ids), dtype=np.float32).reshape(len(questions), len(results), -1)
+        held = np.isfinite(probs)
+        count = held.sum(axis=2)
+        best = np.where(held, probs, -np.inf).max(axis=2)
+        mean = np.where(held, probs, 0.0).sum(axis=2) / np.maximum(count, 1)
+        coverage = (held & (probs >= JUDGED)).sum(axis=2) / self.num_docs
+        return np.stack([np.where(count > 0, best, 0.0), mean, coverage], axis=2).astype(np.float32)
 
     def compute(
         self, runner: FirstStageParts, questions: Sequence[str], members: Sequence[CandidateSpec]
@@ -343,4 +383,4 @@ class RetrievalFeaturizer:
         graph = runner.graph()
         results = [runner.run(spec, questions) for spec in members]
         return (self.first_stage(questions, bases, runner.titles, graph),
-                self.members(questions, results, bases, runner.titles, graph))
+                self.members(questions, results, bases, runner.titles, graph, runner.judge))

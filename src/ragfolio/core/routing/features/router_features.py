@@ -22,21 +22,28 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class RetrievalFeatureSettings:
-    """The retrieval routers' featurizer, less the list depth (the runner's ``num_docs``)."""
+    """The retrieval routers' featurizer, less the list depth (the runner's ``num_docs``).
+
+    ``judge``: the member features hold the list judgements, which read the cross-encoder the
+    pool settings name (a bundle then carries it). Recorded only when set, so records written
+    before it read as they were.
+    """
 
     encoders: tuple[str, ...]
     agreement_depth: int
+    judge: bool = False
 
     def featurizer(self, num_docs: int) -> RetrievalFeaturizer:
-        return RetrievalFeaturizer(self.encoders, num_docs, self.agreement_depth)
+        return RetrievalFeaturizer(self.encoders, num_docs, self.agreement_depth, self.judge)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         settings = checked_fields(cls, data, "retrieval_features")
-        return cls(tuple(settings["encoders"]), int(settings["agreement_depth"]))
+        return cls(tuple(settings["encoders"]), int(settings["agreement_depth"]), bool(settings.get("judge", False)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"encoders": list(self.encoders), "agreement_depth": self.agreement_depth}
+        data: dict[str, Any] = {"encoders": list(self.encoders), "agreement_depth": self.agreement_depth}
+        return {**data, "judge": True} if self.judge else data
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ Groups (by column name):
 * ``first_stage.form``: ``form.*`` (the question's form);
 * ``members.scores``: each member's ``top1`` and ``mean``;
 * ``members.agreement``: ``overlap_members``, ``unique``, ``overlap.<base>``;
-* ``members.lists``: ``entity_coverage``, ``titles_in_question``, ``seed_degree``, ``seed_links``, ``distinct_titles``.
+* ``members.lists``: ``entity_coverage``, ``titles_in_question``, ``seed_degree``, ``seed_links``, ``distinct_titles``;
+* ``members.judgements``: ``judge.*`` (the cross-encoder's judgement of the list), when the features hold them.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def feature_group(block: str, name: str) -> str:
         return "members.scores"
     if name in ("overlap_members", "unique") or name.startswith("overlap."):
         return "members.agreement"
+    if name.startswith("judge."):
+        return "members.judgements"
     return "members.lists"
 
 
