@@ -15,6 +15,7 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.pool import expand_grid, make_candidate
 from ragfolio.core.retrieval.reranking.rerank_quality import reranked_rows
+from ragfolio.core.routing.features.list_judgements import ListJudge
 
 
 class StubScorer:
@@ -60,18 +61,19 @@ def test_it_reorders_the_prefilters_top_depth_by_score(tiny_dir) -> None:
     assert runner.cross_encoder.stub.pairs == 6 * len(queries)  # depth 3, then columns 3:6 only
 
 
-def test_the_runners_judge_scores_each_distinct_pair_once_and_caches_them(tiny_dir, tmp_path) -> None:
+def test_the_list_judge_scores_each_distinct_pair_once_and_caches_them(tiny_dir, tmp_path) -> None:
     runner, queries = tiny_runner(tiny_dir)
     runner.cross_encoder, runner.cache = StubPart(), ArrayCache(tmp_path)
     ids = np.array([[0, 1, 0, -1], [2, 2, 3, 1]] + [[-1] * 4] * (len(queries) - 2), dtype=np.int64)
-    got = runner.judge(queries, ids)
+    judge = ListJudge(runner)
+    got = judge(queries, ids)
     want = [[len(runner.passage_texts[d]) % 11 if d >= 0 else -np.inf for d in row] for row in ids]
     np.testing.assert_array_equal(got, np.array(want, dtype=np.float32))
     assert runner.cross_encoder.stub.pairs == 5  # (q0, 0), (q0, 1), (q1, 2), (q1, 3), (q1, 1)
-    np.testing.assert_array_equal(runner.judge(queries, ids), got)
+    np.testing.assert_array_equal(ListJudge(runner)(queries, ids), got)
     assert runner.cross_encoder.stub.pairs == 5  # the second call reads the cache
     with pytest.raises(ValueError, match="doc_ids must be"):
-        runner.judge(queries, ids[:1])
+        judge(queries, ids[:1])
 
 
 def test_its_cache_key_holds_the_models_digest_and_no_other_familys_does(tiny_dir) -> None:

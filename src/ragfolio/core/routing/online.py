@@ -44,6 +44,7 @@ from ragfolio.core.retrieval.indexes.passage_graph import PassageGraph
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running.member_executor import MemberResults, MemberRun, PortfolioExecutor
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
+from ragfolio.core.routing.features.list_judgements import ListJudge
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
 
@@ -157,7 +158,7 @@ class OnlineRetrievalRouting:
         empty = MemberRun("", [], [], 0.0, NOT_RUN)
         lists = [_as_results([r.get(j, empty) for r in runs], self.featurizer.num_docs) for j in range(self.k)]
         runner = self.executor.runner
-        members = self.featurizer.members(queries, lists, bases, runner.titles, graph, runner.judge)
+        members = self.featurizer.members(queries, lists, bases, runner.titles, graph, ListJudge(runner))
         stages["features"] += 1000 * (time.perf_counter() - start)
         return RouteInputs(blocks, {"members": members})
 

@@ -21,6 +21,7 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
+from ragfolio.core.routing.features.list_judgements import ListJudge
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison
@@ -82,7 +83,7 @@ def build_retrieval_features(
                     results = [runner.run(specs[i], block) for i in portfolios.members(key)]
                 with clock("members"):
                     member_parts[key].append(featurizer.members(block, results, bases, runner.titles, graph,
-                                                                runner.judge))
+                                                                ListJudge(runner)))
         first[dataset] = np.concatenate(parts)
         for key in keys:
             members[key][dataset] = np.concatenate(member_parts[key])

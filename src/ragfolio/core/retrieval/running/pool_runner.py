@@ -291,30 +291,6 @@ class PoolRunner:
         return held.upto(min(depth, ranking.k), lambda lo, hi: self.cross_encoder.scorer().score_rows(
             queries, self.passage_texts, ranking.doc_ids[:, lo:hi]))
 
-    def judge(self, queries: Sequence[str], doc_ids: npt.NDArray[np.int64]) -> Embedding:
-        """``(n_queries, d)`` cross-encoder probabilities of each query with the corpus rows ``doc_ids``
-        (``-inf`` on ``-1``): the routers' list judgements. A (query, row) pair that recurs in a row is
-        scored once; the scores are kept in the disk cache under the model's digest, the queries and
-        the rows."""
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
-        if doc_ids.ndim != 2 or len(doc_ids) != len(queries):
-            raise ValueError(f"doc_ids must be (n_queries={len(queries)}, d), got {doc_ids.shape}")
-
-        def compute() -> dict[str, npt.NDArray[Any]]:
-            out = np.full(doc_ids.shape, -np.inf, dtype=np.float32)
-            rows, cols = np.nonzero(doc_ids >= 0)
-            pairs, where = np.unique(np.stack([rows, doc_ids[rows, cols]], axis=1), axis=0, return_inverse=True)
-            scores = self.cross_encoder.scorer().score([queries[int(q)] for q in pairs[:, 0]],
-                                                       [self.passage_texts[int(d)] for d in pairs[:, 1]])
-            out[rows, cols] = scores[where.reshape(-1)]
-            return {"scores": out}
-
-        if not self.cache.enabled:
-            return compute()["scores"]
-        key = {"corpus": self.corpus_key, "cross_encoder": self.cross_encoder.digest, "queries": fingerprint(queries),
-               "rows": fingerprint(map(str, doc_ids.ravel().tolist())), "shape": list(doc_ids.shape)}
-        return self.cache.get_or_compute("judgements", key, compute)["scores"]
-
     def graph(self, max_entity_df: int | None = None) -> PassageGraph:
         """The passage graph of the corpus, built once per ``max_entity_df``.
 

@@ -95,8 +95,6 @@ class FirstStageParts(Protocol):
 
     def graph(self) -> PassageGraph: ...
 
-    def judge(self, queries: Sequence[str], doc_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]: ...
-
 
 # The cross-encoder's (n, d) probabilities of each query with the corpus rows doc_ids (-inf on -1).
 Judge = Callable[[Sequence[str], npt.NDArray[np.int64]], npt.NDArray[np.float32]]
@@ -327,9 +325,9 @@ class RetrievalFeaturizer:
             results: Each member's ``(n, num_docs)`` result, in portfolio order.
             bases: The rankings of :attr:`bases`.
             titles, graph: As in :meth:`first_stage`.
-            judge: The cross-encoder's probabilities of (question, corpus row) pairs (a pool
-                runner's :meth:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner.judge`),
-                read only with :attr:`judge`.
+            judge: The cross-encoder's probabilities of (question, corpus row) pairs (a
+                :class:`~ragfolio.core.routing.features.list_judgements.ListJudge` of the pool
+                runner), read only with :attr:`judge`.
 
         Raises:
             ValueError: :attr:`judge` is set and ``judge`` is None.
@@ -376,11 +374,13 @@ class RetrievalFeaturizer:
         return np.stack([np.where(count > 0, best, 0.0), mean, coverage], axis=2).astype(np.float32)
 
     def compute(
-        self, runner: FirstStageParts, questions: Sequence[str], members: Sequence[CandidateSpec]
+        self, runner: FirstStageParts, questions: Sequence[str], members: Sequence[CandidateSpec],
+        judge: Judge | None = None,
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-        """Both blocks for ``questions``, reading the rankings from ``runner``: ``(first_stage, members)``."""
+        """Both blocks for ``questions``, reading the rankings from ``runner`` (and the list
+        judgements from ``judge``, with :attr:`judge`): ``(first_stage, members)``."""
         bases = self.fetch_bases(runner, questions)
         graph = runner.graph()
         results = [runner.run(spec, questions) for spec in members]
         return (self.first_stage(questions, bases, runner.titles, graph),
-                self.members(questions, results, bases, runner.titles, graph, runner.judge))
+                self.members(questions, results, bases, runner.titles, graph, judge))
