@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ragfolio.core.retrieval.family import Family, Parts, SharedParts, register
 from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion
@@ -45,14 +46,22 @@ class CrossEncoderFamily(Family):
         prefilter = parts.base(params["prefilter"], queries)
         depth = min(int(params["depth"]), prefilter.k)
         scores = parts.cross_scores(params["prefilter"], queries, depth)  # -inf on padding
-        order = np.argsort(-scores, axis=1, kind="stable")  # ties keep the prefilter's order
-        first = prefilter.doc_ids[:, :depth]
-        reranked = RetrievalResult(np.take_along_axis(first, order, axis=1), np.take_along_axis(scores, order, axis=1))
-        if params["fusion"] == "rrf":
-            return reciprocal_rank_fusion([RetrievalResult(first, prefilter.scores[:, :depth]), reranked], k)
-        n = min(depth, k)  # depth < k: the runner completes the rows
-        doc_ids = np.full((len(queries), k), -1, dtype=np.int64)
-        top = np.full((len(queries), k), -np.inf, dtype=np.float32)
-        doc_ids[:, :n], top[:, :n] = reranked.doc_ids[:, :n], reranked.scores[:, :n]
-        return RetrievalResult(doc_ids, top)
+        top = RetrievalResult(prefilter.doc_ids[:, :depth], prefilter.scores[:, :depth])
+        return rerank(top, scores, k, params["fusion"])
 
+
+def rerank(first: RetrievalResult, scores: npt.NDArray[np.float32], k: int, fusion: str = "none") -> RetrievalResult:
+    """The ``(n, k)`` ranking of ``first``'s ``(n, depth)`` rows by the cross-encoder's ``scores``.
+
+    ``fusion="none"``: by descending score (ties keep the first stage's order), ``-1``-padded when
+    ``depth < k``; ``"rrf"``: reciprocal rank fusion of that order with the first stage's.
+    """
+    order = np.argsort(-scores, axis=1, kind="stable")
+    reranked = RetrievalResult(np.take_along_axis(first.doc_ids, order, axis=1), np.take_along_axis(scores, order, axis=1))
+    if fusion == "rrf":
+        return reciprocal_rank_fusion([first, reranked], k)
+    n = min(first.k, k)
+    doc_ids = np.full((len(scores), k), -1, dtype=np.int64)
+    top = np.full((len(scores), k), -np.inf, dtype=np.float32)
+    doc_ids[:, :n], top[:, :n] = reranked.doc_ids[:, :n], reranked.scores[:, :n]
+    return RetrievalResult(doc_ids, top)
