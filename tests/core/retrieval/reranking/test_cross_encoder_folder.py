@@ -15,6 +15,7 @@ from ragfolio.core.retrieval.reranking.cross_encoder_folder import (
     TrainedCrossEncoder,
     cross_encoder_digest,
     load_cross_encoder,
+    weights_digest,
 )
 
 QUERIES = ["Where was Alice born?", "Where was Bob born?"]
@@ -31,7 +32,7 @@ def test_save_and_load_give_the_same_scores(tmp_path) -> None:
     np.testing.assert_array_equal(scores, again)
     manifest = json.loads((tmp_path / "again" / MANIFEST).read_text())
     assert manifest["trained"] and manifest["training"] == {"k": 1} and WEIGHTS in manifest["files"]
-    assert cross_encoder_digest(tmp_path / "again") == manifest["files"][WEIGHTS]
+    assert cross_encoder_digest(tmp_path / "again") == weights_digest(manifest["files"])
     assert "2_Dense/model.safetensors" in manifest["files"]  # the mean-pooled head's own weights
     assert CrossEncoderFolder.read(tmp_path / "again").model_path == str(tmp_path / "again")
     rows = scorer.score_rows(QUERIES, PASSAGES, np.array([[1, -1], [0, 1]]))
@@ -52,3 +53,15 @@ def test_a_changed_file_or_a_folder_without_a_model_is_refused(tmp_path) -> None
     with pytest.raises(FileNotFoundError, match="no trained cross-encoder at"):
         cross_encoder_digest(tmp_path / "absent")
 
+
+def test_the_digest_changes_with_the_head_alone(tmp_path) -> None:
+    import torch
+
+    with one_thread():
+        scorer = load_cross_encoder(save_untrained(tmp_path / "ce"), device="cpu")
+        with torch.no_grad():
+            scorer.model[-1].linear.bias.add_(1.0)  # the Dense head; the encoder is untouched
+        TrainedCrossEncoder(scorer, {}).save(tmp_path / "moved")
+    before, after = (json.loads((tmp_path / name / MANIFEST).read_text()) for name in ("ce", "moved"))
+    assert before["files"][WEIGHTS] == after["files"][WEIGHTS]
+    assert cross_encoder_digest(tmp_path / "ce") != cross_encoder_digest(tmp_path / "moved")

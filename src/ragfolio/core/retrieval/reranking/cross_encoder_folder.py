@@ -1,15 +1,17 @@
 """A trained cross-encoder as an inspectable folder, and the scorer read from it.
 
 The folder is what sentence-transformers' ``CrossEncoder.save_pretrained`` writes (``model.safetensors``,
-the tokenizer, ``config.json``) plus ``ragfolio_cross_encoder.json``: the sha256 of every file, the
-package versions, and what the training recorded (settings, pairs, dev MRR by epoch). The model's
-identity in cache keys is the sha256 of its weights (:func:`cross_encoder_digest`), so retrained
-weights miss the cached rankings of the ``cross_encoder`` family. A folder written for a run that
+the tokenizer, ``config.json``; with the mean-pooled head also ``modules.json``, ``1_Pooling/`` and
+``2_Dense/`` with the head's weights) plus ``ragfolio_cross_encoder.json``: the sha256 of every
+file, the package versions, and what the training recorded (settings, pairs, dev MRR by epoch).
+The model's identity in cache keys is a sha256 over its weight files (:func:`cross_encoder_digest`),
+so retrained weights miss the cached rankings of the ``cross_encoder`` family. A folder written for a run that
 trains no cross-encoder holds the manifest alone, ``"trained": false`` with the reason.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -132,10 +134,16 @@ def save_cross_encoder(scorer: CrossEncoderScorer, path: str | Path, info: Mappi
         checksums = {p.relative_to(tmp).as_posix(): file_sha256(p) for p in files}
         if WEIGHTS not in checksums:
             raise FileNotFoundError(f"save_pretrained wrote no {WEIGHTS} in {tmp}: {sorted(checksums)}")
-        return {"format": FORMAT, "trained": True, "digest": checksums[WEIGHTS], "files": checksums,
+        return {"format": FORMAT, "trained": True, "digest": weights_digest(checksums), "files": checksums,
                 "batch_size": scorer.batch_size, "packages": package_versions(PACKAGES), "training": dict(info)}
 
     return _replace_folder(Path(path), write)
+
+
+def weights_digest(checksums: Mapping[str, str]) -> str:
+    """One sha256 over the sha256 of every ``*.safetensors`` file (the encoder's and the head's)."""
+    lines = "".join(f"{name} {sha}\n" for name, sha in sorted(checksums.items()) if name.endswith(".safetensors"))
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def save_untrained(path: str | Path, reason: str) -> dict[str, Any]:
@@ -173,7 +181,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 
 
 def cross_encoder_digest(path: str | Path) -> str:
-    """The sha256 of the weights in folder ``path``, as its manifest records them.
+    """The digest of the weights in folder ``path`` (:func:`weights_digest`), as its manifest records it.
 
     Raises:
         FileNotFoundError: The folder holds no trained model (the reason it was not trained included).
