@@ -82,7 +82,7 @@ def main() -> None:
     start = time.perf_counter()
     router_inputs = build_query_features(data["questions"], data["corpora"], data["utility_index"],
                                          data["pool_settings"], data["router_features"], data["retrieval_cache"])
-    retrieval_inputs = build_retrieval_features(
+    retrieval_inputs, _ = build_retrieval_features(
         data["questions"], data["corpora"], data["candidates"], data["utility_index"], data["portfolios"],
         data["pool_settings"], params, data["retrieval_cache"])
     features_s = time.perf_counter() - start

@@ -7,6 +7,7 @@ pipeline imports the other (as :mod:`ragfolio.bundle_params` is for ``packaging`
 
 from __future__ import annotations
 
+import logging
 from dataclasses import fields
 from typing import Annotated, Any
 
@@ -15,12 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragfolio.bundle_params import BundleParams
 from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
 from ragfolio.core.routing.features.query_features import TextHasher
+from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.registry import check_servable, import_router_modules
 from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.param_blocks import checked_block, kwargs_model, kwargs_of
+
+logger = logging.getLogger(__name__)
 
 
 class RetrievalRoutingParams(BaseModel):
@@ -33,7 +37,7 @@ class RetrievalRoutingParams(BaseModel):
 
     agreement_depth: int = Field(10, ge=1)
     query_block_size: int = Field(256, ge=1)
-    list_judgements: bool = True  # the cross-encoder's judgement of each member's list, when one was trained
+    list_judgements: bool = False  # the cross-encoder's judgement of each member's list, when one was trained
     pre_retrieval: Annotated[dict[str, Any], kwargs_of(
         PreRetrievalRouter, "router_training.retrieval_routing.pre_retrieval")] = Field(default_factory=dict)
     post_retrieval: Annotated[dict[str, Any], kwargs_of(
@@ -138,3 +142,13 @@ class RouterTrainingParams(BaseModel):
             raise ValueError(f"router_training.paper_router.encoders {unknown} are not query blocks: "
                              f"known are {known} (router_training.encoders, then the paper router's own)")
         return self
+
+    def retrieval_features(self, cross_encoder: str | None) -> RetrievalFeatureSettings:
+        """The retrieval routers' featurizer: list judgements when asked for and candidate scoring trained
+        a cross-encoder (``cross_encoder``: ``PoolSettings.cross_encoder``), else without them, saying so."""
+        r = self.retrieval_routing
+        judge = r.list_judgements and cross_encoder is not None
+        if r.list_judgements and not judge:
+            logger.info("routing features: no list judgements, as candidate scoring trained no cross-encoder "
+                        "(candidate_scoring.cross_encoder.train: always trains one)")
+        return RetrievalFeatureSettings(tuple(self.encoders), r.agreement_depth, judge)

@@ -222,7 +222,7 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
 
 
 def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(tmp_path, tiny_dir) -> None:
-    """With a cross-encoder trained (``train: always``, no family in the grid) the member features gain
+    """With a cross-encoder trained (``train: always``, no family in the grid) and list judgements on, the member features gain
     ``judge.*``, the bundle carries the cross-encoder for them, and the post-retrieval router served
     from the saved bundle picks what the report measured."""
     from cross_encoders import TINY, one_thread
@@ -236,6 +236,9 @@ def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(
     catalog["params:candidate_scoring"] = MemoryDataset({**params, "cross_encoder": {"train": "always",
                                                                                       "settings": settings}})
     catalog["cross_encoder"] = CrossEncoderDataset(str(tmp_path / "ce"))
+    routing = catalog.load("params:router_training")
+    catalog.save("params:router_training", {**routing, "retrieval_routing": {**routing["retrieval_routing"],
+                                                                             "list_judgements": True}})
     catalog["retrieval_inputs"] = PickleDataset(filepath=str(tmp_path / "retrieval_inputs.pkl"))
     with one_thread():
         _run(catalog)

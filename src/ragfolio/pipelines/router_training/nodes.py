@@ -18,14 +18,11 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features
-from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
+from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.judging.splits import query_split
 from ragfolio.core.routing.registry import make_router
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
-from ragfolio.core.scoring.utility_index import (
-    UtilityIndex,
-    row_questions,
-)
+from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.router_params import RouterTrainingParams
 
@@ -44,18 +41,7 @@ def router_settings(pool_settings: PoolSettings, params: dict[str, Any]) -> Rout
             f"router_training.encoders {unknown} are not candidate_scoring encoders {sorted(pool_settings.encoders)}"
         )
     return RouterFeatures(TextHasher.from_dict(p.text_features), tuple(p.encoders),
-                          retrieval_feature_settings(p, pool_settings))
-
-
-def retrieval_feature_settings(p: RouterTrainingParams, pool_settings: PoolSettings) -> RetrievalFeatureSettings:
-    """The retrieval routers' featurizer: list judgements when asked for and candidate scoring trained
-    a cross-encoder (``pool_settings.cross_encoder``), else without them, saying so once."""
-    r = p.retrieval_routing
-    judge = r.list_judgements and pool_settings.cross_encoder is not None
-    if r.list_judgements and not judge:
-        logger.info("routing features: no list judgements, as candidate scoring trained no cross-encoder "
-                    "(candidate_scoring.cross_encoder.train: always trains one)")
-    return RetrievalFeatureSettings(tuple(p.encoders), r.agreement_depth, judge)
+                          p.retrieval_features(pool_settings.cross_encoder))
 
 
 def build_query_features(

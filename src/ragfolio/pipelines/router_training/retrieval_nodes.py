@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
@@ -34,7 +35,6 @@ from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.timings import Stopwatch
-from ragfolio.pipelines.router_training.nodes import retrieval_feature_settings
 from ragfolio.router_params import RouterTrainingParams
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def build_retrieval_features(
     p = RouterTrainingParams(**params)
     r = p.retrieval_routing
     runners = CorpusRunners(corpora, cache, pool_settings)
-    featurizer = retrieval_feature_settings(p, pool_settings).featurizer(pool_settings.num_docs)
+    featurizer = p.retrieval_features(pool_settings.cross_encoder).featurizer(pool_settings.num_docs)
     specs = [CandidateSpec.from_record(c) for c in candidates]
     names = {"first_stage": featurizer.first_stage_names(), "members": featurizer.member_names()}
     clock, n_queries, n_member_rows = Stopwatch(), 0, 0
@@ -72,7 +72,8 @@ def build_retrieval_features(
         parts: list[npt.NDArray[np.float32]] = [np.zeros((0, len(names["first_stage"])), np.float32)]
         member_parts = {key: [np.zeros((0, len(portfolios.members(key)), len(names["members"])), np.float32)]
                         for key in keys}
-        for start in range(0, len(texts), r.query_block_size):
+        blocks = range(0, len(texts), r.query_block_size)
+        for start in tqdm(blocks, desc=f"{dataset} routing features", unit="block", disable=len(blocks) < 2):
             block = texts[start : start + r.query_block_size]
             with clock("fetch"):
                 bases = featurizer.fetch_bases(runner, block)
