@@ -6,8 +6,8 @@ scored again):
 
 * each ``cross_encoder`` candidate's mean utility (the pool's score, e.g. support recall@4) on dev
   and test beside the pool candidate that ranks as its prefilter does (``bm25``: the pool's BM25 at
-  ``pool_settings.bm25_base``; ``dense:<e>``: ``dense(encoder=<e>, index_type=flat)``; ``hybrid:<e>``: RRF of the two
-  with equal weights and ``rrf_k`` 60), with the paired 95% bootstrap interval of the difference;
+  ``pool_settings.bm25_base``; ``dense:<e>`` and ``hybrid:<e>``: those families at their defaults, a flat index and RRF of the
+  two with equal weights), with the paired 95% bootstrap interval of the difference;
 * per selection key (each dataset and ``all``), the greedy portfolio of ``k`` selected on the train
   rows as ``portfolio_selection`` selects it (every train row), with the family's columns and
   without them: the members, where the family lands, and the test best-of-k of both with the
@@ -24,6 +24,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ragfolio.core.retrieval.families.dense import DenseFamily
+from ragfolio.core.retrieval.families.hybrid import HybridFamily
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.scoring.utility_index import UtilityIndex, stacked
 from ragfolio.core.selection.best_of_k import per_question_best_of_k
@@ -37,8 +39,9 @@ FAMILY = "cross_encoder"
 def first_stage_name(prefilter: str, specs: list[CandidateSpec], bm25_base: dict) -> str:
     """The pool candidate whose ranking is the prefilter ``prefilter``'s (top ``num_docs``)."""
     family, _, encoder = prefilter.partition(":")
-    wanted = {"bm25": bm25_base, "dense": {"encoder": encoder, "index_type": "flat"},
-              "hybrid": {"encoder": encoder, "method": "rrf", "rrf_k": 60, "weight": 0.5}}[family]
+    # The family's defaults rank as the base does: a flat index; RRF of BM25 and dense with equal weights.
+    wanted = {"bm25": bm25_base, "dense": {**DenseFamily.params, "encoder": encoder},
+              "hybrid": {**HybridFamily.params, "encoder": encoder}}[family]
     for spec in specs:
         if spec.family == family and all(spec.params.get(p) == v for p, v in wanted.items()):
             return spec.name
