@@ -100,3 +100,35 @@ def test_an_import_of_a_missing_module_names_the_file_and_line(tmp_path: Path) -
     _write(tmp_path, {"src/ragfolio/__init__.py": "", "src/ragfolio/a.py": "import os\nimport ragfolio.gone\n"})
     with pytest.raises(ValueError, match=r"a\.py:2: module 'ragfolio\.gone'"):
         dvc_deps.imported_files(tmp_path / "src/ragfolio/a.py", tmp_path / "src")
+
+
+def _source_hashes(project: Path, deps: list[str]) -> dict[str, str]:
+    """DVC's md5 of each dep, as ``dvc repro`` records it in ``dvc.lock`` (the project's .dvcignore applies)."""
+    from dvc.repo import Repo
+    from dvc_data.hashfile.build import build
+
+    repo = Repo(str(project))
+    try:
+        return {dep: str(build(repo.cache.local, str(project / dep), repo.fs, "md5", ignore=repo.dvcignore,
+                               dry_run=True)[2].hash_info) for dep in deps}
+    finally:
+        repo.close()
+
+
+def test_source_deps_hash_the_same_with_and_without_bytecode(tmp_path: Path) -> None:
+    """A fresh clone has no ``__pycache__``; the development tree has hundreds of ``.pyc`` files. The
+    lock must not tell them apart (issue 46: it recorded 89 files for ``core/retrieval``, a clone has 46)."""
+    import compileall
+    import shutil
+
+    from dvc.repo import Repo
+
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "src", project / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(ROOT / ".dvcignore", project / ".dvcignore")
+    Repo.init(str(project), no_scm=True).close()
+    deps = sorted({dep for stage in STAGES.values() for dep in stage if dep.startswith("src/")})
+    clean = _source_hashes(project, deps)
+    assert compileall.compile_dir(str(project / "src"), quiet=1)
+    assert any((project / "src").rglob("*.pyc"))
+    assert _source_hashes(project, deps) == clean
