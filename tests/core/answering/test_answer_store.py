@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragfolio.core.answering.store import AnswerStore, answer_all, settings_hash
+from ragfolio.core.answering.store import AnswerStore, answer_all, question_digest, settings_hash
 
 SYSTEMS = ("no_retrieval", "single_best")
 
@@ -22,6 +22,7 @@ def keys(settings: str, systems=SYSTEMS) -> dict[str, str]:
 class Q:
     id: str
     question: str
+    answers: tuple[str, ...] = ("gold",)
 
 
 class Counting:
@@ -70,9 +71,11 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path: Path) -> None:
 def test_a_question_missing_a_system_is_answered_by_that_system_alone(tmp_path: Path) -> None:
     path = tmp_path / "answer_store.jsonl"
     store = AnswerStore(path)
-    store.add([{"id": "q0", "system": "no_retrieval"}], keys("s"))
-    assert store.get("q0", "single_best", "s") is None
-    assert store.get("q0", "no_retrieval", "s") == {"id": "q0", "system": "no_retrieval", "settings": "s"}
+    digest = question_digest(QUESTIONS[0])
+    store.add([{"id": "q0", "system": "no_retrieval"}], digest, keys("s"))
+    assert store.get("q0", digest, "single_best", "s") is None
+    assert store.get("q0", digest, "no_retrieval", "s") == {
+        "id": "q0", "system": "no_retrieval", "question_digest": digest, "settings": "s"}
     asked: list[tuple[str, list[str]]] = []
 
     def answer(q: Q, systems: list[str]) -> list[dict]:
@@ -95,7 +98,7 @@ def test_an_answer_lacking_a_system_it_was_asked_for_is_an_error(tmp_path: Path)
 
 def test_a_cut_last_line_is_skipped_and_a_bad_line_named(tmp_path: Path) -> None:
     path = tmp_path / "answer_store.jsonl"
-    good = json.dumps({"id": "q0", "system": "single_best", "settings": "s"})
+    good = json.dumps({"id": "q0", "system": "single_best", "question_digest": "d", "settings": "s"})
     path.write_text(good + "\n" + '{"id": "q1", "sys')  # a write cut short
     assert len(AnswerStore(path)) == 1
     path.write_text('{"id": "q1"}\n' + good + "\n")
@@ -110,8 +113,8 @@ def test_settings_hash_is_order_free_and_sensitive() -> None:
 
 def test_no_path_keeps_nothing_on_disk(tmp_path: Path) -> None:
     store = AnswerStore(None)
-    store.add([{"id": "q0", "system": "x"}], {"x": "s"})
-    assert store.get("q0", "x", "s") is not None and list(tmp_path.iterdir()) == []
+    store.add([{"id": "q0", "system": "x"}], "d", {"x": "s"})
+    assert store.get("q0", "d", "x", "s") is not None and list(tmp_path.iterdir()) == []
 
 
 def test_a_resumed_run_gives_the_rows_of_a_fresh_one_in_the_same_order(tmp_path) -> None:
@@ -120,7 +123,7 @@ def test_a_resumed_run_gives_the_rows_of_a_fresh_one_in_the_same_order(tmp_path)
     from ragfolio.core.answering.store import AnswerStore, answer_all
 
     systems = ["a", "b", "c"]
-    questions = [SimpleNamespace(id="q1"), SimpleNamespace(id="q2")]
+    questions = [SimpleNamespace(id="q1", question="one", answers=["1"]), SimpleNamespace(id="q2", question="two", answers=["2"])]
 
     def answer(q, only):  # the systems run in a per-question shuffled order
         return [{"id": q.id, "system": s, "prediction": f"{q.id}-{s}"} for s in (["c", "a", "b"] if q.id == "q1" else ["b", "c", "a"])]
@@ -130,3 +133,15 @@ def test_a_resumed_run_gives_the_rows_of_a_fresh_one_in_the_same_order(tmp_path)
     again, reused_again = answer_all(questions, dict.fromkeys(systems, "k"), AnswerStore(tmp_path / "store.jsonl"), answer)
     assert (reused, reused_again) == (0, 2)
     assert fresh == again and [r["system"] for r in fresh] == systems * 2
+
+
+def test_an_edited_question_or_gold_is_answered_again(tmp_path: Path) -> None:
+    """The store's key holds each question's text and gold (issue 46: the id alone reused stale answers)."""
+    path = tmp_path / "answer_store.jsonl"
+    answer_all(QUESTIONS, keys("s"), AnswerStore(path), Counting())
+    edited = [QUESTIONS[0], Q("q1", "question 1, reworded"), Q("q2", "question 2", ("new gold",)), QUESTIONS[3]]
+    again = Counting()
+    rows, reused = answer_all(edited, keys("s"), AnswerStore(path), again)
+    assert again.asked == ["q1", "q2"] and reused == 2
+    assert [r["prediction"] for r in rows if r["id"] == "q1"] == ["question 1, reworded:no_retrieval",
+                                                                  "question 1, reworded:single_best"]

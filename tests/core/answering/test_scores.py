@@ -20,3 +20,11 @@ def test_a_stored_row_gets_its_scores_from_its_prediction_and_passage_rows() -> 
     assert partial["em"] == 0.0 and partial["f1"] == pytest.approx(0.8)
     closed_book = score_all([{**row, "doc_ids": []}], texts)[0]
     assert closed_book["answer_recall"] == 0.0 and closed_book["em"] == 1.0
+
+
+def test_stored_answers_are_scored_against_the_gold_of_now() -> None:
+    texts = ["Paris is the capital of France."]
+    row = {"id": "q", "system": "single_best", "prediction": "Paris", "answers": ["Paris"], "doc_ids": [0]}
+    assert score_all([row], texts)[0]["em"] == 1.0
+    regraded = score_all([row], texts, {"q": ["Lyon"]})[0]  # the gold was corrected since it was stored
+    assert regraded["em"] == 0.0 and regraded["answer_recall"] == 0.0 and regraded["answers"] == ["Lyon"]

@@ -8,7 +8,7 @@ LLM answers in seconds instead of making them again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragfolio.core.metrics import answer_recall, exact_match, f1_score
@@ -24,6 +24,10 @@ def scored(record: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
             "answer_recall": answer_recall([texts[i] for i in rows], answers) if rows else 0.0}
 
 
-def score_all(records: Iterable[dict[str, Any]], texts: Sequence[str]) -> list[dict[str, Any]]:
-    """Every record :func:`scored`."""
-    return [scored(record, texts) for record in records]
+def score_all(
+    records: Iterable[dict[str, Any]], texts: Sequence[str], gold: Mapping[str, Sequence[str]] | None = None,
+) -> list[dict[str, Any]]:
+    """Every record :func:`scored`; with ``gold`` (question id -> its answers now), against that gold
+    rather than the gold stored with the record."""
+    return [scored(record if gold is None else {**record, "answers": list(gold[str(record["id"])])}, texts)
+            for record in records]

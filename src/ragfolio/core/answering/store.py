@@ -3,7 +3,9 @@
 An end-to-end evaluation makes ~20 LLM calls per question; on a CPU a run of a few hundred
 questions takes hours. :class:`AnswerStore` appends each answered question's records to a JSONL
 file as soon as they exist (one line per system, flushed and fsynced) and, at the start of a run,
-reads back what is stored, keyed by ``(question id, system, settings)``: ``settings`` is a hash of
+reads back what is stored, keyed by ``(question id, question digest, system, settings)``: the
+digest is a hash of the question's text and gold answers (:func:`question_digest`), so an edited
+question or gold is answered again, and ``settings`` is a hash of
 everything that changes that system's answer or its timing (:func:`settings_hash`), so a run with
 other settings answers afresh instead of reusing stale rows, and a run that adds a system answers
 with that system alone. A last line cut short by a killed run is
@@ -24,12 +26,18 @@ from tqdm.auto import tqdm
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str, str, str]  # (question id, system, settings hash)
+Key = tuple[str, str, str, str]  # (question id, question digest, system, settings hash)
 
 
 class _Identified(Protocol):
     @property
     def id(self) -> str: ...
+
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def answers(self) -> Sequence[str]: ...
 
 
 Q = TypeVar("Q", bound=_Identified)
@@ -41,8 +49,13 @@ def settings_hash(settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
+def question_digest(question: _Identified) -> str:
+    """A short sha256 of a question's text and gold answers (its part of a stored record's key)."""
+    return settings_hash({"question": question.question, "answers": list(question.answers)})
+
+
 class AnswerStore:
-    """Records of answered questions in a JSONL file, by ``(id, system, settings)``.
+    """Records of answered questions in a JSONL file, by ``(id, question digest, system, settings)``.
 
     Args:
         path: The JSONL file (created with its folder on the first :meth:`add`); None keeps
@@ -65,7 +78,7 @@ class AnswerStore:
                 continue
             try:
                 row = json.loads(line)
-                key = (str(row["id"]), str(row["system"]), str(row["settings"]))
+                key = (str(row["id"]), str(row["question_digest"]), str(row["system"]), str(row["settings"]))
             except (json.JSONDecodeError, KeyError, TypeError) as error:
                 if number == len(lines):  # a write cut short by a stopped run: that question is redone
                     logger.warning("%s:%d is incomplete (%s); its question is answered again", self.path, number, error)
@@ -77,16 +90,18 @@ class AnswerStore:
     def __len__(self) -> int:
         return len(self._load())
 
-    def get(self, question_id: str, system: str, settings: str) -> dict[str, Any] | None:
-        """The stored record of ``system`` for the question under ``settings``, or None."""
-        return self._load().get((question_id, system, settings))
+    def get(self, question_id: str, digest: str, system: str, settings: str) -> dict[str, Any] | None:
+        """The stored record of ``system`` for the question (its id and :func:`question_digest`) under
+        ``settings``, or None."""
+        return self._load().get((question_id, digest, system, settings))
 
-    def add(self, records: Iterable[dict[str, Any]], settings: Mapping[str, str]) -> None:
-        """Store ``records`` (each with ``id`` and ``system``), each under its system's ``settings``, on disk at once."""
-        rows = [{**r, "settings": settings[str(r["system"])]} for r in records]
+    def add(self, records: Iterable[dict[str, Any]], digest: str, settings: Mapping[str, str]) -> None:
+        """Store ``records`` of one question (each with ``id`` and ``system``) under the question's
+        ``digest`` and each system's ``settings``, on disk at once."""
+        rows = [{**r, "question_digest": digest, "settings": settings[str(r["system"])]} for r in records]
         stored = self._load()
         for row in rows:
-            stored[str(row["id"]), str(row["system"]), row["settings"]] = row
+            stored[str(row["id"]), digest, str(row["system"]), row["settings"]] = row
         if self.path is None or not rows:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,11 +134,12 @@ def answer_all(
     rows: list[dict[str, Any]] = []
     reused = 0
     for question in tqdm(questions, desc=desc, unit="q"):
-        found = {s: store.get(question.id, s, key) if resume else None for s, key in settings.items()}
+        digest = question_digest(question)
+        found = {s: store.get(question.id, digest, s, key) if resume else None for s, key in settings.items()}
         if missing := [s for s, row in found.items() if row is None]:
             new = answer(question, missing)
-            store.add(new, settings)
-            found |= {r["system"]: {**r, "settings": settings[r["system"]]} for r in new}
+            store.add(new, digest, settings)
+            found |= {r["system"]: {**r, "question_digest": digest, "settings": settings[r["system"]]} for r in new}
             if lost := [s for s in missing if found[s] is None]:
                 raise ValueError(f"answering {question.id!r} gave no record of {lost}")
         else:

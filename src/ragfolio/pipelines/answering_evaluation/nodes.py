@@ -27,6 +27,7 @@ from ragfolio.core.cache import file_sha256
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.records import Question
 from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, backend_settings, make_backend
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.online import OnlineRetrievalRouting
@@ -41,7 +42,7 @@ VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either
 # Parameters no stored answer depends on, or (the last four) only some systems' (system_keys)
 NOT_IN_KEY = {"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume",
               "routed_l", "wide_factor", "vendi_rag", "vendi_rag_authors"}
-STORE_VERSION = 4  # bumped when a stored record's meaning changes, so old rows are not reused
+STORE_VERSION = 5  # bumped when a stored record's meaning changes, so old rows are not reused
 # The modules whose code makes the stored answers (with what they import in ragfolio): not the scores.
 ANSWERING_CODE = ("ragfolio.core.answering.systems", "ragfolio.core.routing.online", "ragfolio.core.llm.backends",
                   "ragfolio.core.routing.features.router_features", "ragfolio.core.data.corpora",
@@ -120,12 +121,22 @@ def _router_digest(router: RouterProtocol) -> str:
     return digest.hexdigest()[:16]
 
 
+def served_identity(bundle: PortfolioBundle, runner: PoolRunner) -> dict[str, Any]:
+    """What a bundle's answers depend on beyond its settings: the bundle's checksum (every file it
+    holds: corpus, embeddings, indexes, routers; empty for a bundle never saved), the encoders'
+    identities (package and model versions, their code) and the cross-encoder's weights' digest."""
+    return {"bundle": bundle.checksum, "encoders": runner.encoder_ids,
+            "cross_encoder": runner.cross_encoder.digest if bundle.scoring.cross_encoder else None}
+
+
 def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str:
     """The settings hash under which the answer store keeps a dataset's records.
 
     Args:
         settings: What the run's answers depend on as data: the dataset, its corpus, the pool
-            settings, router features, members, systems, router digests and the parameters.
+            settings, router features, members, systems, router digests, the parameters and the
+            bundle's :func:`served_identity`. (Each question's text and gold are in its record's
+            key, :func:`~ragfolio.core.answering.store.question_digest`.)
         llm: The backend's identity (:func:`~ragfolio.core.llm.backends.backend_identity`:
             the model file's hash, the converter's and engine's package versions).
 
@@ -221,6 +232,7 @@ def answer_test_questions(
         )
         key = answer_store_key({
             "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": bundle.scoring.to_dict(),
+            **served_identity(bundle, runner),
             "router_features": bundle.routing.to_dict(), "members": [m.name for m in bundle.members],
             "single_best": systems.single_best.name,
             "served": {"router": _router_digest(bundle.router), "routed_ls": bundle.routed_ls},
@@ -233,7 +245,8 @@ def answer_test_questions(
         answer = partial(_answer, systems, dataset, p.system_order, p.seed)
         answered, reused = answer_all(sample, system_keys(key, systems.systems, p), answer_store, answer, resume=p.resume,
                                       desc=f"{dataset} answering")
-        rows += score_all(answered, runner.texts)  # scored as read: the store keeps answers, not scores
+        # scored as read, against the questions' gold as it is now: the store keeps answers, not scores
+        rows += score_all(answered, runner.texts, {q.id: q.answers for q in sample})
         orders[dataset] = [
             {"id": q.id, **{how: systems.retrieval_ms(q.question, run_order(systems.systems, how, p.seed, q.id))
                             for how in ("fixed", "reversed")}}
