@@ -9,7 +9,6 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
-from switching_questions import write_switching_questions
 
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
@@ -57,12 +56,12 @@ def routed_portfolio(
 def switching_portfolio(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[PoolRunner, list[CandidateSpec], npt.NDArray[np.float32], Router, TextHasher, list[str]]:
-    """``(runner, members, U, router, hasher, queries)`` over the switching questions (written to
-    ``folder``) at 2 passages per member: BM25, a one-seed graph walk from BM25 and a dense member
+    """``(runner, members, U, router, hasher, queries)`` over the switching questions in ``folder``
+    (the ``switching_dir`` fixture) at 2 passages per member: BM25, a one-seed graph walk from BM25 and a dense member
     (hashing encoders); ``U`` ``(60, 3)`` their support recall, where BM25 wins the "What" half and
     the walk the "Who" half; and a learned router fitted on ``U`` that switches between them."""
     install_hashing_encoder(monkeypatch)
-    runner, queries = tiny_runner(write_switching_questions(folder), num_docs=2)
+    runner, queries = tiny_runner(folder, num_docs=2)
     members = [make_candidate("bm25", {"k1": 0.9, "b": 0.75}),
                make_candidate("graph", {"seeds": "bm25", "n_seeds": 1, "rank": "ppr"}),
                make_candidate("dense", {"encoder": "minilm"})]

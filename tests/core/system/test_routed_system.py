@@ -29,9 +29,9 @@ def test_a_routed_system_retrieves_for_the_router_it_was_given(routed_parts) -> 
 
 
 @pytest.fixture
-def switching(tmp_path, monkeypatch):
+def switching(switching_dir, monkeypatch):
     """The switching portfolio: BM25 wins half the questions, a graph walk the other half."""
-    return switching_portfolio(tmp_path / "switching", monkeypatch)
+    return switching_portfolio(switching_dir, monkeypatch)
 
 
 def _fitted(router_class, runner, members, queries, U):
