@@ -54,6 +54,15 @@ def tiny_dir() -> Path:
     return FIXTURES / "tiny"
 
 
+@pytest.fixture(scope="session")
+def switching_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """60 made-up questions on which BM25 and a one-seed graph walk win different, learnable halves
+    (tests/helpers/switching_questions.py): routers trained on them switch members."""
+    from switching_questions import write_switching_questions
+
+    return write_switching_questions(tmp_path_factory.mktemp("switching"))
+
+
 @pytest.fixture
 def encoders() -> dict:
     return {

@@ -52,13 +52,16 @@ def install_hashing_encoder(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, 
     return calls
 
 
-def tiny_runner(tiny_dir: Path, runner_class: type[PoolRunner] = PoolRunner, **kwargs) -> tuple[PoolRunner, list[str]]:
-    """A runner over the tiny fixture's corpus (hashing encoders, no disk cache) and its questions."""
+def tiny_runner(
+    tiny_dir: Path, runner_class: type[PoolRunner] = PoolRunner, num_docs: int = 3, **kwargs
+) -> tuple[PoolRunner, list[str]]:
+    """A runner over the corpus of the questions in ``tiny_dir`` (hashing encoders, no disk cache) and
+    those questions."""
     questions = load_folder(tiny_dir)
     corpus = build_corpus(questions)
     runner = runner_class(
         corpus.titles, corpus.texts, HASHING, ArrayCache(tiny_dir / "unused", enabled=False),
-        num_docs=3, prefilter_depth=8, **kwargs,
+        num_docs=num_docs, prefilter_depth=8, **kwargs,
     )
     return runner, [q.question for q in questions]
 

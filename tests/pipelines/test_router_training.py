@@ -11,6 +11,7 @@ from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pickle import PickleDataset
+from routed_portfolio import SWITCHING_NET
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
@@ -27,7 +28,12 @@ GRID = {
 }
 
 
-def _params(tiny_dir, router: str, dev_fraction: float) -> dict:
+# The learned router: a small net trained briefly (the tiny fixture), or one that learns the
+# switching questions' two halves from their hashed words (the ``switching_dir`` fixture).
+TINY_NET = {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2}
+
+
+def _params(tiny_dir, router: str, dev_fraction: float, net: dict = TINY_NET) -> dict:
     return {
         "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "dev_fraction": dev_fraction,
                       "seed": 0},
@@ -37,7 +43,7 @@ def _params(tiny_dir, router: str, dev_fraction: float) -> dict:
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "router_training": {
             "text_features": {"n_features": 64}, "encoders": [],
-            "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
+            "router": net,
             "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0},
                                   "cascade": {"members_run": 2, "pre": {"min_questions": 2, "min_z": 0.0},
                                               "post": {"min_questions": 2, "min_z": 0.0}}},
@@ -47,8 +53,8 @@ def _params(tiny_dir, router: str, dev_fraction: float) -> dict:
     }
 
 
-def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0) -> DataCatalog:
-    params = _params(tiny_dir, router, dev_fraction)
+def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0, net: dict = TINY_NET) -> DataCatalog:
+    params = _params(tiny_dir, router, dev_fraction, net)
     datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     for name in ("router_metrics", "router_timings"):
@@ -110,12 +116,13 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
 
 
 @pytest.mark.parametrize("dev_fraction", [0.0, 0.3], ids=["validation", "dev"])
-def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, tiny_dir, dev_fraction) -> None:
+def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, switching_dir, dev_fraction) -> None:
     """``bundle.router: auto`` serves the router with the largest gain over the default member on the
     dev questions (on validation inside train without a dev split), the bundle and the report name it,
     and every trained router's served picks (batched and one query at a time, through the bundle's
-    runner) equal the report's picks on the same test questions."""
-    catalog = _catalog(tmp_path, tiny_dir, "auto", dev_fraction)
+    runner) equal the report's picks on the same test questions. On the switching questions (BM25
+    wins one half, a graph walk the other), so no router falls back and each one's picks vary."""
+    catalog = _catalog(tmp_path, switching_dir, "auto", dev_fraction, SWITCHING_NET)
     _run(catalog)
     metrics, bundle = catalog.load("router_metrics"), catalog.load("bundle")
     gains = {}
@@ -165,7 +172,10 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, ti
     by_kind = catalog.load("retrieval_routers")
     trained = {"learned": catalog.load("routers")["all"], "pre_retrieval": by_kind["pre_retrieval"]["all"],
                "post_retrieval": by_kind["post_retrieval"]["all"], "cascade": by_kind["cascade"]["all"]}
+    selection = metrics["datasets"]["all"]["selection"]
     for name, router in trained.items():
+        assert not selection[name]["fallback"], (name, selection[name])
+        assert len(set(comparison.picks[name][:, 0].tolist())) > 1, name  # it switches members by question
         system = RoutedSystem.from_bundle(dataclasses.replace(bundle, router=router, routed_ls=None))
         batched = [r.members for r in system.retrieve_batch(texts, [k] * len(texts))]
         alone = [system.retrieve(text, k).members for text in texts]

@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 from conftest import service_client, write_config
-from tiny_bundle import questions, write_tiny_bundle
+from tiny_bundle import questions, switching_task, switching_texts, write_tiny_bundle
+
+from ragfolio.core.bundle import load_bundle
 
 
 def test_a_bundle_with_a_post_retrieval_router_serves_each_query_on_its_own_retrieval(
     tmp_path_factory, fake_llm_url
 ) -> None:
-    """``router_training.bundle.router: post_retrieval``: /retrieve, /batch_retrieve and /answer route with it."""
+    """``router_training.bundle.router: post_retrieval``: /retrieve, /batch_retrieve and /answer route
+    with it; its picks switch by query (it did not fall back), and a batch picks for each query what
+    the query gets alone."""
     folder = tmp_path_factory.mktemp("post") / "bundle"
     write_tiny_bundle(folder, router_kind="post_retrieval")
+    assert not load_bundle(folder).router.fallback_
+    texts = switching_texts()
     config = write_config(folder.parent / "serving.yml", folder, fake_llm_url)
     with service_client(config) as post:
         assert post.get("/portfolio").json()["router"] == "post_retrieval"
-        one = post.post("/retrieve", json={"query": questions()[0], "l": 2}).json()
+        one = post.post("/retrieve", json={"query": texts[0], "l": 2}).json()
         assert len(one["members"]) == 2 and one["passages"] and not one["degraded"]
-        batch = post.post("/batch_retrieve", json={"queries": questions()[:3], "l": 1}).json()
-        assert [r["query"] for r in batch["results"]] == questions()[:3]
-        alone = post.post("/retrieve", json={"query": questions()[0], "l": 1}).json()
-        assert [m["name"] for m in batch["results"][0]["members"]] == [m["name"] for m in alone["members"]]
-        assert post.post("/answer", json={"query": questions()[1], "l": 2}).status_code == 200
+        batch = post.post("/batch_retrieve", json={"queries": texts, "l": 1}).json()
+        assert [r["query"] for r in batch["results"]] == texts
+        batched = [[m["name"] for m in r["members"]] for r in batch["results"]]
+        alone = [[m["name"] for m in post.post("/retrieve", json={"query": q, "l": 1}).json()["members"]] for q in texts]
+        assert batched == alone and len({tuple(names) for names in alone}) > 1, alone  # picks switch by query
+        assert post.post("/answer", json={"query": texts[1], "l": 2}).status_code == 200
 
 
 class _FailingRunner:
@@ -40,7 +47,6 @@ class _FailingRunner:
 
 
 def test_a_post_retrieval_router_never_picks_a_member_that_failed_while_others_ran(tmp_path) -> None:
-    from ragfolio.core.bundle import load_bundle
     from ragfolio.core.system.routed_system import RoutedSystem
 
     write_tiny_bundle(tmp_path / "bundle", router_kind="post_retrieval")
@@ -62,16 +68,23 @@ def test_a_post_retrieval_router_never_picks_a_member_that_failed_while_others_r
 def test_a_request_at_another_num_docs_is_routed_at_the_bundles_and_runs_its_members_at_its_own(
     tmp_path_factory, fake_llm_url
 ) -> None:
+    """The bundle's router reads each member's list at the bundle's depth (and switches by query,
+    no fallback): a request at another depth gets the members routed at the bundle's depth, each
+    run at its own; routed on the other depth's lists instead, some queries would get other members."""
     folder = tmp_path_factory.mktemp("depth") / "bundle"
     write_tiny_bundle(folder, router_kind="post_retrieval")
+    assert not load_bundle(folder).router.fallback_
     config = write_config(folder.parent / "serving.yml", folder, fake_llm_url)
     with service_client(config) as client:
         depth = client.get("/portfolio").json()["num_docs"]
-        for q in questions():
+        served = []
+        for q in switching_texts():
             default = client.post("/retrieve", json={"query": q, "l": 2}).json()
             other = client.post("/retrieve", json={"query": q, "l": 2, "num_docs": depth + 2}).json()
             assert [m["name"] for m in other["members"]] == [m["name"] for m in default["members"]], q
             assert [len(m["passages"]) for m in other["members"]] == [depth + 2] * 2
+            served.append(tuple(m["name"] for m in default["members"]))
+        assert len(set(served)) > 1, served  # picks switch by query
 
 
 def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_differently(tmp_path) -> None:
@@ -80,7 +93,7 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
     the routed system (a batch, and each query alone) picks exactly what the router picks offline."""
     import dataclasses
 
-    from ragfolio.core.bundle import load_bundle, save_bundle
+    from ragfolio.core.bundle import save_bundle
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
     from ragfolio.core.system.routed_system import RoutedSystem
 
@@ -107,7 +120,7 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
     import numpy as np
     from tiny_bundle import FIXTURES, SCORING
 
-    from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
+    from ragfolio.core.bundle import PortfolioBundle, save_bundle
     from ragfolio.core.cache import ArrayCache
     from ragfolio.core.data.loading import load_folder
     from ragfolio.core.data.records import build_corpus
@@ -161,7 +174,7 @@ def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offlin
     query alone pick what it picks offline, and each query's members run are its shortlist."""
     import dataclasses
 
-    from ragfolio.core.bundle import load_bundle, save_bundle
+    from ragfolio.core.bundle import save_bundle
     from ragfolio.core.routing.routers.cascade import CascadeRouter
     from ragfolio.core.system.routed_system import RoutedSystem
 
@@ -185,25 +198,10 @@ def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offlin
 
 
 def _switching_task(tmp_path, feature: str):  # noqa: ANN202 - a test helper
-    """The tiny post-retrieval bundle, questions and passage-derived queries, their retrieval features, and
-    member utilities where the member whose own list scores highest on ``feature`` wins: a task a
-    post-retrieval router learns to switch members on."""
-    import numpy as np
-    from tiny_bundle import FIXTURES, SCORING
-
-    from ragfolio.core.bundle import load_bundle
-    from ragfolio.core.data.loading import load_folder
-    from ragfolio.core.data.records import build_corpus
-    from ragfolio.core.routing.base import RouteInputs
-    from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
-
+    """The tiny post-retrieval bundle, :func:`switching_texts`, their retrieval features, and member
+    utilities where the member whose own list scores highest on ``feature`` wins."""
     write_tiny_bundle(tmp_path / "base", router_kind="post_retrieval")
     base = load_bundle(tmp_path / "base")
-    corpus = build_corpus(load_folder(FIXTURES))
-    texts = questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
-    featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
-    first, members = featurizer.compute(base.runner(), texts, base.members)
-    wins = members[:, :, featurizer.member_names().index(feature)].argmax(axis=1)
-    U = np.zeros((len(texts), base.k), np.float32)
-    U[np.arange(len(texts)), wins] = 1.0
-    return base, texts, RouteInputs({"first_stage": first}, {"members": members}), U
+    texts = switching_texts()
+    inputs, U = switching_task(base.runner(), texts, base.members, feature)
+    return base, texts, inputs, U

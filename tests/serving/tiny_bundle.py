@@ -2,7 +2,8 @@
 
 Members use BM25 only (BM25, a passage-graph walk from BM25 seeds, a two-hop BM25 retrieval) and
 the router reads only the hashed text features, so a service loads it in about a second with no
-model files, in this process or in a ``bentoml serve`` subprocess.
+model files, in this process or in a ``bentoml serve`` subprocess. Its post-retrieval variant
+switches members by query (:func:`switching_task`): a test of what it serves sees different picks.
 
 :func:`write_encoder_bundle` adds an encoder, :class:`CountingEncoder` (hashed bags of words, no
 model), which the router and two members read and which counts its calls; register it first
@@ -24,7 +25,8 @@ import numpy.typing as npt
 from ragfolio.core.bundle import PortfolioBundle, save_bundle
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
-from ragfolio.core.retrieval.pool import make_candidate
+from ragfolio.core.retrieval.pool import CandidateSpec, make_candidate
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.query_features import TextHasher, query_features
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
@@ -46,12 +48,34 @@ def questions() -> list[str]:
     return [q.question for q in load_folder(FIXTURES)]
 
 
+def switching_texts() -> list[str]:
+    """The tiny questions, then a query made of the title and opening of every third passage (33 texts)."""
+    corpus = build_corpus(load_folder(FIXTURES))
+    return questions() + [f"{t} {x[:60]}" for t, x in zip(corpus.titles[::3], corpus.texts[::3], strict=True)]
+
+
+def switching_task(
+    runner: PoolRunner, texts: list[str], members: Sequence[CandidateSpec], feature: str
+) -> tuple[RouteInputs, npt.NDArray[np.float32]]:
+    """The retrieval features of ``texts`` (BM25 first stage, no encoder) and utilities ``(n, k)``
+    where the member whose own list scores highest on member feature ``feature`` wins (1, the
+    others 0): a task a post-retrieval router learns to switch members on."""
+    featurizer = RetrievalFeaturizer((), runner.num_docs, 5)
+    first, member_features = featurizer.compute(runner, texts, members)
+    wins = member_features[:, :, featurizer.member_names().index(feature)].argmax(axis=1)
+    U = np.zeros((len(texts), len(members)), np.float32)
+    U[np.arange(len(texts)), wins] = 1.0
+    return RouteInputs({"first_stage": first}, {"members": member_features}), U
+
+
 def write_tiny_bundle(path: Path, router_kind: str = "learned", routed_ls: tuple[int, ...] | None = None) -> dict:
     """Fit a small router on random utilities and save the bundle to ``path``; returns the manifest.
 
-    ``router_kind="post_retrieval"``: the bundle serves a post-retrieval router instead, fitted on
-    the retrieval features of the same questions (BM25 first stage only, no encoder). ``routed_ls``:
-    the l's it routes at (the do-no-harm rule's choice; None: every l).
+    ``router_kind="post_retrieval"``: the bundle serves a post-retrieval router instead (default
+    settings), fitted on :func:`switching_task` over :func:`switching_texts` with ``seed_links`` (a
+    feature of each member's list at the bundle's ``num_docs``): it does not fall back, and its
+    first pick varies by query. ``routed_ls``: the l's it routes at (the do-no-harm rule's choice;
+    None: every l).
     """
     records = load_folder(FIXTURES)
     corpus = build_corpus(records)
@@ -68,11 +92,10 @@ def write_tiny_bundle(path: Path, router_kind: str = "learned", routed_ls: tuple
         selection={"greedy_train_values": [0.5, 0.7, 0.8], "n_train": len(texts)},
     )
     if router_kind == "post_retrieval":
-        featurizer = RetrievalFeaturizer((), SCORING.num_docs, 5)
-        first, member_features = featurizer.compute(bundle.runner(), texts, members)
-        post = PostRetrievalRouter(min_questions=1, min_z=0.0, n_folds=2).fit(
-            RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
-        )
+        post = PostRetrievalRouter().fit(*switching_task(bundle.runner(), switching_texts(), members, "seed_links"),
+                                         [m.name for m in members])
+        if post.fallback_:
+            raise RuntimeError(f"the tiny bundle's post-retrieval router fell back: {post.selection()}")
         routing = dataclasses.replace(bundle.routing, retrieval_features=RetrievalFeatureSettings((), 5))
         bundle = dataclasses.replace(bundle, router=post, routing=routing)
     return save_bundle(bundle, path)

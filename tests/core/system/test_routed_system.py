@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from routed_portfolio import routed_portfolio
+from routed_portfolio import routed_portfolio, switching_portfolio
 
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.routers.cascade import CascadeRouter
+from ragfolio.core.routing.routers.learned import SWITCH_MARGINS
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.system.routed_system import RoutedSystem
 
@@ -28,26 +28,29 @@ def test_a_routed_system_retrieves_for_the_router_it_was_given(routed_parts) -> 
         RoutedSystem(runner, members[:2], router, hasher, ["minilm"])
 
 
-def _seeing(router_class):
-    """An unfitted router of ``router_class`` that validates on the tiny fixture's few questions
-    (a cascade: shortlisting 2 of the 3 members)."""
-    stage = {"min_questions": 1, "min_z": 0.0, "n_folds": 2}
-    if router_class is CascadeRouter:
-        return CascadeRouter(members_run=2, pre=stage, post=stage)
-    return router_class(**stage)
+@pytest.fixture
+def switching(switching_dir, monkeypatch):
+    """The switching portfolio: BM25 wins half the questions, a graph walk the other half."""
+    return switching_portfolio(switching_dir, monkeypatch)
+
+
+def _fitted(router_class, runner, members, queries, U):
+    """``(router, featurizer)``: a ``router_class`` with its default settings (a cascade: shortlisting
+    2 of the 3 members) fitted on the retrieval features of ``queries``; it must not fall back."""
+    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    first, member_features = featurizer.compute(runner, queries, members)
+    router = CascadeRouter(members_run=2) if router_class is CascadeRouter else router_class()
+    router.fit(RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members])
+    assert not router.fallback_, router.selection()
+    return router, featurizer
 
 
 @pytest.mark.parametrize("router_class", [PreRetrievalRouter, CascadeRouter, PostRetrievalRouter])
-def test_a_router_that_sees_the_retrieval_is_served_as_trained(routed_parts, router_class, monkeypatch) -> None:
-    """A routed system routes with the featurizer router training used; post-retrieval runs each member once."""
-    runner, members, _, hasher, queries = routed_parts
-    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
-    first, member_features = featurizer.compute(runner, queries, members)
-    U = np.zeros((len(queries), 3), dtype=np.float32)
-    U[np.arange(len(queries)), np.arange(len(queries)) % 3] = 1.0  # a different best member by query
-    router = _seeing(router_class).fit(
-        RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members]
-    )
+def test_a_router_that_sees_the_retrieval_is_served_as_trained(switching, router_class, monkeypatch) -> None:
+    """A routed system routes with the featurizer router training used, on questions where its
+    router switches members (no fallback, first picks that vary); post-retrieval runs each member once."""
+    runner, members, U, _, hasher, queries = switching
+    router, featurizer = _fitted(router_class, runner, members, queries, U)
     with pytest.raises(ValueError, match="reads the retrieval: pass retrieval_features"):
         RoutedSystem(runner, members, router, hasher, ["minilm"])
     system = RoutedSystem(runner, members, router, hasher, ["minilm"],
@@ -56,7 +59,8 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(routed_parts, rou
     run_batch = system.executor.run_batch
     monkeypatch.setattr(system.executor, "run_batch",
                         lambda qs, chosen: asked.extend(list(c) for c in chosen) or run_batch(qs, chosen))
-    for i, query in enumerate(queries[:4]):
+    served: list[list[int]] = []
+    for i, query in enumerate(queries[:8]):
         f, m = featurizer.compute(runner, [query], members)
         expected = router.route(RouteInputs({"first_stage": f}, {"members": m}), 2)[0][0].tolist()
         got = system.retrieve(query, 2)
@@ -68,26 +72,27 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(routed_parts, rou
             assert asked[-1] == router.shortlist(RouteInputs({"first_stage": f}))[0].tolist() and len(asked) == i + 1
         else:
             assert asked[-1] == expected
+        served.append(got.members)
+    assert len({first for first, _ in served}) > 1, served  # it switches members by question
     system.close()
 
 
 @pytest.mark.parametrize("router_class", [PreRetrievalRouter, CascadeRouter, PostRetrievalRouter, None])
-def test_a_batch_is_routed_together_as_each_query_is_alone(routed_parts, router_class, monkeypatch) -> None:
+def test_a_batch_is_routed_together_as_each_query_is_alone(switching, router_class, monkeypatch) -> None:
     """Every router routes a batch with one first stage, one member run and one predict call per l,
-    and picks for each query what it picks for the query alone (and what the offline features give)."""
-    runner, members, router, hasher, queries = routed_parts
-    featurizer = RetrievalFeaturizer(("minilm",), runner.num_docs)
+    and picks for each query what it picks for the query alone (and what the offline features give),
+    on questions where it switches members (no fallback, first picks that vary)."""
+    runner, members, U, router, hasher, queries = switching
     settings = None
     if router_class is not None:
-        first, member_features = featurizer.compute(runner, queries, members)
-        U = np.zeros((len(queries), 3), dtype=np.float32)
-        U[np.arange(len(queries)), (np.arange(len(queries)) * 7) % 3] = 1.0
-        router = _seeing(router_class).fit(
-            RouteInputs({"first_stage": first}, {"members": member_features}), U, [m.name for m in members])
+        router, featurizer = _fitted(router_class, runner, members, queries, U)
         settings = RetrievalFeatureSettings(("minilm",), featurizer.agreement_depth)
+    else:  # the learned router switches when its margin is below "never" (max(SWITCH_MARGINS))
+        assert router.switch_margin_ < max(SWITCH_MARGINS)
     system = RoutedSystem(runner, members, router, hasher, ["minilm"], retrieval_features=settings)
-    batch = queries[:6]
+    batch = queries[:8]
     alone = [system.retrieve(q, 2) for q in batch]
+    assert len({r.members[0] for r in alone}) > 1, [r.members for r in alone]  # it switches members by question
     runs: list[int] = []
     predicts: list[int] = []
     run_batch, route = system.executor.run_batch, router.route
