@@ -21,8 +21,10 @@ and the up to 4 x k tests on the same dev questions are **one family under Holm'
 the one-sided familywise level 2.5% (with a single test, the paired 95% interval above zero):
 :func:`~ragfolio.core.routing.judging.budget.same_budget_tests`, whose intervals are each at the
 level its Holm step judges it (:mod:`~ragfolio.core.routing.judging.multiplicity` gives the formulas).
-Only routers with a passed test compete (by their dev gain, as above: Holm bounds the chance that
-any passed test is wrong, whichever is chosen after); the chosen one routes at the l's where its
+The family holds every servable router judged on dev, those ``bundle.max_members_run`` leaves out
+included (it is fixed before the choice; conservative). Only routers with a passed test compete
+(by their dev gain, as above: Holm bounds the chance that any passed test is wrong, whichever is
+chosen after); the chosen one routes at the l's where its
 own test passed (``routed_ls``), and every other l is served by the single best member alone at
 ``l * num_docs`` passages. No such router, or no dev split: routing is off at every l, and the
 reason says why with the numbers. A router named in the settings is served at every l, as
@@ -40,8 +42,9 @@ post-retrieval router all k, the query-only routers one. The reason names those 
 
 The choices are one record, :class:`RouterSelection`, that ``router_training`` writes
 (``06_models/router_selection.json``) and the ``packaging`` stage reads to serve the chosen router;
-:func:`served_choice` says what is served as the bundle records it, :func:`served_entry` as the router
-report does (with its test numbers; :mod:`~ragfolio.core.routing.judging.served`).
+:func:`~ragfolio.core.routing.judging.served.served_choice` says what is served as the bundle records
+it, :func:`~ragfolio.core.routing.judging.served.served_entry` as the router report does (with its
+test numbers).
 """
 
 from __future__ import annotations
