@@ -2,7 +2,7 @@
 
 ``router_training`` chooses the router under it (``router: auto`` or a servable router's name);
 ``router_evaluation`` reports what is served of ``portfolio`` on test; ``packaging`` builds that
-portfolio's bundle with ``default_l``. Each validates the block with :class:`BundleParams`, kept
+portfolio's bundle with the ``default_l`` router training chose under it. Each validates the block with :class:`BundleParams`, kept
 here so that no pipeline imports another.
 """
 
@@ -19,6 +19,8 @@ class BundleParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     portfolio: str = ALL
+    # the default l of a named router, and of auto where no l has dev evidence (auto serves the smallest
+    # l with evidence otherwise: ragfolio.core.routing.judging.choice)
     default_l: int = Field(2, ge=1)
     # auto: the router with the largest gain over the default member on the dev questions (validation
     # inside train without a dev split; ragfolio.core.routing.judging.choice); or a servable router by

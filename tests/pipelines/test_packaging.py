@@ -92,10 +92,11 @@ def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
     recorded, reported = bundle.selection["served_router"], trained.metrics["served"]
     # the report's entry without what router evaluation measured on test: packaging needs no test report
     assert set(reported) - set(recorded) == {"corpus", "n_test", "test_best_of_l", "test_minus_single_best",
-                                            "test_gap_closed_l1", "same_budget"}
+                                            "test_gap_closed_l1", "test_served_recall", "same_budget"}
     assert recorded == {key: reported[key] for key in recorded} and recorded["dev_best_of_l"] is not None
     assert set(bundle.selection) == {"greedy_train_values", "certificate", "n_train", "corpus", "served_router"}
-    assert bundle.default_l == 2 and bundle.name == "all"
+    assert bundle.default_l == choice.served_default_l(2) == recorded["default_l"] and bundle.name == "all"
+    assert choice.default_l == (min(choice.routed_ls) if choice.routed_ls else 2)
     bundles = trained.catalog.load("bundles")  # one per portfolio key, each serving its own choice
     assert list(bundles) == ["all", *(key for key in trained.selection.choices if key != "all")]
     for key, choice in trained.selection.choices.items():
@@ -112,15 +113,18 @@ def test_the_bundle_serves_the_router_a_router_selection_names(trained: Trained)
     """The typed record decides what is served, and the bundle records its dev numbers."""
     measured = trained.metrics["datasets"]["all"]
     named = {key: RouterChoice(router="pre_retrieval", requested="pre_retrieval", reason="named by the test",
-                               validation=choice.validation, on="dev", routed_ls=(1,))
+                               validation=choice.validation, on="dev", routed_ls=(1,), default_l=1)
              for key, choice in trained.selection.choices.items()}  # router training chooses for every portfolio
     selection = RouterSelection(trained.selection.validation, named)
     bundle = trained.package(selection, router="pre_retrieval")
-    assert bundle.router.name == "pre_retrieval" and bundle.routed_ls == (1,)
+    assert bundle.router.name == "pre_retrieval" and bundle.routed_ls == (1,) and bundle.default_l == 1
     served = bundle.selection["served_router"]
     assert served["router"] == "pre_retrieval" and served["reason"] == "named by the test" and served["routed_ls"] == [1]
-    assert served["dev_best_of_l"] == measured["dev"]["pre_retrieval"]["best_of_l"]  # as the report has it
-    assert served["dev_gap_closed_l1"] == measured["dev"]["pre_retrieval"]["gap_closed_l1"]
+    dev, k = measured["dev"], len(measured["dev"]["pre_retrieval"]["best_of_l"])  # what is served, as the report has it:
+    assert served["dev_best_of_l"] == [dev["pre_retrieval"]["best_of_l"][0], *[dev["single_best_member"]] * (k - 1)]
+    assert served["dev_gap_closed_l1"] == dev["pre_retrieval"]["gap_closed_l1"] and served["default_l"] == 1
+    old = {key: dataclasses.replace(choice, default_l=None) for key, choice in named.items()}  # recorded before it
+    assert trained.package(RouterSelection(selection.validation, old), router="pre_retrieval").default_l == 2
 
     everywhere = {key: dataclasses.replace(choice, router="learned", requested="learned", routed_ls=None)
                   for key, choice in named.items()}

@@ -145,15 +145,24 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, sw
     on = "dev" if dev_fraction else "val"
     assert {n: v[f"{on}_gain"] for n, v in served["validation"].items()} == pytest.approx(gains, abs=1e-6)
     assert bundle.router.name == winner and bundle.selection["served_router"]["router"] == winner
-    assert served["test_best_of_l"] == metrics["datasets"]["all"][winner]["best_of_l"]
     budget = served["same_budget"]
     assert set(budget["union_minus_single"]) == {"l1", "l2"} and len(budget["routed_union_recall"]) == metrics["k"]
-    # do no harm: routing only at the l's whose dev same-budget interval is above zero (none without dev)
-    evidence = catalog.load("dev_same_budget").get("all", {}).get(winner, {})
+    # do no harm: routing only at the l's whose dev same-budget test passed Holm's step-down over every
+    # servable router x l (none without dev), by default at the smallest of them
+    family = catalog.load("dev_same_budget").get("all", {})
+    evidence = family.get(winner, {})
     assert set(evidence) == ({f"l{l}" for l in range(1, metrics["k"] + 1)} if dev_fraction else set())
-    expected = [l for l in range(1, metrics["k"] + 1) if ((evidence.get(f"l{l}") or {}).get("low") or 0) > 0]
+    assert all(test["m"] == len(family) * metrics["k"] for tests in family.values() for test in tests.values())
+    expected = [l for l in range(1, metrics["k"] + 1) if (evidence.get(f"l{l}") or {}).get("passed")]
     assert served["routed_ls"] == expected and bundle.routed_ls == tuple(expected)
     assert served["evidence"].get(winner, {}) == evidence
+    assert served["default_l"] == bundle.default_l == (expected[0] if expected else 2)
+    # the served figures are what is served: the router where it routes, the single best member elsewhere
+    measured = metrics["datasets"]["all"]
+    assert served["test_best_of_l"] == [v if l in expected else measured["single_best_member"]
+                                        for l, v in enumerate(measured[winner]["best_of_l"], 1)]
+    assert served["test_served_recall"] == [budget["routed_union_recall" if l in expected else "single_best_recall"][l - 1]
+                                            for l in range(1, metrics["k"] + 1)]
     if not expected:  # the small run: routing is off, and every place that shows what is served says so
         assert served["routing"] == "off" and "routing off" in served["reason"]
         assert catalog.load("router_headline")["served"]["routing"] == "off"

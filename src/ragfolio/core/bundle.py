@@ -91,7 +91,8 @@ class PortfolioBundle:
             ``bm25_base``, ``graph_max_degree``, ``encoders``, ``score``, ``family_modules``).
         routing: The router's inputs (:class:`~ragfolio.core.routing.features.router_features.RouterFeatures`).
         embeddings: ``(n_passages, dim)`` float32 corpus embeddings by encoder name.
-        default_l: Members a query is routed to when the caller does not say.
+        default_l: Members a query is routed to when the caller does not say (router training's choice:
+            the smallest routed l, else ``bundle.default_l``; :mod:`ragfolio.core.routing.judging.choice`).
         routed_ls: The l's at which the router routes (``router_training``'s do-no-harm rule,
             :mod:`ragfolio.core.routing.judging.choice`); a request for any other l is served by the
             single best member alone at ``l * num_docs`` passages. None: the router routes at every l.

@@ -256,15 +256,17 @@ class PortfolioInfo(BaseModel):
     members: list[MemberInfo]
     router: str = Field(description="The served router's kind: learned, pre_retrieval, post_retrieval, ...")
     routed_ls: list[int] | None = Field(
-        None, description="The l's at which the router routes: only where its dev same-budget interval was above "
-                          "zero (router_training's do-no-harm rule). A request for another l is served by "
-                          "single_best alone at l x num_docs passages. None: every l is routed.")
+        None, description="The l's at which the router routes: only where its dev same-budget test passed Holm's "
+                          "step-down over every router x l (router_training's do-no-harm rule). A request for "
+                          "another l is served by single_best alone at l x num_docs passages. None: every l is "
+                          "routed.")
     single_best: str = Field(description="The member with the best train mean: what serves the l's not routed.")
     router_choice: dict[str, Any] | None = Field(
         None, description="Why this router is served and where it routes (router_training.bundle.router: auto "
                           "picks the largest gain over the default member on the dev questions among routers "
-                          "with dev same-budget evidence above zero; never test): the reason with the numbers, "
-                          "routing (on, partial or off), routed_ls, the evidence per l, the values compared "
+                          "whose dev same-budget test passed Holm's step-down at some l; never test): the reason "
+                          "with the numbers, routing (on, partial or off), routed_ls, default_l, the evidence "
+                          "per l (intervals at their Holm level, p-values), the values compared "
                           "and what the report measured of it on dev and test; None for a bundle written "
                           "before the choice was recorded.")
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")

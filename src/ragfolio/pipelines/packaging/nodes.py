@@ -23,8 +23,9 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
-from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, served_choice
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.core.routing.judging.evaluation import RoutingComparison
+from ragfolio.core.routing.judging.served import served_choice
 from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
@@ -81,11 +82,12 @@ def build_bundle(
     metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
     the one ``router_selection.choices`` holds for the portfolio (``bundle.router``: ``auto`` chose
     it on dev or validation values of train questions, or it was named), routing at its
-    ``routed_ls``: the learned one of ``routers`` (query features only), or one of
+    ``routed_ls`` with its ``default_l`` (the smallest routed l, else ``bundle.default_l``; a choice
+    recorded before it held one: ``bundle.default_l``): the learned one of ``routers`` (query features only), or one of
     ``retrieval_routers`` (by kind: ``pre_retrieval``, ``post_retrieval`` and a user's servable
     routers; the bundle's ``routing`` carries the retrieval featurizer). ``selection.served_router``
     records the choice, its reason, the values and dev evidence compared, and the router's dev
-    best-of-l (``dev_router_comparison``; :func:`~ragfolio.core.routing.judging.choice.served_choice`);
+    best-of-l as served (``dev_router_comparison``; :func:`~ragfolio.core.routing.judging.served.served_choice`);
     its test numbers are in the router report, which packaging does not read. The bundle carries every corpus
     index its service searches, built here once (:func:`~ragfolio.core.system.bundle_indexes.with_indexes`).
 
@@ -115,7 +117,7 @@ def build_bundle(
     bundle = PortfolioBundle(
         name=key, corpus=corpus, members=members, router=served[key], scoring=runners.settings,
         routing=router_features,
-        embeddings=embeddings, default_l=settings.default_l, routed_ls=choice.routed_ls,
+        embeddings=embeddings, default_l=choice.served_default_l(settings.default_l), routed_ls=choice.routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,
     )
     bundle = with_indexes(bundle)

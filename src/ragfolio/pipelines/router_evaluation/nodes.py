@@ -22,9 +22,10 @@ from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
-from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, served_entry
+from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, compare_routers, gap_closed, report_order
 from ragfolio.core.routing.judging.headroom import headroom
+from ragfolio.core.routing.judging.served import served_entry
 from ragfolio.core.routing.judging.splits import query_split
 from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.routing.routers.universal import UniversalRouting, judge_universal
@@ -66,9 +67,11 @@ def evaluate_routers(
 
     ``served`` names the router the bundle serves (``router_training.bundle``: its portfolio, the
     router :func:`~ragfolio.core.routing.judging.choice.choose_router` picked and why, the validation values
-    compared; :func:`~ragfolio.core.routing.judging.choice.served_entry`) with its test best-of-l, its interval minus the single best member, and the
-    same-budget check of its routing (routed union at l against the single best member given
-    ``l * num_docs`` passages, with the paired interval); each portfolio's ``chosen_router`` and
+    compared, its default l; :func:`~ragfolio.core.routing.judging.served.served_entry`) with the test
+    figures of what is served (the router's best-of-l, interval minus the single best member and
+    recall at the l's it routes, the single best member's at the others), and the same-budget check
+    of its routing (routed union at l against the single best member given ``l * num_docs``
+    passages, with the paired interval, as if it routed there); each portfolio's ``chosen_router`` and
     ``chosen_same_budget`` are the same for the router it would serve.
 
     Each router's entry also gets its own ``gap_closed_l1``; each portfolio's ``headroom`` says how

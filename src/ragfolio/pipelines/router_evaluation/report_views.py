@@ -35,11 +35,13 @@ def headline_routers(metrics: dict[str, Any]) -> dict[str, Any]:
     return headline
 
 def served_headline(served: Mapping[str, Any]) -> dict[str, Any]:
-    """What is served, in ``dvc metrics show``'s terms: per l of the dev evidence, whether the router
-    routes there (``routes_l<l>``) and the interval's ends that decided it (``dev_low_l<l>``, ``dev_high_l<l>``)."""
+    """What is served, in ``dvc metrics show``'s terms: its default l, and per l of the dev evidence,
+    whether the router routes there (``routes_l<l>``) and the ends of the interval at its Holm level
+    (``dev_low_l<l>``, ``dev_high_l<l>``)."""
     evidence = (served.get("evidence") or {}).get(served["router"], {})
     routed = served.get("routed_ls")
-    out: dict[str, Any] = {"router": served["router"], "routing": served.get("routing", "on")}
+    out: dict[str, Any] = {"router": served["router"], "routing": served.get("routing", "on"),
+                           "default_l": served.get("default_l")}
     for key, interval in sorted(evidence.items(), key=lambda item: int(item[0][1:])):
         out[f"routes_{key}"] = routed is None or int(key[1:]) in routed
         out[f"dev_low_{key}"], out[f"dev_high_{key}"] = interval.get("low"), interval.get("high")

@@ -25,7 +25,7 @@ from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.list_judgements import ListJudge
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
-from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison
+from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_tests
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, route_all
 from ragfolio.core.routing.judging.splits import RoutersByKind, query_split, retrieval_split, routers_of
@@ -156,14 +156,16 @@ def judge_on_dev(
     candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
     pool_settings: PoolSettings, cache: ArrayCache,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per portfolio with dev questions, per servable router: the dev same-budget check at l = 1..k
+    """Per portfolio with dev questions, per servable router: the dev same-budget test at l = 1..k
     (``dev_same_budget``), the evidence the do-no-harm rule of ``bundle.router: auto`` reads
     (:mod:`ragfolio.core.routing.judging.choice`).
 
     Returns:
-        ``{portfolio: {router: {"l1": interval, ...}}}``: the paired 95% interval of the recall of
-        the router's routed union of l members minus the single best member's given ``l * num_docs``
-        passages, on the dev questions (:func:`~ragfolio.core.routing.judging.budget.same_budget_comparison`).
+        ``{portfolio: {router: {"l1": test, ...}}}``: does the recall of the router's routed union
+        of l members beat the single best member's given ``l * num_docs`` passages on the dev
+        questions, every servable router (those ``bundle.max_members_run`` leaves out included, so
+        the family is fixed before the choice) at every l one family under Holm's step-down, each
+        with its interval at its Holm level (:func:`~ragfolio.core.routing.judging.budget.same_budget_tests`).
     """
     runners, specs = CorpusRunners(corpora, cache, pool_settings), [CandidateSpec.from_record(c) for c in candidates]
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -174,9 +176,8 @@ def judge_on_dev(
         devs = {d: split_questions(questions, utility_index, d, "dev") for d in datasets_of(utility_index, key)}
         runs = BudgetRuns.concatenate([BudgetRuns.retrieve(runners, corpora.name_for(d), qs, members, single)
                                        for d, qs in devs.items() if qs])
-        ls = range(1, portfolios.k + 1)
-        out[key] = {name: same_budget_comparison(runs, picks, ls).get("union_minus_single", {})
-                    for name, picks in comparison.picks.items() if name in servable}
+        routers = {name: picks for name, picks in comparison.picks.items() if name in servable}
+        out[key] = same_budget_tests(runs, routers, range(1, portfolios.k + 1))
     return out
 
 
@@ -204,8 +205,8 @@ def routing_selection(
     ``dev_default`` are the same on them (:func:`compare_on_dev`). ``choices[key]`` is
     :func:`~ragfolio.core.routing.judging.choice.choose_router` of them under ``router_training.bundle.router``
     (``auto``: the largest gain over the default member on dev, among the routers whose dev
-    same-budget evidence, ``dev_same_budget`` of :func:`judge_on_dev`, is above zero at some l;
-    routing only at the l's where it is).
+    same-budget test, ``dev_same_budget`` of :func:`judge_on_dev`, passed Holm's step-down at
+    some l; routing only at the l's where it did, by default at the smallest of them).
     """
     bundle = RouterTrainingParams(**params).bundle
     validation: dict[str, dict[str, Any]] = {}  # per portfolio
@@ -227,7 +228,8 @@ def routing_selection(
         k = len(routers[key].members_)
         ran = {LEARNED: 1} | {kind: members_ran(trained[key], 1, k) for kind, trained in retrieval_routers.items()}
         choices[key] = choose_router(entry, bundle.router, evidence=(dev_same_budget or {}).get(key),
-                                     ls=tuple(range(1, k + 1)), members_ran=ran, max_members_run=bundle.max_members_run)
-        logger.info("%s: serves %s, routing %s (%s)", key, choices[key].router, choices[key].routing,
-                    choices[key].reason)
+                                     ls=tuple(range(1, k + 1)), members_ran=ran, max_members_run=bundle.max_members_run,
+                                     default_l=bundle.default_l)
+        logger.info("%s: serves %s, routing %s, default l = %s (%s)", key, choices[key].router, choices[key].routing,
+                    choices[key].default_l, choices[key].reason)
     return RouterSelection(validation, choices)

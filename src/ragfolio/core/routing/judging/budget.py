@@ -9,7 +9,7 @@ passages, or answer recall (some passage contains an answer alias) against the a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from ragfolio.core.metrics import contains_answer, support_recall
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import Picks
+from ragfolio.core.routing.judging.multiplicity import ALPHA, holm_intervals
 from ragfolio.core.scoring.runners import CorpusRunners, Score
 from ragfolio.core.scoring.utility import score_targets
 from ragfolio.core.stats import paired_differences
@@ -114,6 +115,35 @@ def same_budget_comparison(runs: BudgetRuns, picks: Picks, ls: Sequence[int] = (
         found = paired_differences(union[:, cols], alone[:, cols])
         out["union_minus_single"] = {f"l{l}": interval.to_dict() for l, interval in zip(ls, found, strict=True)}
     return out
+
+
+def same_budget_tests(runs: BudgetRuns, picks: Mapping[str, Picks], ls: Sequence[int],
+                      *, alpha: float = ALPHA) -> dict[str, dict[str, dict[str, Any]]]:
+    """The do-no-harm evidence: does each router's routed union of l members beat the single best
+    member given ``l * num_docs`` passages, every router at every l one family of tests under
+    Holm's step-down (:func:`~ragfolio.core.routing.judging.multiplicity.holm_intervals`).
+
+    Args:
+        runs: The retrievals of n questions (dev, for the rule).
+        picks: Per router, its ``(n, k)`` routing of the same questions; every router given here is
+            in the family (``m = len(picks) * len(ls)`` tests).
+        ls: The l's tested (those above k are left out).
+        alpha: One-sided familywise level.
+
+    Returns:
+        ``{router: {"l1": test, ...}}``, each test ``{"estimate", "low", "high", "n", "confidence",
+        "p", "p_holm", "passed", "m", "alpha"}`` (the Holm-level interval of the per-question difference
+        union minus single); empty without questions, routers or l's.
+    """
+    ls = [l for l in ls if l <= len(runs.members)]
+    if not len(runs.judges) or not picks or not ls:
+        return {}
+    columns = []
+    for routing in picks.values():
+        union, alone = per_question_budget_recall(runs, routing)
+        columns.append(union[:, [l - 1 for l in ls]] - alone[:, [l - 1 for l in ls]])
+    found = iter(holm_intervals(np.concatenate(columns, axis=1), alpha=alpha))
+    return {name: {f"l{l}": next(found) for l in ls} for name in picks}
 
 
 def same_budget_recall(runs: BudgetRuns, picks: Picks) -> dict[str, list[float]]:
