@@ -17,8 +17,9 @@ concurrent ``/answer`` requests are batched the same way (a batcher of their own
 threads), then each is answered in the answering threads. The embedded LLM runs in a process of
 its own that the engine supervises (``llm_process``); readiness and retrieval never wait on it.
 
-Errors: a body over ``max_body_bytes`` is a 413 (:mod:`ragfolio.serving.guard`, before BentoML
-parses it); a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit
+Errors: a body over ``max_body_bytes`` is a 413, one nesting deeper than ``max_json_depth`` a 400
+and one without ``Content-Type: application/json`` a 415 (:mod:`ragfolio.serving.guard`, before
+BentoML parses it); a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit
 (``msg``); past ``request_timeout_s`` / ``answer_timeout_s`` a 504; an LLM that cannot be reached
 a 503 (and ``/retrieve`` keeps working); an LLM that rejects the request a 502; anything else a
 500. No error body holds exception text, an upstream URL or reply: each carries the request id
@@ -40,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import bentoml
-from bentoml.exceptions import BentoMLException
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -53,9 +53,15 @@ from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
 from ragfolio.core.system.routed_system import RoutedRetrieval
 from ragfolio.serving.access import AccessControl, AccessPolicy, access_policy, current_policy
 from ragfolio.serving.answer_stream import Written, event_stream, started_answer, token_events
-from ragfolio.serving.config import ServingConfig, load_config
+from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
-from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id, install_request_logging
+from ragfolio.serving.guard import (
+    INTERNAL_ERROR,
+    RequestGuard,
+    current_request_id,
+    install_request_logging,
+    service_setting,
+)
 from ragfolio.serving.openai_api import (
     ChatRequest,
     ChunkHead,
@@ -103,14 +109,6 @@ def internal_error(endpoint: str) -> JSONResponse:
     """The 500 of an unexpected exception: logged with its traceback under the request id, not shown."""
     logger.exception("request %s: %s failed", current_request_id(), endpoint)
     return error(500, INTERNAL_ERROR)
-
-
-def max_body_bytes() -> int:
-    """The running service's ``max_body_bytes`` (the default while it starts)."""
-    try:
-        return int(bentoml.get_current_service().config.max_body_bytes)
-    except BentoMLException:  # not instantiated yet
-        return int(ServingConfig.model_fields["max_body_bytes"].default)
 
 
 async def portfolio_view(request: Request) -> JSONResponse:
@@ -389,7 +387,8 @@ class RagfolioService:
         return event_stream(token_events(written, failed))
 
 
-# Before BentoML reads a body: request ids, the max_body_bytes limit, error bodies without internals.
-RagfolioService.add_asgi_middleware(RequestGuard, max_body_bytes=max_body_bytes)  # type: ignore[attr-defined]
+# Before BentoML reads a body: request ids, the body limits, error bodies without internals.
+RagfolioService.add_asgi_middleware(RequestGuard, max_body_bytes=service_setting("max_body_bytes"),  # type: ignore[attr-defined]
+                                    max_json_depth=service_setting("max_json_depth"))
 # Inside the guard: CORS, then API keys (its refusals get the request id and the /v1/ error shape).
 RagfolioService.add_asgi_middleware(AccessControl, policy=current_policy)  # type: ignore[attr-defined]
