@@ -95,7 +95,8 @@ def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
                                             "test_gap_closed_l1", "same_budget"}
     assert recorded == {key: reported[key] for key in recorded} and recorded["dev_best_of_l"] is not None
     assert set(bundle.selection) == {"greedy_train_values", "certificate", "n_train", "corpus", "served_router"}
-    assert bundle.default_l == 2 and bundle.name == "all"
+    assert bundle.default_l == 2 and bundle.name == "all" and bundle.selector_seed == 42
+    assert trained.package(selector_seed=7).selector_seed == 7  # the seed the service and evaluation answer with
     bundles = trained.catalog.load("bundles")  # one per portfolio key, each serving its own choice
     assert list(bundles) == ["all", *(key for key in trained.selection.choices if key != "all")]
     for key, choice in trained.selection.choices.items():

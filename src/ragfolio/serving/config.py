@@ -40,7 +40,8 @@ OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
 
 
 class AnswererConfig(BaseModel):
-    """Keyword arguments of :class:`ragfolio.core.answering.answerer.Answerer`."""
+    """Keyword arguments of :class:`ragfolio.core.answering.answerer.Answerer`; its ``seed`` is the
+    bundle's ``selector_seed`` (what answering evaluation answered with), not a setting."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -268,5 +268,7 @@ class PortfolioInfo(BaseModel):
                           "and what the report measured of it on dev and test; None for a bundle written "
                           "before the choice was recorded.")
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
+    selector_seed: int = Field(description="Seed of the order the selector sees the candidate answers in (the bundle's; "
+                                           "answering evaluation measured with it).")
     routing: dict[str, Any]
     limits: dict[str, Any]
