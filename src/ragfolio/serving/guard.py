@@ -13,8 +13,8 @@
   the limit (a chunked body is read at most one chunk past it). The endpoint receives the body it
   would have received.
 - **JSON bodies only.** A ``POST``, ``PUT`` or ``PATCH`` whose ``Content-Type`` is not
-  ``application/json`` (BentoML would parse a form, or text as JSON), has none (BentoML would
-  take it as JSON), or whose body is encoded (``Content-Encoding`` other than ``identity``, which
+  ``application/json`` (BentoML would parse a form, or text as JSON), has a body but no
+  ``Content-Type`` (BentoML would take it as JSON), or whose body is encoded (``Content-Encoding`` other than ``identity``, which
   BentoML ignores), gets a 415 that says which, unread.
 - **Depth limit.** A JSON body that nests arrays and objects deeper than ``max_json_depth`` gets a
   400 naming the depth and the limit, before anything parses it (:mod:`ragfolio.serving.json_limits`):
@@ -85,8 +85,9 @@ def unsupported_body(method: str, headers: Headers) -> str | None:
     """Why a request's body is refused unread (a 415), or None: not JSON, or compressed."""
     if method not in _WITH_BODY:
         return None
-    if "content-type" not in headers:
-        return NO_CONTENT_TYPE
+    if "content-type" not in headers:  # refused when there is a body to read
+        bodiless = headers.get("content-length", "").strip() in ("", "0") and "transfer-encoding" not in headers
+        return None if bodiless else NO_CONTENT_TYPE
     media_type = headers["content-type"].split(";")[0].strip().lower()
     if media_type != "application/json":
         return JSON_ONLY
