@@ -5,7 +5,8 @@ events as it is written, :mod:`ragfolio.serving.answer_stream`), ``GET /portfoli
 OpenAI's ``GET /v1/models`` and ``POST /v1/chat/completions`` (``/answer`` in OpenAI's shapes,
 :mod:`ragfolio.serving.openai_api`), plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus). ``GET /`` is the
 playground, an HTML page that calls these (:mod:`ragfolio.serving.playground`); it takes the place
-of BentoML's Swagger UI, whose OpenAPI spec stays at ``/docs.json``.
+of BentoML's Swagger UI. ``GET /docs.json`` is the OpenAPI document of every endpoint, with the limits
+in force (:mod:`ragfolio.serving.openapi`); the routes beside BentoML's APIs are :mod:`ragfolio.serving.routes`.
 
 The class only translates: requests are validated by :mod:`ragfolio.serving.schemas`, work is done
 by :class:`ragfolio.serving.engine.ServingEngine` (core calls) in two thread pools, one for
@@ -42,10 +43,7 @@ from typing import Any, TypeVar
 
 import bentoml
 from pydantic import BaseModel
-from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
@@ -73,8 +71,9 @@ from ragfolio.serving.openai_api import (
     models_body,
     parse_chat_request,
 )
-from ragfolio.serving.playground import playground_view
+from ragfolio.serving.openapi import openapi_document
 from ragfolio.serving.prometheus_metrics import serving_metrics
+from ragfolio.serving.routes import portfolio_app
 from ragfolio.serving.schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -109,31 +108,6 @@ def internal_error(endpoint: str) -> JSONResponse:
     """The 500 of an unexpected exception: logged with its traceback under the request id, not shown."""
     logger.exception("request %s: %s failed", current_request_id(), endpoint)
     return error(500, INTERNAL_ERROR)
-
-
-async def portfolio_view(request: Request) -> JSONResponse:
-    """``GET /portfolio``: the members, their parameters and selection metrics, version and checksum."""
-    service = bentoml.get_current_service()
-    return JSONResponse(service.engine.portfolio().model_dump(mode="json"))
-
-
-async def models_view(request: Request) -> JSONResponse:
-    """``GET /v1/models``: OpenAI's list of models, the one served."""
-    return JSONResponse(bentoml.get_current_service().models())
-
-
-async def chat_completions_view(request: Request) -> Response:
-    """``POST /v1/chat/completions``: see :meth:`RagfolioService.chat_completions`."""
-    return await bentoml.get_current_service().chat_completions(await request.body())
-
-
-# BentoML APIs are POST with BentoML's own bodies; the GET routes and OpenAI's API live in a small
-# Starlette app mounted next to them (BentoML's own index page at "/" comes after the mounted apps,
-# so the playground replaces it).
-portfolio_app = Starlette(routes=[Route("/portfolio", portfolio_view, methods=["GET"]),
-                                  Route("/v1/models", models_view, methods=["GET"]),
-                                  Route("/v1/chat/completions", chat_completions_view, methods=["POST"]),
-                                  Route("/", playground_view, methods=["GET"])])
 
 
 @bentoml.asgi_app(portfolio_app, path="/")
@@ -175,6 +149,7 @@ class RagfolioService:
             on_batch=self.metrics.retrieval_batch_size.observe,
         )
         self._created = int(time.time())  # the model's "created" in /v1/models: when it was loaded
+        self._openapi: dict[str, Any] | None = None
         self._ready = True
 
     @bentoml.on_deployment
@@ -311,6 +286,14 @@ class RagfolioService:
             return Failure(502, "the LLM rejected the request", {"llm": kind}, "llm_rejected")
         logger.error("request %s: %s failed", rid, endpoint, exc_info=exc)
         return Failure(500, INTERNAL_ERROR, code="internal_error")
+
+    def openapi(self) -> dict[str, Any]:
+        """``GET /docs.json``: BentoML's document with every route and the limits in force
+        (:mod:`ragfolio.serving.openapi`), made once."""
+        if self._openapi is None:
+            spec = RagfolioService.openapi_spec.asdict()  # type: ignore[attr-defined]  # the bentoml.Service
+            self._openapi = openapi_document(spec, self.engine.limits, keys=not self.access.open)
+        return self._openapi
 
     def models(self) -> dict[str, Any]:
         """``GET /v1/models``: the one model, ``ragfolio``, with the bundle's name and version."""
