@@ -101,3 +101,39 @@ def test_schemathesis_finds_no_server_error_and_no_response_off_its_schema(tiny_
     assert report["operations"]["tested"] == report["operations"]["total"] >= 11, output
     assert report["failures"] == [] and report["errors"] == [] and done.returncode == 0, output
     assert report["test_cases"]["generated"] >= 200, report["test_cases"]
+
+
+def test_a_count_without_a_fraction_is_an_integer_as_json_schema_has_it(client) -> None:
+    """JSON Schema's ``integer`` holds 2.0; strict pydantic refused it (schemathesis: a schema-valid
+    request rejected). 2.5, "2" and true are still refused."""
+    question = "Who was the father of Hermann II?"
+    taken = client.post("/retrieve", json={"query": question, "l": 2.0, "num_docs": 3.0})
+    assert taken.status_code == 200 and (taken.json()["l"], taken.json()["num_docs"]) == (2, 3), taken.text
+    chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": question}], "l": 1.0,
+                                                      "n": 1.0, "max_tokens": 5.0})
+    assert chat.status_code == 200, chat.text
+    for bad in (2.5, "2", True):
+        assert client.post("/retrieve", json={"query": question, "l": bad}).status_code == 400, bad
+
+
+def _events(text: str) -> list[dict]:
+    """Server-sent events as a client reads them: ``event`` (default ``message``) and ``data``."""
+    events = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append({"event": fields.get("event", "message"), "data": fields["data"]})
+    return events
+
+
+def test_streamed_events_are_what_the_document_says(client, document) -> None:
+    import jsonschema_rs
+
+    question = "Who was the father of Hermann II?"
+    for path, body in (("/answer", {"query": question, "stream": True}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": question}], "stream": True})):
+        schema = document["paths"][path]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+        response = client.post(path, json=body)
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        events = _events(response.text)
+        validator = jsonschema_rs.validator_for(schema)
+        assert len(events) >= 2 and all(validator.is_valid(event) for event in events), (path, events[:3])
