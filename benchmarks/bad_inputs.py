@@ -2,12 +2,14 @@
 
 Sends each kind of malformed request in :func:`bad_cases` (blank and oversize queries, wrong
 types of each field, unknown fields, malformed or non-UTF-8 JSON, bodies that are not an object,
-out-of-range ``l`` and ``num_docs``, empty and huge batches, oversize bodies with and without a
-``Content-Length``, wrong content types and methods, unknown paths, ...) to ``/retrieve``,
-``/batch_retrieve`` and ``/answer`` of a service, one at a time, and checks that
+JSON nested past ``max_json_depth`` (in an extra field too), out-of-range ``l`` and ``num_docs``,
+empty and huge batches, oversize bodies with and without a ``Content-Length``, wrong or missing
+content types, wrong methods, unknown paths, ...) to ``/retrieve``, ``/batch_retrieve``, ``/answer``
+and OpenAI's ``/v1/chat/completions`` of a service, one at a time, and checks that
 
 * every status is a 4xx (and the one named, where a kind has one: 413 for an oversize body, 415 for
-  a body that is not plain JSON, 405 for a wrong method, 404 for an unknown path);
+  a body that is not plain JSON, 405 for a wrong method, 404 for an unknown path), under ``/v1/``
+  in OpenAI's error shape;
 * no body holds an internal: an exception class name, a traceback (``Traceback``, ``File "``), a
   file path (``/work``, ``site-packages``, ``.py"``), a URL (``http://``, ``https://``), the LLM
   process's address, or the echoed input.
@@ -35,10 +37,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 import httpx
-from service_harness import LOOPBACK, llm_server, serve
+from service_harness import LOOPBACK, llm_server, serve, tiny_service
 
 JSON = {"Content-Type": "application/json"}
-ENDPOINTS = ("/retrieve", "/batch_retrieve", "/answer")
+CHAT = "/v1/chat/completions"
+ENDPOINTS = ("/retrieve", "/batch_retrieve", "/answer", CHAT)
 MARKER = "zq7marker"  # put into bad values, so that an echoed input can be seen
 LEAKS = [
     ("traceback", re.compile(r"Traceback|File \"")),
@@ -82,15 +85,91 @@ class Outcome:
         return not self.problems
 
 
+def body_cases(ep: str, good: dict[str, Any], max_body: int, max_depth: int) -> list[Case]:
+    """The kinds of bad body every JSON endpoint refuses alike: not JSON, not an object, too deep,
+    too large, the wrong media type or method. ``good``: a valid body of ``ep``."""
+    field_ = next(iter(good))
+    over_body = {field_: MARKER + "x" * (max_body + 1)}
+    nested = b'{"' + field_.encode() + b'": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # deeper than any parser's stack
+    ignored = json.dumps(good)[:-1].encode() + b', "tools": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+    return [
+        Case("malformed JSON", ep, body=b'{"' + field_.encode() + b'": "' + MARKER.encode() + b'",'),
+        Case("empty body", ep, body=b""),
+        Case("JSON array instead of an object", ep, body=[good, good]),
+        Case("JSON string instead of an object", ep, body=MARKER),
+        Case("JSON null", ep, body=b"null"),
+        Case("deeply nested JSON (100,000 levels)", ep, body=nested),
+        Case(f"nesting past max_json_depth ({max_depth + 1} levels) in a field", ep,
+             body={field_: json.loads("[" * max_depth + "]" * max_depth)}),
+        Case("5,000 nested lists in an extra field (`tools`)", ep, body=ignored),
+        Case("non-UTF-8 bytes", ep, body=b'{"' + field_.encode() + b'": "caf\xe9 \xff\xfe"}'),
+        Case("JSON sent as Content-Type text/plain", ep, body=good, headers={"Content-Type": "text/plain"}, expect=415),
+        Case("JSON without a Content-Type", ep, body=good, headers={}, expect=415),
+        Case("form-encoded body", ep, body=f"{field_}={MARKER}".encode(),
+             headers={"Content-Type": "application/x-www-form-urlencoded"}, expect=415),
+        Case("multipart/form-data body", ep,
+             body=(f'--b\r\nContent-Disposition: form-data; name="{field_}"\r\n\r\n{MARKER}\r\n--b--\r\n').encode(),
+             headers={"Content-Type": "multipart/form-data; boundary=b"}, expect=415),
+        Case("pickle (application/vnd.bentoml+pickle)", ep, body=b"\x80\x04N.",
+             headers={"Content-Type": "application/vnd.bentoml+pickle"}, expect=415),
+        Case("JSON with Content-Encoding gzip", ep, body=good, headers={**JSON, "Content-Encoding": "gzip"}, expect=415),
+        Case(f"body over max_body_bytes ({max_body + 1}+ bytes)", ep, body=over_body, expect=413),
+        Case("chunked body over max_body_bytes (no Content-Length)", ep, body=over_body, expect=413, chunked=True),
+        Case("GET on a POST endpoint", ep, method="GET", body=None, headers={}, expect=405),
+        Case("PUT on a POST endpoint", ep, method="PUT", body=good, expect=405),
+    ]
+
+
+def routing_cases(ep: str, good: dict[str, Any], k: int) -> list[Case]:
+    """Bad values of ``l``, the routing extension every endpoint has."""
+    return [
+        Case("`l` = 0", ep, body={**good, "l": 0}),
+        Case("`l` negative", ep, body={**good, "l": -3}),
+        Case(f"`l` > k ({k + 1})", ep, body={**good, "l": k + 1}),
+        Case("`l` as a string", ep, body={**good, "l": "2"}),
+        Case("`l` as a float", ep, body={**good, "l": 1.5}),
+        Case("`l` as a boolean", ep, body={**good, "l": True}),
+        Case("`l` of 10^30", ep, body={**good, "l": 10**30}),
+        Case("`l` NaN (non-standard JSON)", ep, body=json.dumps(good)[:-1].encode() + b', "l": NaN}'),
+    ]
+
+
+def chat_cases(q: str, max_chars: int) -> list[Case]:
+    """Bad chat requests (``/v1/chat/completions``): the question is the last user message."""
+    ep = CHAT
+
+    def asking(content: Any, role: str = "user", **extra: Any) -> dict[str, Any]:
+        return {"model": "ragfolio", "messages": [{"role": role, "content": content}], **extra}
+
+    return [
+        Case("blank query", ep, body=asking("")),
+        Case("whitespace-only query", ep, body=asking(" \n\t ")),
+        Case(f"query of max_query_chars+1 ({max_chars + 1}) characters", ep,
+             body=asking(MARKER + "x" * (max_chars + 1 - len(MARKER)))),
+        Case("query over the schema's ceiling (100,001 characters)", ep, body=asking(MARKER + "x" * (100_001 - len(MARKER)))),
+        Case("query as a number", ep, body=asking(42)),
+        Case("query as null", ep, body=asking(None)),
+        Case("query as an object", ep, body=asking({"text": MARKER})),
+        Case("missing `messages`", ep, body={"model": "ragfolio"}),
+        Case("empty `messages`", ep, body={"messages": []}),
+        Case("no user message", ep, body=asking(q, role="system")),
+        Case("an image part in the question", ep, body=asking([{"type": "image_url", "image_url": {"url": MARKER}}])),
+        Case("`n` = 2", ep, body=asking(q, n=2)),
+        Case("`temperature` = 3", ep, body=asking(q, temperature=3)),
+        Case("`max_tokens` = 0", ep, body=asking(q, max_tokens=0)),
+        Case("`stream` as a string", ep, body=asking(q, stream="yes")),
+        Case("lone surrogate escape in the query", ep, body=json.dumps(asking(MARKER + "\ud800")).encode()),
+        Case("POST on GET /v1/models", "/v1/models", body=asking(q), expect=405),
+    ]
+
+
 def bad_cases(limits: dict[str, Any], k: int) -> list[Case]:
     """The kinds of bad request, given the service's ``limits`` (``/portfolio``) and its k."""
     q = "Who was the father of Hermann II, Landgrave of Hesse?"
     max_chars, max_batch, max_body = limits["max_query_chars"], limits["max_batch"], limits["max_body_bytes"]
-    max_docs = limits["max_num_docs"]
-    over_body = {"query": MARKER + "x" * (max_body + 1)}
-    nested = b'{"query": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # 200 kB, deeper than any parser's stack
+    max_docs, max_depth = limits["max_num_docs"], limits.get("max_json_depth", 32)
     cases: list[Case] = []
-    for ep in ENDPOINTS:
+    for ep in ENDPOINTS[:3]:
         batch = ep == "/batch_retrieve"
         field_ = "queries" if batch else "query"
 
@@ -111,38 +190,9 @@ def bad_cases(limits: dict[str, Any], k: int) -> list[Case]:
             Case("query as an object", ep, body={field_: {"text": MARKER}}),
             Case(f"missing `{field_}`", ep, body={"l": 1}),
             Case("unknown field", ep, body={**good(), "dataset": MARKER}),
-            Case("`l` = 0", ep, body={**good(), "l": 0}),
-            Case("`l` negative", ep, body={**good(), "l": -3}),
-            Case(f"`l` > k ({k + 1})", ep, body={**good(), "l": k + 1}),
-            Case("`l` as a string", ep, body={**good(), "l": "2"}),
-            Case("`l` as a float", ep, body={**good(), "l": 1.5}),
-            Case("`l` as a boolean", ep, body={**good(), "l": True}),
-            Case("`l` of 10^30", ep, body={**good(), "l": 10**30}),
-            Case("`l` NaN (non-standard JSON)", ep, body=json.dumps(good())[:-1].encode() + b', "l": NaN}'),
-            Case("malformed JSON", ep, body=b'{"query": "' + MARKER.encode() + b'",'),
-            Case("empty body", ep, body=b""),
-            Case("JSON array instead of an object", ep, body=[q, q]),
-            Case("JSON string instead of an object", ep, body=q),
-            Case("JSON null", ep, body=b"null"),
-            Case("deeply nested JSON (100,000 levels)", ep, body=nested),
-            Case("non-UTF-8 bytes", ep, body=b'{"' + field_.encode() + b'": "caf\xe9 \xff\xfe"}'),
+            *routing_cases(ep, good(), k),
             Case("lone surrogate escape in the query", ep, body=json.dumps(good(MARKER + "\ud800")).encode()),
-            Case("JSON sent as Content-Type text/plain", ep, body=good(), headers={"Content-Type": "text/plain"},
-                 expect=415),
-            Case("form-encoded body", ep, body=f"{field_}={MARKER}".encode(),
-                 headers={"Content-Type": "application/x-www-form-urlencoded"}, expect=415),
-            Case("multipart/form-data body", ep,
-                 body=(f'--b\r\nContent-Disposition: form-data; name="{field_}"\r\n\r\n{MARKER}\r\n--b--\r\n').encode(),
-                 headers={"Content-Type": "multipart/form-data; boundary=b"}, expect=415),
-            Case("pickle (application/vnd.bentoml+pickle)", ep, body=b"\x80\x04N.",
-                 headers={"Content-Type": "application/vnd.bentoml+pickle"}, expect=415),
-            Case("JSON with Content-Encoding gzip", ep, body=good(), headers={**JSON, "Content-Encoding": "gzip"},
-                 expect=415),
-            Case(f"body over max_body_bytes ({max_body + 1}+ bytes)", ep, body=over_body, expect=413),
-            Case("chunked body over max_body_bytes (no Content-Length)", ep, body=over_body, expect=413,
-                 chunked=True),
-            Case("GET on a POST endpoint", ep, method="GET", body=None, headers={}, expect=405),
-            Case("PUT on a POST endpoint", ep, method="PUT", body=good(), expect=405),
+            *body_cases(ep, good(), max_body, max_depth),
         ]
         if ep != "/answer":
             cases += [
@@ -164,6 +214,8 @@ def bad_cases(limits: dict[str, Any], k: int) -> list[Case]:
                 Case("`queries` as a string", ep, body={"queries": q}),
                 Case("`query` instead of `queries`", ep, body={"query": q}),
             ]
+    chat = {"messages": [{"role": "user", "content": q}]}
+    cases += [*chat_cases(q, max_chars), *routing_cases(CHAT, chat, k), *body_cases(CHAT, chat, max_body, max_depth)]
     cases += [
         Case("unknown path", "/retrieve_all", body={"query": q}, expect=404),
         Case("path traversal (`/../../etc/passwd`)", "/../../etc/passwd", method="GET", body=None, headers={}, expect=404),
@@ -205,12 +257,23 @@ async def send_async(client: httpx.AsyncClient, case: Case) -> tuple[int, str]:
     return response.status_code, response.text
 
 
+def openai_shaped(body: str) -> bool:
+    """Whether ``body`` is OpenAI's error object, ``{"error": {"message", "type", "param", "code"}}``."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(error, dict) and {"message", "type", "param", "code"} <= set(error)
+
+
 def check(case: Case, status: int, body: str, internals: list[str]) -> Outcome:
     problems = []
     if not 400 <= status < 500:
         problems.append(f"status {status} is not a 4xx")
     elif case.expect is not None and status != case.expect:
         problems.append(f"status {status}, expected {case.expect}")
+    if case.endpoint.startswith("/v1/") and 400 <= status and not openai_shaped(body):
+        problems.append("not OpenAI's error shape")
     problems += [f"leaks {what}" for what in leaks(body, internals)]
     return Outcome(case, status, body, problems)
 
@@ -258,8 +321,8 @@ def table_by_kind(outcomes: list[Outcome]) -> str:
     kinds: dict[str, list[Outcome]] = {}
     for o in outcomes:
         kinds.setdefault(o.case.kind, []).append(o)
-    lines = ["| kind | `/retrieve` | `/batch_retrieve` | `/answer` | body (the first endpoint's) |",
-             "|---|---|---|---|---|"]
+    lines = [f"| kind | {' | '.join(f'`{ep}`' for ep in ENDPOINTS)} | body (the first endpoint's) |",
+             "|---|---|---|---|---|---|"]
     for kind, group in kinds.items():
         status = {o.case.endpoint: str(o.status) + ("" if o.ok else " **fails**") for o in group}
         cells = [status.get(ep, "") for ep in ENDPOINTS]
@@ -283,6 +346,8 @@ def summary(outcomes: list[Outcome]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", help="a running service (loopback only); default: start `bentoml serve`")
+    parser.add_argument("--tiny", action="store_true",
+                        help="serve the service tests' tiny bundle with a fake LLM (no pipeline run needed)")
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
     parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
     args = parser.parse_args()
@@ -292,13 +357,15 @@ def main() -> None:
         if args.url:
             url, pid = args.url.rstrip("/"), None
         else:
-            served = stack.enter_context(serve(args.ready_timeout_s))
+            served = stack.enter_context((tiny_service if args.tiny else serve)(args.ready_timeout_s))
             url, pid = served.url, served.pid
         outcomes = run(url, pid)
+    target = ("a running service" if args.url else
+              "`bentoml serve` on the service tests' tiny bundle with a fake LLM" if args.tiny else
+              "`bentoml serve` with the default settings and bundle")
     text = "\n".join([
         "# Bad input", "",
-        f"Command: `python {shlex.join(sys.argv)}` (from the repository root), against `bentoml serve` with "
-        "the default settings and bundle.", "",
+        f"Command: `python {shlex.join(sys.argv)}` (from the repository root), against {target}.", "",
         summary(outcomes) + " Every error body also holds `request_id` (left out below).", "",
         "## By kind", "", table_by_kind(outcomes), "",
         "## Every request", "", table(outcomes), "",

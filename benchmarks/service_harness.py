@@ -1,8 +1,8 @@
 """What the service benchmarks share: start ``bentoml serve``, the questions, the service's processes.
 
-Used by ``bench_service.py`` (load), ``bad_inputs.py`` (malformed requests), ``fault_service.py``
-(an LLM killed under load, a member forced to time out) and ``soak_service.py`` (10 minutes of
-mixed traffic). Run those from the repository root; this module is imported, not run.
+Used by ``bench_service.py`` (load), ``bad_inputs.py`` (malformed requests), ``fuzz_service.py``
+(schemathesis from the OpenAPI document), ``fault_service.py`` (an LLM killed under load, a member
+forced to time out) and ``soak_service.py`` (10 minutes of mixed traffic). Run those from the repository root; this module is imported, not run.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +136,30 @@ def serve(timeout_s: float, env: dict[str, str] | None = None) -> Iterator[Serve
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@contextlib.contextmanager
+def tiny_service(timeout_s: float) -> Iterator[Served]:
+    """``bentoml serve`` on the service tests' tiny bundle (``tests/serving/tiny_bundle.py``: BM25
+    members, no model files) with their fake OpenAI-compatible LLM answering (``tests/serving/fake_llm.py``),
+    the other settings conf/base/serving.yml's: the service's code paths in seconds, with no pipeline run."""
+    sys.path.insert(0, str(ROOT / "tests" / "serving"))
+    from fake_llm import FakeLLM
+    from tiny_bundle import write_tiny_bundle
+
+    llm = ThreadingHTTPServer(("127.0.0.1", 0), FakeLLM)
+    threading.Thread(target=llm.serve_forever, name="fake-llm", daemon=True).start()
+    with tempfile.TemporaryDirectory(prefix="ragfolio_tiny_") as tmp:
+        write_tiny_bundle(Path(tmp) / "bundle")
+        openai = {"base_url": f"http://127.0.0.1:{llm.server_address[1]}/v1", "model": "fake", "api": "completions",
+                  "timeout_s": 10, "max_retries": 0}
+        config = serving_config(Path(tmp) / "serving.yml", bundle=str(Path(tmp) / "bundle"),
+                                llm={"kind": "openai", "openai": openai})
+        try:
+            with serve(timeout_s, {"RAGFOLIO_SERVING_CONFIG": str(config)}) as served:
+                yield served
+        finally:
+            llm.shutdown()
 
 
 def wait_for_llm(url: str, query: str, timeout_s: float) -> float:

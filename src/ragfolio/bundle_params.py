@@ -30,3 +30,6 @@ class BundleParams(BaseModel):
     # auto chooses only among routers that run at most this many members for a query routed to one
     # member (the cascade its shortlist, post_retrieval all k, the query-only routers one); None: no limit
     max_members_run: int | None = Field(None, ge=1)
+    # the seed of the order the selector is shown candidate answers in, recorded in the bundle:
+    # answering_evaluation and the service both answer with the bundle's
+    selector_seed: int = 42

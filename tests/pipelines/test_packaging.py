@@ -97,6 +97,8 @@ def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
     assert set(bundle.selection) == {"greedy_train_values", "certificate", "n_train", "corpus", "served_router"}
     assert bundle.default_l == choice.served_default_l(2) == recorded["default_l"] and bundle.name == "all"
     assert choice.default_l == (min(choice.routed_ls) if choice.routed_ls else 2)
+    assert bundle.selector_seed == 42
+    assert trained.package(selector_seed=7).selector_seed == 7  # the seed the service and evaluation answer with
     bundles = trained.catalog.load("bundles")  # one per portfolio key, each serving its own choice
     assert list(bundles) == ["all", *(key for key in trained.selection.choices if key != "all")]
     for key, choice in trained.selection.choices.items():

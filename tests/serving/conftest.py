@@ -1,11 +1,10 @@
-"""Fixtures of the service tests: a tiny bundle, a fake OpenAI-compatible LLM, service clients and
-``bentoml serve`` on a free port."""
+"""Fixtures of the service tests: a tiny bundle, a fake OpenAI-compatible LLM (:mod:`fake_llm`), service
+clients and ``bentoml serve`` on a free port."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import signal
 import subprocess
@@ -13,79 +12,19 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
+from fake_llm import FakeLLM
 from tiny_bundle import write_tiny_bundle
 
 from ragfolio.core.llm.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BENTOML = str(Path(sys.executable).with_name("bentoml"))
-
-
-class FakeLLM(BaseHTTPRequestHandler):
-    """``POST /v1/completions``: answers with the title of the first passage shown, selects "2".
-
-    A question containing ``slow`` is answered after ``FakeLLM.delay_s`` seconds. With ``stream:
-    true`` the reply is server-sent events of ``FakeLLM.piece_chars`` characters each (``piece_s``
-    seconds apart for a question containing ``drip``), and an answer asked for in JSON
-    (``response_format``) is ``{"answer": <title>, "explanation": ...}``, as a constrained reader
-    writes it.
-    """
-
-    delay_s = 1.5
-    piece_chars = 3
-    piece_s = 0.05
-    streamed: list[str] = []  # the prompts asked for with stream: true
-    cut: list[str] = []  # the streamed prompts whose reader went away before the end
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = body["prompt"]
-        if "Candidate answers" in prompt:
-            text = "2"
-        elif "Passages:" in prompt:
-            last = prompt.rsplit("Passages:\n", 1)[1]  # after the prompt's worked example
-            text = last.split("[1] ", 1)[1].split(":")[0]
-        else:
-            text = "unknown"
-        question = prompt.rsplit("Question:", 1)[1]
-        if "slow" in question:
-            time.sleep(self.delay_s)
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}
-        if body.get("stream"):
-            FakeLLM.streamed.append(prompt)
-            if body.get("response_format") and "Passages:" in prompt:
-                text = json.dumps({"answer": text, "explanation": 'passage [1] says "so"'})
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            pieces = [text[i:i + self.piece_chars] for i in range(0, len(text), self.piece_chars)]
-            events = [{"choices": [{"index": 0, "text": piece, "finish_reason": None}]} for piece in pieces] + [
-                {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}, {"choices": [], "usage": usage}]
-            try:
-                for event in events:
-                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                    self.wfile.flush()
-                    time.sleep(self.piece_s if "drip" in question else 0.0)
-                self.wfile.write(b"data: [DONE]\n\n")
-            except (BrokenPipeError, ConnectionResetError):
-                FakeLLM.cut.append(prompt)
-            return
-        payload = {"choices": [{"text": text}], "usage": usage}
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture(scope="session", autouse=True)

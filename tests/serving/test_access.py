@@ -17,7 +17,7 @@ from conftest import service_client, write_config
 from pydantic import ValidationError
 from tiny_bundle import questions
 
-from ragfolio.serving.access import KEY_COOKIE, MISSING_KEY, WRONG_KEY, AccessPolicy
+from ragfolio.serving.access import KEY_COOKIE, MISSING_KEY, WRONG_KEY, AccessControl, AccessPolicy
 from ragfolio.serving.config import ServingConfig, load_config
 from ragfolio.serving.engine import ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, RequestIdFilter, install_request_logging
@@ -264,3 +264,79 @@ def test_installing_the_log_filters_twice_adds_them_once() -> None:
     install_request_logging()
     error_logger = logging.getLogger("bentoml._internal.server.http_app")
     assert sum(type(f).__name__ == "ClientErrorLogFilter" for f in error_logger.filters) == 1
+
+
+# --- the key cookie and the query string, at the middleware -------------------------------------
+def _through_access(policy: AccessPolicy, path: str, query: bytes, headers: list[tuple[bytes, bytes]],
+                    scheme: str = "http", app=None) -> list[dict]:  # noqa: ANN001
+    """One GET through :class:`AccessControl` (around ``app``, default: a 200); the messages sent back."""
+    async def ok(scope, receive, send) -> None:  # noqa: ANN001
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": query,
+             "headers": headers, "scheme": scheme, "server": ("127.0.0.1", 3000), "client": ("127.0.0.1", 5000),
+             "http_version": "1.1", "root_path": ""}
+    asyncio.run(AccessControl(app or ok, lambda: policy)(scope, receive, send))
+    return sent
+
+
+@pytest.mark.parametrize(("secure_cookie", "scheme", "headers", "secure"), [
+    (False, "http", [], False),
+    (False, "https", [], True),
+    (False, "http", [(b"x-forwarded-proto", b"https")], True),  # behind a TLS-terminating proxy
+    (False, "http", [(b"x-forwarded-proto", b"https, http")], True),  # the first proxy's word
+    (False, "http", [(b"x-forwarded-proto", b"http")], False),
+    (True, "http", [], True),  # auth.secure_cookie: always
+])
+def test_the_key_cookie_is_secure_over_https_as_a_proxy_says_or_always_when_set(
+        secure_cookie, scheme, headers, secure) -> None:
+    policy = AccessPolicy(keys=(KEY.encode(),), **({"secure_cookie": True} if secure_cookie else {}))
+    start = _through_access(policy, "/", f"key={KEY}".encode(), headers, scheme)[0]
+    assert start["status"] == 303
+    cookie = dict(start["headers"])[b"set-cookie"].decode()
+    assert cookie.startswith(f"{KEY_COOKIE}={KEY};") and ("; Secure" in cookie) is secure, cookie
+
+
+def test_the_secure_cookie_setting_reaches_the_policy(tmp_path) -> None:
+    config = ServingConfig(auth={"api_keys_env": KEYS_ENV, "secure_cookie": True})
+    assert AccessPolicy.from_config(config, {KEYS_ENV: KEY}).secure_cookie
+    assert not AccessPolicy.from_config(ServingConfig(), {}).secure_cookie
+
+
+@pytest.mark.parametrize("policy", [AccessPolicy(), AccessPolicy(keys=(KEY.encode(),))], ids=["open", "keys"])
+def test_a_query_string_never_reaches_bentomls_server_span(policy) -> None:
+    """BentoML's OpenTelemetry middleware runs inside ours and records the URL, query included, as
+    the server span's ``http.url``/``http.target``: a ``?key=`` would be exported with every trace."""
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    seen: list[bytes] = []
+
+    async def endpoint(scope, receive, send) -> None:  # noqa: ANN001
+        seen.append(scope["query_string"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    traced = OpenTelemetryMiddleware(endpoint, tracer_provider=provider)
+    for path in ("/portfolio", "/"):
+        sent = _through_access(policy, path, f"key={KEY}&x=1".encode(), [(b"authorization", f"Bearer {KEY}".encode())],
+                               app=traced)
+        assert sent[0]["status"] in (200, 303), sent[0]
+    spans = exporter.get_finished_spans()
+    assert spans and all(q == b"" for q in seen), seen
+    recorded = [str(v) for span in spans for v in (span.attributes or {}).values()]
+    assert any("/portfolio" in v for v in recorded), recorded  # the URL is recorded...
+    assert not [v for v in recorded if KEY in v or "key=" in v], recorded  # ...without its query string

@@ -6,11 +6,13 @@ import asyncio
 import json
 from typing import Any
 
-from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard
+from ragfolio.serving.guard import INTERNAL_ERROR, NO_CONTENT_TYPE, RequestGuard
+from ragfolio.serving.json_limits import json_depth
 
 
-def call(guard: RequestGuard, chunks: list[bytes], headers: list[tuple[bytes, bytes]] | None = None) -> list[dict]:
-    """Send ``chunks`` as one request's body through ``guard``; the messages it sent back."""
+def call(guard: RequestGuard, chunks: list[bytes], headers: list[tuple[bytes, bytes]] | None = None,
+         content_type: bytes | None = b"application/json") -> list[dict]:
+    """Send ``chunks`` as one request's body (of ``content_type``) through ``guard``; the messages it sent back."""
     incoming: list[dict[str, Any]] = [
         {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)
     ]
@@ -22,7 +24,8 @@ def call(guard: RequestGuard, chunks: list[bytes], headers: list[tuple[bytes, by
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/x", "headers": headers or []}
+    headers = [*(headers or []), *([(b"content-type", content_type)] if content_type is not None else [])]
+    scope = {"type": "http", "method": "POST", "path": "/x", "headers": headers}
     asyncio.run(guard(scope, receive, send))
     return sent
 
@@ -71,3 +74,28 @@ def test_an_exception_is_logged_under_the_id_and_not_shown(caplog) -> None:
     assert json.loads(sent[1]["body"]) == {"error": INTERNAL_ERROR, "request_id": "req-1"}
     (record,) = [r for r in caplog.records if r.exc_info]
     assert "req-1" in record.getMessage() and "hunter2" in str(record.exc_info[1])
+
+
+def test_a_body_nesting_past_the_limit_is_refused_unread_by_the_app() -> None:
+    app = reply(200, b"{}")
+    deep = b'{"a": [[{"b": "[[[[[[[["}]]]}'  # 4 deep: the brackets inside the string do not count
+    assert json_depth(deep) == 4
+    call(RequestGuard(app, lambda: 100, lambda: 4), [deep])
+    assert app.received == deep  # type: ignore[attr-defined]
+    app = reply(200, b"{}")
+    sent = call(RequestGuard(app, lambda: 100, lambda: 3), [deep[:20], deep[20:]])
+    assert sent[0]["status"] == 400 and not hasattr(app, "received")
+    assert json.loads(sent[1]["body"])["error"] == "the JSON body nests 4 levels deep; the limit is max_json_depth=3"
+
+
+def test_json_depth_counts_open_arrays_and_objects_outside_strings() -> None:
+    assert [json_depth(b) for b in (b"", b"7", b'"[{"', b"[]", b'{"q": "x"}', b'[[1], [[2]]]', b'["\\"]', b'["\\""]]]')] == [
+        0, 0, 0, 1, 1, 3, 1, 1]
+    assert json_depth(b"[" * 3_000_000) == 3_000_000  # past one chunk of the scan
+
+
+def test_a_post_without_a_content_type_is_a_415_unread() -> None:
+    app = reply(200, b"{}")
+    sent = call(RequestGuard(app, lambda: 100), [b"{}"], [(b"content-length", b"2")], content_type=None)
+    assert sent[0]["status"] == 415 and not hasattr(app, "received")
+    assert json.loads(sent[1]["body"])["error"] == NO_CONTENT_TYPE

@@ -69,3 +69,17 @@ def test_the_models_requirements_cover_what_its_code_path_imports() -> None:
     installed = _closure(requirements)
     missing = {dist: module for dist, module in imported.items() if dist not in installed}
     assert not missing, f"the model's code imports {missing} (distribution: module), not in {requirements}"
+
+
+def test_the_pins_are_installable_from_any_index(monkeypatch) -> None:
+    """This environment's torch is PyTorch's CPU build, ``2.13.0+cpu``: no index serves that name, so
+    the model pins ``torch==2.13.0`` (as bentofile.yaml does), never a local label."""
+    from ragfolio.tracking import model
+
+    real = model.version
+    monkeypatch.setattr(model, "version", lambda name: "2.13.0+cpu" if name == "torch" else real(name))
+    requirements = model_requirements({})
+    assert "torch==2.13.0" in requirements
+    assert not [r for r in requirements if "+" in r], requirements
+    bento = yaml.safe_load((ROOT / "bentofile.yaml").read_text())["python"]["packages"]
+    assert "torch==2.13.0" in bento

@@ -71,6 +71,7 @@ ROUTER = "router"
 EMBEDDINGS = "embeddings"
 CROSS_ENCODER = "cross_encoder"
 INDEXES = "indexes"
+SELECTOR_SEED = 42  # a manifest without selector_seed: the seed answering evaluation measured with then
 
 
 class BundleIntegrityError(ValueError):
@@ -99,6 +100,10 @@ class PortfolioBundle:
         single_best: The member with the best train mean (index into ``members``): what serves
             the l's the router does not.
         selection: The metrics the members were selected with (train ``F`` per prefix, test best-of-k).
+        selector_seed: Seed of the order the selector is shown the candidate answers in
+            (:class:`~ragfolio.core.answering.answerer.Answerer`'s ``seed``): answering evaluation
+            and the service both answer with it, so at l >= 2 the service shows the candidates in
+            the order that was evaluated.
         indexes: The corpus indexes the service searches, built
             (:func:`ragfolio.core.system.bundle_indexes.with_indexes`); empty: the service builds them at start-up.
         manifest: The manifest as stored (set by :func:`load_bundle`; holds ``version`` and ``checksum``).
@@ -115,6 +120,7 @@ class PortfolioBundle:
     routed_ls: tuple[int, ...] | None = None
     single_best: int = 0
     selection: dict[str, Any] = field(default_factory=dict)
+    selector_seed: int = SELECTOR_SEED
     indexes: list[CorpusIndex] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
 
@@ -211,6 +217,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "scoring": scoring,
             "routing": bundle.routing.to_dict(),
             "selection": bundle.selection,
+            "selector_seed": bundle.selector_seed,
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
             "indexes": indexes,
             "files": _checksums(tmp, files),
@@ -309,5 +316,5 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
         embeddings=embeddings, default_l=int(manifest["default_l"]),
         routed_ls=None if manifest.get("routed_ls") is None else tuple(manifest["routed_ls"]),
         single_best=int(manifest.get("single_best", 0)), selection=manifest["selection"],
-        indexes=indexes, manifest=manifest,
+        selector_seed=int(manifest.get("selector_seed", SELECTOR_SEED)), indexes=indexes, manifest=manifest,
     )

@@ -17,6 +17,12 @@ request id, take OpenAI's error shape under ``/v1/`` and are logged as one line.
 - **The playground with keys.** ``GET /?key=<key>`` with a valid key answers with a redirect to
   ``/`` that sets the key as a cookie (``HttpOnly``, ``SameSite=Strict``, for the browser
   session); the page's own requests carry the cookie, which is accepted in place of the header.
+  The cookie is ``Secure`` when the request came over HTTPS, as the server saw it or as a
+  TLS-terminating proxy in front of it says (``X-Forwarded-Proto: https``), and always with
+  ``auth.secure_cookie: true``.
+- **No query string past here.** No endpoint reads one, so it is dropped from the request before
+  BentoML sees it: a ``?key=`` never reaches BentoML's server span (its ``http.url`` and
+  ``http.target``, when BentoML's tracing is on) or its access log.
 """
 
 from __future__ import annotations
@@ -61,11 +67,13 @@ class AccessPolicy:
         keys: The accepted keys, UTF-8; empty when no key is needed. Left out of ``repr``.
         keys_env: The environment variable they were read from (None: open).
         cors: Cross-origin settings, or None.
+        secure_cookie: The key cookie is always ``Secure`` (else: over HTTPS only, :func:`over_https`).
     """
 
     keys: tuple[bytes, ...] = field(default=(), repr=False)
     keys_env: str | None = None
     cors: CORSConfig | None = None
+    secure_cookie: bool = False
 
     @classmethod
     def from_config(cls, config: ServingConfig, env: Mapping[str, str] | None = None) -> AccessPolicy:
@@ -78,7 +86,7 @@ class AccessPolicy:
         """
         name = config.auth.api_keys_env
         if name is None:
-            return cls(cors=config.cors)
+            return cls(cors=config.cors, secure_cookie=config.auth.secure_cookie)
         env = os.environ if env is None else env
         keys = [key.strip() for key in env.get(name, "").split(",") if key.strip()]
         if not keys:
@@ -88,7 +96,8 @@ class AccessPolicy:
             if len(key) < MIN_KEY_CHARS or not _KEY.fullmatch(key):
                 raise ValueError(f"auth.api_keys_env={name}: key {position} of ${name} is not {MIN_KEY_CHARS} "
                                  "or more of [A-Za-z0-9._~-] (e.g. secrets.token_urlsafe(32))")
-        return cls(keys=tuple(key.encode() for key in keys), keys_env=name, cors=config.cors)
+        return cls(keys=tuple(key.encode() for key in keys), keys_env=name, cors=config.cors,
+                   secure_cookie=config.auth.secure_cookie)
 
     @property
     def open(self) -> bool:
@@ -162,21 +171,21 @@ class AccessControl:
     async def _check_key(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         path, method = scope.get("path", ""), scope.get("method", "")
         if scope["type"] != "http" or path in OPEN_PATHS:
-            await self.app(scope, receive, send)
+            await self._pass(scope, receive, send)
             return
         policy = self.policy()
         if policy is None:
             await _refuse(send, 503, STARTING, path)
             return
         if policy.open:
-            await self.app(scope, receive, send)
+            await self._pass(scope, receive, send)
             return
         if path == PLAYGROUND and method in ("GET", "HEAD"):
             offered = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(KEY_QUERY)
             if offered is None:  # the page itself; its requests need the key
-                await self.app(scope, receive, send)
+                await self._pass(scope, receive, send)
             elif policy.accepts(offered[-1]):
-                await _remember_key(send, offered[-1], secure=scope.get("scheme") == "https")
+                await _remember_key(send, offered[-1], secure=policy.secure_cookie or over_https(scope))
             else:
                 await _refuse(send, 401, WRONG_KEY, path)
             return
@@ -184,7 +193,20 @@ class AccessControl:
         if not policy.accepts(key):
             await _refuse(send, 401, MISSING_KEY if key is None else WRONG_KEY, path)
             return
+        await self._pass(scope, receive, send)
+
+    async def _pass(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        """Hand the request on without its query string (no endpoint reads one; see the module docstring)."""
+        if scope.get("query_string"):
+            scope = {**scope, "query_string": b""}
         await self.app(scope, receive, send)
+
+
+def over_https(scope: MutableMapping[str, Any]) -> bool:
+    """Whether the request came over HTTPS: the server's scheme, or the first ``X-Forwarded-Proto``
+    (a TLS-terminating proxy's; a client that sends it only makes its own cookie stricter)."""
+    forwarded = Headers(scope=scope).get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return scope.get("scheme") == "https" or forwarded == "https"
 
 
 def presented_key(headers: Headers) -> str | None:

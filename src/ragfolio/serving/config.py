@@ -34,12 +34,14 @@ DEFAULT_CONFIG = Path("conf/base/serving.yml")
 CONFIG_ENV = "RAGFOLIO_SERVING_CONFIG"
 ENV_PREFIX = "RAGFOLIO_"
 MAX_BODY_BYTES_CEILING = 64 * 2**20
+MAX_JSON_DEPTH_CEILING = 128  # pydantic's JSON parser refuses past 200 levels, Python's json past ~1,000
 OTLP_MODULE = "opentelemetry.exporter.otlp.proto.http.trace_exporter"  # what exporter: otlp imports
 OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
 
 
 class AnswererConfig(BaseModel):
-    """Keyword arguments of :class:`ragfolio.core.answering.answerer.Answerer`."""
+    """Keyword arguments of :class:`ragfolio.core.answering.answerer.Answerer`; its ``seed`` is the
+    bundle's ``selector_seed`` (what answering evaluation answered with), not a setting."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -115,11 +117,15 @@ class AuthConfig(BaseModel):
         api_keys_env: The environment variable that holds the accepted keys, comma-separated (each
             at least 16 characters); every endpoint but the probes, ``/metrics`` and ``GET /`` then
             needs ``Authorization: Bearer <key>``. None: no key is needed (the service is open).
+        secure_cookie: The playground's key cookie is always ``Secure`` (sent back over HTTPS
+            only). False: it is ``Secure`` when the request came over HTTPS, as the server saw
+            it or as a TLS-terminating proxy says (``X-Forwarded-Proto: https``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     api_keys_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    secure_cookie: bool = False
 
 
 class CORSConfig(BaseModel):
@@ -213,6 +219,9 @@ class ServingConfig(BaseModel):
         max_batch: Most queries in one ``/batch_retrieve`` request (at most ``BATCH_CEILING``).
         max_body_bytes: Largest request body accepted, in bytes; a larger one gets a 413 before
             it is parsed.
+        max_json_depth: Deepest nesting of arrays and objects in a JSON body; a deeper one gets
+            a 400 before it is parsed (at most ``MAX_JSON_DEPTH_CEILING``, below every parser's
+            recursion limit).
         max_num_docs: Largest ``num_docs`` a request may ask for.
         member_timeout_s: Deadline of each routed member, counted from when members start.
         request_timeout_s: Deadline of a ``/retrieve`` or ``/batch_retrieve`` request.
@@ -240,6 +249,7 @@ class ServingConfig(BaseModel):
     max_query_chars: int = Field(2000, ge=1, le=QUERY_CHARS_CEILING)
     max_batch: int = Field(64, ge=1, le=BATCH_CEILING)
     max_body_bytes: int = Field(1_048_576, ge=1, le=MAX_BODY_BYTES_CEILING)
+    max_json_depth: int = Field(32, ge=4, le=MAX_JSON_DEPTH_CEILING)  # 4: a chat request's content parts
     max_num_docs: int = Field(20, ge=1)
     member_timeout_s: float = Field(10.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)

@@ -129,7 +129,8 @@ class ServingEngine:
         if not 1 <= self.default_l <= bundle.k:
             raise ValueError(f"default_l={self.default_l} must be in 1..{bundle.k} (the bundle's members)")
         self.llm_process: LLMProcess | None = None
-        self.answerer = Answerer(self._backend(config), **config.answerer.model_dump())
+        # the selector's order from the bundle's seed: the order answering evaluation measured
+        self.answerer = Answerer(self._backend(config), **config.answerer.model_dump(), seed=bundle.selector_seed)
         self.system = RoutedSystem.from_bundle(bundle, timeout_s=config.member_timeout_s)
         self.rag = AdaptiveRAG(self.system, self.answerer)
         inject_fault(self.system, config.fault_injection)
@@ -350,9 +351,10 @@ class ServingEngine:
             router=bundle.router.name, routed_ls=None if bundle.routed_ls is None else list(bundle.routed_ls),
             single_best=bundle.members[bundle.single_best].name,
             router_choice=bundle.selection.get("served_router"),
-            selection=bundle.selection, routing=bundle.routing.to_dict(),
+            selection=bundle.selection, routing=bundle.routing.to_dict(), selector_seed=self.answerer.seed,
             limits={"max_query_chars": self.limits.max_query_chars, "max_batch": self.limits.max_batch,
-                    "max_body_bytes": self.config.max_body_bytes, "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
+                    "max_body_bytes": self.config.max_body_bytes, "max_json_depth": self.config.max_json_depth,
+                    "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
                     "request_timeout_s": self.config.request_timeout_s,
                     "answer_timeout_s": self.config.answer_timeout_s, "llm": self.config.llm.get("kind"),
                     "llm_process": self.config.llm_process.mode

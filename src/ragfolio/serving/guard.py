@@ -12,10 +12,13 @@
   parses it: at once when ``Content-Length`` says so, otherwise as soon as the bytes read pass
   the limit (a chunked body is read at most one chunk past it). The endpoint receives the body it
   would have received.
-- **JSON bodies only.** A ``POST``, ``PUT`` or ``PATCH`` whose ``Content-Type`` is other than
-  ``application/json`` (BentoML would parse a form, or text as JSON), or whose body is encoded
-  (``Content-Encoding`` other than ``identity``, which BentoML ignores), gets a 415, unread. A
-  request without a ``Content-Type`` is taken as JSON, as BentoML takes it.
+- **JSON bodies only.** A ``POST``, ``PUT`` or ``PATCH`` whose ``Content-Type`` is not
+  ``application/json`` (BentoML would parse a form, or text as JSON), has a body but no
+  ``Content-Type`` (BentoML would take it as JSON), or whose body is encoded (``Content-Encoding`` other than ``identity``, which
+  BentoML ignores), gets a 415 that says which, unread.
+- **Depth limit.** A JSON body that nests arrays and objects deeper than ``max_json_depth`` gets a
+  400 naming the depth and the limit, before anything parses it (:mod:`ragfolio.serving.json_limits`):
+  a parser reads nesting by recursion, and a deep enough body would end in a ``RecursionError``.
 - **Quiet errors.** An error response (status >= 400) leaves as a JSON object with ``request_id``;
   a non-JSON error body becomes ``{"error": <the status's phrase>}``, and an exception no endpoint
   handled becomes a 500 ``{"error": "internal error", "request_id": ...}``, its traceback logged
@@ -44,10 +47,13 @@ from contextvars import ContextVar
 from http import HTTPStatus
 from typing import Any
 
+import bentoml
 from bentoml.exceptions import BentoMLException
 from pydantic import ValidationError
 from starlette.datastructures import Headers, MutableHeaders
 
+from ragfolio.serving.config import ServingConfig
+from ragfolio.serving.json_limits import json_depth
 from ragfolio.serving.openai_api import error_body
 
 logger = logging.getLogger(__name__)
@@ -55,6 +61,7 @@ logger = logging.getLogger(__name__)
 REQUEST_ID_HEADER = "x-request-id"
 INTERNAL_ERROR = "internal error; the server log has the detail under this request_id"
 JSON_ONLY = "the request body must be JSON: Content-Type application/json"
+NO_CONTENT_TYPE = "the request body must be JSON: send Content-Type: application/json (the request had no Content-Type)"
 UNENCODED_ONLY = "the request body must not be compressed: Content-Encoding identity or none"
 _WITH_BODY = ("POST", "PUT", "PATCH")
 _DETAIL_KEYS = ("type", "loc", "msg")
@@ -78,7 +85,10 @@ def unsupported_body(method: str, headers: Headers) -> str | None:
     """Why a request's body is refused unread (a 415), or None: not JSON, or compressed."""
     if method not in _WITH_BODY:
         return None
-    media_type = headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if "content-type" not in headers:  # refused when there is a body to read
+        bodiless = headers.get("content-length", "").strip() in ("", "0") and "transfer-encoding" not in headers
+        return None if bodiless else NO_CONTENT_TYPE
+    media_type = headers["content-type"].split(";")[0].strip().lower()
     if media_type != "application/json":
         return JSON_ONLY
     if headers.get("content-encoding", "identity").strip().lower() not in ("identity", ""):
@@ -96,18 +106,35 @@ class _TooLarge(Exception):
     """The body passed the limit while it was read."""
 
 
+def service_setting(name: str) -> Callable[[], int]:
+    """A function that returns the running service's setting ``name`` (its default while the
+    service is not instantiated yet): the guard's limits, read per request."""
+
+    def read() -> int:
+        try:
+            return int(getattr(bentoml.get_current_service().config, name))
+        except BentoMLException:  # not instantiated yet
+            return int(ServingConfig.model_fields[name].default)
+
+    return read
+
+
 class RequestGuard:
-    """ASGI middleware: request ids, the body-size limit and quiet error bodies (module docstring).
+    """ASGI middleware: request ids, the body limits and quiet error bodies (module docstring).
 
     Args:
         app: The ASGI app it guards.
         max_body_bytes: Returns the largest body accepted, in bytes; asked once per request, so
             the limit can come from settings read after the app was built.
+        max_json_depth: Returns the deepest nesting of a JSON body accepted (asked likewise);
+            None: the running service's ``max_json_depth``.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: Callable[[], int]) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: Callable[[], int],
+                 max_json_depth: Callable[[], int] | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_json_depth = max_json_depth or service_setting("max_json_depth")
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -134,6 +161,9 @@ class RequestGuard:
             except _TooLarge:
                 await response.send_error(413, f"the request body is larger than max_body_bytes={limit}")
                 return
+            if (too_deep := self._too_deep(scope.get("method", ""), body_receive)) is not None:
+                await response.send_error(400, too_deep)
+                return
             await self.app(scope, body_receive, response.send)
         except Exception:  # the last line of defence: log it all, tell the client nothing of it
             logger.exception("request %s: %s failed", rid, where)
@@ -142,8 +172,28 @@ class RequestGuard:
         finally:
             _request_id.reset(token)
 
+    def _too_deep(self, method: str, body_receive: _BodyReceive) -> str | None:
+        """Why a JSON body is refused for its nesting (a 400), or None."""
+        body, limit = body_receive.body, self.max_json_depth()
+        if method not in _WITH_BODY or body.count(b"[") + body.count(b"{") <= limit:  # cannot nest deeper
+            return None
+        if (depth := json_depth(body)) <= limit:
+            return None
+        return f"the JSON body nests {depth} levels deep; the limit is max_json_depth={limit}"
 
-async def _read_body(receive: Receive, limit: int) -> Receive:
+
+class _BodyReceive:
+    """The ``receive`` the app gets: the whole body as one message, then what the client sends next."""
+
+    def __init__(self, first: Message, receive: Receive) -> None:
+        self.body: bytes = first.get("body", b"") if first["type"] == "http.request" else b""
+        self._pending, self._receive = [first], receive
+
+    async def __call__(self) -> Message:
+        return self._pending.pop() if self._pending else await self._receive()
+
+
+async def _read_body(receive: Receive, limit: int) -> _BodyReceive:
     """Read the whole body (at most ``limit`` bytes, else :class:`_TooLarge`); a ``receive`` that
     hands it on as one message, then passes on what the client sends next (a disconnect)."""
     chunks: list[bytes] = []
@@ -161,12 +211,7 @@ async def _read_body(receive: Receive, limit: int) -> Receive:
         if not message.get("more_body", False):
             first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
             break
-    pending: list[Message] = [first]
-
-    async def body_receive() -> Message:
-        return pending.pop() if pending else await receive()
-
-    return body_receive
+    return _BodyReceive(first, receive)
 
 
 class _ResponseGuard:

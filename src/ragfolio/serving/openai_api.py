@@ -47,7 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from ragfolio.serving.schemas import AnswerRequest, AnswerResponse, Limits, check_query
+from ragfolio.serving.schemas import AnswerRequest, AnswerResponse, Count, Limits, check_query
 
 MODEL_ID = "ragfolio"
 OWNER = "ragfolio"
@@ -120,11 +120,11 @@ class ChatCompletionRequest(BaseModel):
     model: str | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: Count | None = None
+    max_completion_tokens: Count | None = None
     temperature: float | None = Field(None, ge=0, le=2)
-    n: int = Field(1, ge=1, le=1, description="Choices to return: only 1.")
-    l: int | None = Field(None, description="Extension: members to route to, 1..k.")  # noqa: E741
+    n: Count = Field(1, le=1, description="Choices to return: only 1.")
+    l: Count | None = Field(None, description="Extension: members to route to, 1..k.")  # noqa: E741
     references: bool = Field(False, description="Extension: append numbered references to the content.")
 
 

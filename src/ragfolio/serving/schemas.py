@@ -8,10 +8,12 @@ raises :class:`pydantic.ValidationError`, which BentoML answers with a 400 whose
 each error's ``loc`` (the field) and ``msg`` (the limit).
 
 Every string and list of a request also has a ``max_length`` in the schema itself (the ceilings
-below, shown in the OpenAPI spec at ``/docs.json``), which the settings cannot exceed
-(:class:`ragfolio.serving.config.ServingConfig` checks): the configured ``max_query_chars`` and
-``max_batch`` are at most these, and the request body as a whole is bounded before it is parsed
-(``max_body_bytes``, :mod:`ragfolio.serving.guard`).
+below), which the settings cannot exceed (:class:`ragfolio.serving.config.ServingConfig` checks):
+the configured ``max_query_chars`` and ``max_batch`` are at most these, and the request body as a
+whole is bounded before it is parsed (``max_body_bytes``, :mod:`ragfolio.serving.guard`). A query's
+schema says it must hold a character that is not blank (``pattern``: :data:`NOT_BLANK`, the rule of
+:func:`check_query`). The OpenAPI document at ``/docs.json`` shows these schemas with the running
+service's limits written in (:mod:`ragfolio.serving.openapi`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -27,7 +29,20 @@ _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 QUERY_CHARS_CEILING = 100_000  # the schemas' max_length of a query; max_query_chars may be at most this
 BATCH_CEILING = 1_024  # the schemas' max_length of a batch; max_batch may be at most this
 
-QueryText = Annotated[str, Field(max_length=QUERY_CHARS_CEILING)]
+# A character that str.strip() keeps: the schema's form of check_query's "not blank" (ECMAScript and
+# Python read it alike; a test checks it against str.isspace).
+NOT_BLANK = r"[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+QueryText = Annotated[str, Field(max_length=QUERY_CHARS_CEILING, json_schema_extra={"pattern": NOT_BLANK})]
+
+
+def _integral(value: Any) -> Any:
+    """A number without a fraction as an int: JSON Schema's ``integer`` holds ``2.0``, which strict mode refuses."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# A count of at least 1 that takes 2.0 as 2 (not "2", not 2.5); its bounds in the type, so that the
+# schema of an optional field shows them (pydantic leaves a bound on the union out of the schema).
+Count = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
 
 
 @dataclass(frozen=True)
@@ -78,7 +93,7 @@ class _Routed(BaseModel):
 
     model_config = _STRICT
 
-    l: int | None = Field(None, ge=1, description="Members to route to; default: the configured default_l.")  # noqa: E741
+    l: Count | None = Field(None, description="Members to route to; default: the configured default_l.")  # noqa: E741
 
     @field_validator("l")
     @classmethod
@@ -89,7 +104,7 @@ class _Routed(BaseModel):
 class _RoutedRetrieval(_Routed):
     """``l`` and ``num_docs``: the retrieval requests' common fields."""
 
-    num_docs: int | None = Field(None, ge=1, description="Passages per member; default: the bundle's num_docs.")
+    num_docs: Count | None = Field(None, description="Passages per member; default: the bundle's num_docs.")
 
     @field_validator("num_docs")
     @classmethod
@@ -102,7 +117,8 @@ class _Query(BaseModel):
 
     model_config = _STRICT
 
-    query: str = Field(max_length=QUERY_CHARS_CEILING, description="The question (at most max_query_chars).")
+    query: str = Field(max_length=QUERY_CHARS_CEILING, json_schema_extra={"pattern": NOT_BLANK},
+                       description="The question (at most max_query_chars, not blank).")
 
     @field_validator("query")
     @classmethod
@@ -270,5 +286,7 @@ class PortfolioInfo(BaseModel):
                           "and what the report measured of it on dev and test; None for a bundle written "
                           "before the choice was recorded.")
     selection: dict[str, Any] = Field(description="The metrics the members were selected with.")
+    selector_seed: int = Field(description="Seed of the order the selector sees the candidate answers in (the bundle's; "
+                                           "answering evaluation measured with it).")
     routing: dict[str, Any]
     limits: dict[str, Any]

@@ -5,7 +5,8 @@ events as it is written, :mod:`ragfolio.serving.answer_stream`), ``GET /portfoli
 OpenAI's ``GET /v1/models`` and ``POST /v1/chat/completions`` (``/answer`` in OpenAI's shapes,
 :mod:`ragfolio.serving.openai_api`), plus BentoML's ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` (Prometheus). ``GET /`` is the
 playground, an HTML page that calls these (:mod:`ragfolio.serving.playground`); it takes the place
-of BentoML's Swagger UI, whose OpenAPI spec stays at ``/docs.json``.
+of BentoML's Swagger UI. ``GET /docs.json`` is the OpenAPI document of every endpoint, with the limits
+in force (:mod:`ragfolio.serving.openapi`); the routes beside BentoML's APIs are :mod:`ragfolio.serving.routes`.
 
 The class only translates: requests are validated by :mod:`ragfolio.serving.schemas`, work is done
 by :class:`ragfolio.serving.engine.ServingEngine` (core calls) in two thread pools, one for
@@ -17,8 +18,9 @@ concurrent ``/answer`` requests are batched the same way (a batcher of their own
 threads), then each is answered in the answering threads. The embedded LLM runs in a process of
 its own that the engine supervises (``llm_process``); readiness and retrieval never wait on it.
 
-Errors: a body over ``max_body_bytes`` is a 413 (:mod:`ragfolio.serving.guard`, before BentoML
-parses it); a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit
+Errors: a body over ``max_body_bytes`` is a 413, one nesting deeper than ``max_json_depth`` a 400
+and one without ``Content-Type: application/json`` a 415 (:mod:`ragfolio.serving.guard`, before
+BentoML parses it); a bad request is a 400 whose ``detail`` names the field (``loc``) and the limit
 (``msg``); past ``request_timeout_s`` / ``answer_timeout_s`` a 504; an LLM that cannot be reached
 a 503 (and ``/retrieve`` keeps working); an LLM that rejects the request a 502; anything else a
 500. No error body holds exception text, an upstream URL or reply: each carries the request id
@@ -40,12 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import bentoml
-from bentoml.exceptions import BentoMLException
 from pydantic import BaseModel
-from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
@@ -53,9 +51,15 @@ from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
 from ragfolio.core.system.routed_system import RoutedRetrieval
 from ragfolio.serving.access import AccessControl, AccessPolicy, access_policy, current_policy
 from ragfolio.serving.answer_stream import Written, event_stream, started_answer, token_events
-from ragfolio.serving.config import ServingConfig, load_config
+from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import RetrievalItem, ServingEngine
-from ragfolio.serving.guard import INTERNAL_ERROR, RequestGuard, current_request_id, install_request_logging
+from ragfolio.serving.guard import (
+    INTERNAL_ERROR,
+    RequestGuard,
+    current_request_id,
+    install_request_logging,
+    service_setting,
+)
 from ragfolio.serving.openai_api import (
     ChatRequest,
     ChunkHead,
@@ -67,8 +71,9 @@ from ragfolio.serving.openai_api import (
     models_body,
     parse_chat_request,
 )
-from ragfolio.serving.playground import playground_view
+from ragfolio.serving.openapi import openapi_document
 from ragfolio.serving.prometheus_metrics import serving_metrics
+from ragfolio.serving.routes import portfolio_app
 from ragfolio.serving.schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -103,39 +108,6 @@ def internal_error(endpoint: str) -> JSONResponse:
     """The 500 of an unexpected exception: logged with its traceback under the request id, not shown."""
     logger.exception("request %s: %s failed", current_request_id(), endpoint)
     return error(500, INTERNAL_ERROR)
-
-
-def max_body_bytes() -> int:
-    """The running service's ``max_body_bytes`` (the default while it starts)."""
-    try:
-        return int(bentoml.get_current_service().config.max_body_bytes)
-    except BentoMLException:  # not instantiated yet
-        return int(ServingConfig.model_fields["max_body_bytes"].default)
-
-
-async def portfolio_view(request: Request) -> JSONResponse:
-    """``GET /portfolio``: the members, their parameters and selection metrics, version and checksum."""
-    service = bentoml.get_current_service()
-    return JSONResponse(service.engine.portfolio().model_dump(mode="json"))
-
-
-async def models_view(request: Request) -> JSONResponse:
-    """``GET /v1/models``: OpenAI's list of models, the one served."""
-    return JSONResponse(bentoml.get_current_service().models())
-
-
-async def chat_completions_view(request: Request) -> Response:
-    """``POST /v1/chat/completions``: see :meth:`RagfolioService.chat_completions`."""
-    return await bentoml.get_current_service().chat_completions(await request.body())
-
-
-# BentoML APIs are POST with BentoML's own bodies; the GET routes and OpenAI's API live in a small
-# Starlette app mounted next to them (BentoML's own index page at "/" comes after the mounted apps,
-# so the playground replaces it).
-portfolio_app = Starlette(routes=[Route("/portfolio", portfolio_view, methods=["GET"]),
-                                  Route("/v1/models", models_view, methods=["GET"]),
-                                  Route("/v1/chat/completions", chat_completions_view, methods=["POST"]),
-                                  Route("/", playground_view, methods=["GET"])])
 
 
 @bentoml.asgi_app(portfolio_app, path="/")
@@ -177,6 +149,7 @@ class RagfolioService:
             on_batch=self.metrics.retrieval_batch_size.observe,
         )
         self._created = int(time.time())  # the model's "created" in /v1/models: when it was loaded
+        self._openapi: dict[str, Any] | None = None
         self._ready = True
 
     @bentoml.on_deployment
@@ -314,6 +287,14 @@ class RagfolioService:
         logger.error("request %s: %s failed", rid, endpoint, exc_info=exc)
         return Failure(500, INTERNAL_ERROR, code="internal_error")
 
+    def openapi(self) -> dict[str, Any]:
+        """``GET /docs.json``: BentoML's document with every route and the limits in force
+        (:mod:`ragfolio.serving.openapi`), made once."""
+        if self._openapi is None:
+            spec = RagfolioService.openapi_spec.asdict()  # type: ignore[attr-defined]  # the bentoml.Service
+            self._openapi = openapi_document(spec, self.engine.limits, keys=not self.access.open)
+        return self._openapi
+
     def models(self) -> dict[str, Any]:
         """``GET /v1/models``: the one model, ``ragfolio``, with the bundle's name and version."""
         return models_body(self._created, self.engine.bundle.name, self.engine.bundle.version)
@@ -389,7 +370,8 @@ class RagfolioService:
         return event_stream(token_events(written, failed))
 
 
-# Before BentoML reads a body: request ids, the max_body_bytes limit, error bodies without internals.
-RagfolioService.add_asgi_middleware(RequestGuard, max_body_bytes=max_body_bytes)  # type: ignore[attr-defined]
+# Before BentoML reads a body: request ids, the body limits, error bodies without internals.
+RagfolioService.add_asgi_middleware(RequestGuard, max_body_bytes=service_setting("max_body_bytes"),  # type: ignore[attr-defined]
+                                    max_json_depth=service_setting("max_json_depth"))
 # Inside the guard: CORS, then API keys (its refusals get the request id and the /v1/ error shape).
 RagfolioService.add_asgi_middleware(AccessControl, policy=current_policy)  # type: ignore[attr-defined]

@@ -30,7 +30,9 @@ How the spans are placed:
 
 A request's span is a child of BentoML's server span when that one is sampled (BentoML's own
 ``tracing`` settings, or an incoming sampled ``traceparent`` header), so the two land in one trace;
-otherwise it starts a trace of its own, sampled at ``sample_rate``. Off (``exporter: none``, the
+otherwise it starts a trace of its own, sampled at ``sample_rate``. No span holds a query string:
+:class:`ragfolio.serving.access.AccessControl` drops it before BentoML's middleware records the
+server span's URL (a playground ``?key=`` would otherwise be exported). Off (``exporter: none``, the
 default) nothing is set up: no provider, no processor, no exporter, and each request costs a
 method call that returns at once.
 """

@@ -72,13 +72,21 @@ def model_requirements(scoring: Mapping[str, Any]) -> list[str]:
     """The pinned pip requirements of the bundle's model: :data:`BASE_REQUIREMENTS` and every
     package the bundle's encoders need as configured (their weights' packages, and ONNX Runtime
     and ONNX for ``query_engine: onnxruntime``;
-    :func:`~ragfolio.core.retrieval.encoders.kinds.encoder_identity`), at this environment's versions."""
+    :func:`~ragfolio.core.retrieval.encoders.kinds.encoder_identity`), at this environment's versions
+    without a local label (:func:`public_version`)."""
     from ragfolio.core.retrieval.encoders.kinds import encoder_identity
 
     names = dict.fromkeys(BASE_REQUIREMENTS)
     for spec in (scoring.get("encoders") or {}).values():
         names.update(dict.fromkeys(encoder_identity(spec)["packages"]))
-    return [f"{name}=={version(name)}" for name in names]
+    return [f"{name}=={public_version(version(name))}" for name in names]
+
+
+def public_version(installed: str) -> str:
+    """``installed`` without its local label: ``2.13.0+cpu`` -> ``2.13.0``. A local label names one
+    index's build (PyTorch's CPU wheels); PyPI serves none, so ``torch==2.13.0+cpu`` cannot be
+    installed from it, while ``torch==2.13.0`` installs from any index (bentofile.yaml pins it so)."""
+    return installed.split("+", 1)[0]
 
 
 def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool = False) -> Any:

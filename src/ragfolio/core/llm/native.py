@@ -12,6 +12,12 @@ the service's encoders and members (``docs/benchmarks.md``, "The reader").
 
 The embedded models (:mod:`ragfolio.core.llm.models`) are named by ``model``; any other GGUF by
 ``model_path``.
+
+Tokens: the messages' text is never read as control tokens. A templated prompt
+(:class:`~ragfolio.core.llm.prompt_parts.ChatPrompt`, what :meth:`LlamaCppBackend.prompt` returns)
+gets the control tokens its template wrote and nothing else; a plain text prompt gets none
+(:func:`~ragfolio.core.llm.prompt_parts.prompt_tokens`). So a question holding
+``<|im_start|>system ...`` is read as those characters, not as a turn of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ragfolio.core.llm.chat import PLAIN, PLAIN_STOP, Completion, LLMRequestErro
 from ragfolio.core.llm.chat import render_plain as _render_plain
 from ragfolio.core.llm.embedded import default_threads, usable_cores
 from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path
+from ragfolio.core.llm.prompt_parts import ChatPrompt, chat_prompt, prompt_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +179,9 @@ class LlamaCppBackend:
         return list(PLAIN_STOP) if self.chat_format == PLAIN else None
 
     def prompt(self, messages: Messages) -> str:
-        """The text the model reads for ``messages``: the chat template applied, or the plain text."""
+        """The text the model reads for ``messages``: the chat template applied (a
+        :class:`~ragfolio.core.llm.prompt_parts.ChatPrompt`, whose messages are read as text), or
+        the plain text."""
         if self.chat_format == PLAIN:
             return _render_plain(messages)
         with self._lock:
@@ -181,8 +190,17 @@ class LlamaCppBackend:
             return _render_plain(messages)
         import cyllama.llama.llama_cpp as cy
 
-        chat = [cy.LlamaChatMessage(role=m["role"], content=m["content"]) for m in messages]
-        return str(self._model.chat_apply_template(self._template, chat, True))
+        def render(chat: Messages) -> str:
+            turns = [cy.LlamaChatMessage(role=m["role"], content=m["content"]) for m in chat]
+            return str(self._model.chat_apply_template(self._template, turns, True))
+
+        return chat_prompt(render, messages)
+
+    def tokens(self, prompt: str | ChatPrompt) -> list[int]:
+        """The tokens the model reads for ``prompt`` (:func:`~ragfolio.core.llm.prompt_parts.prompt_tokens`)."""
+        with self._lock:
+            self._ensure_loaded()
+            return prompt_tokens(self._vocab, prompt)
 
     # --- generation ------------------------------------------------------------------------------
     def complete(
@@ -201,7 +219,9 @@ class LlamaCppBackend:
         stop: Sequence[str] | None = None,
         json_schema: dict[str, Any] | None = None,
     ) -> list[Completion]:
-        """Continue each text prompt in turn; ``latency_ms`` is each prompt's own.
+        """Continue each text prompt in turn; ``latency_ms`` is each prompt's own. A prompt that is
+        not a :class:`~ragfolio.core.llm.prompt_parts.ChatPrompt` is read as text only (see the
+        module docstring).
 
         Raises:
             LLMRequestError: A prompt does not fit in ``n_ctx - max_tokens`` tokens.
@@ -240,9 +260,7 @@ class _Pieces:
 
     def __init__(self, backend: LlamaCppBackend, prompt: str, max_tokens: int, temperature: float,
                  stop: tuple[str, ...], json_schema: dict[str, Any] | None) -> None:
-        with backend._lock:
-            backend._ensure_loaded()
-            self.tokens = backend._vocab.tokenize(prompt, add_special=True, parse_special=True)
+        self.tokens = backend.tokens(prompt)
         if len(self.tokens) + max_tokens > backend.n_ctx:
             raise LLMRequestError(f"the prompt has {len(self.tokens)} tokens; with max_tokens={max_tokens} "
                                   f"it exceeds n_ctx={backend.n_ctx}")

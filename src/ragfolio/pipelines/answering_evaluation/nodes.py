@@ -59,7 +59,7 @@ class AnsweringEvaluationParams(BaseModel):
     systems: list[str] | Literal["all"] | None = None  # None: PAPER_SYSTEMS (those this run makes); "all": every one
     member_timeout_s: float = Field(30.0, gt=0)
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
-    answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "answering_evaluation.answerer", ("backend",))] = Field(
+    answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "answering_evaluation.answerer", ("backend", "seed"))] = Field(
         default_factory=dict)
     # the node passes the answerer, the runner and num_docs (candidate scoring's) to both Vendi-RAG loops
     vendi_rag: Annotated[dict[str, Any], kwargs_of(
@@ -198,7 +198,7 @@ def answer_test_questions(
         dataset every system's retrieval latency (no LLM call) in the fixed and the reversed order.
     """
     p = AnsweringEvaluationParams(**params)
-    answerer = Answerer(make_backend(p.llm), **{"seed": p.seed, **p.answerer})
+    backend = make_backend(p.llm)
     llm = backend_identity(p.llm)
     datasets = [d for d in utility_index.datasets if d in bundles]
     if missing := sorted(set(utility_index.datasets) - set(bundles)):
@@ -213,6 +213,7 @@ def answer_test_questions(
         if p.datasets is not None and dataset not in p.datasets:
             continue
         bundle = bundles[dataset]
+        answerer = Answerer(backend, **p.answerer, seed=bundle.selector_seed)  # the service's selector order
         if above := [l for l in p.routed_l if l > bundle.k]:
             raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={bundle.k}: "
                              f"set each to at most {bundle.k}")

@@ -119,6 +119,7 @@ def build_bundle(
         routing=router_features,
         embeddings=embeddings, default_l=choice.served_default_l(settings.default_l), routed_ls=choice.routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,
+        selector_seed=settings.selector_seed,
     )
     bundle = with_indexes(bundle)
     logger.info("bundle %r: %d members, %s router routing at l = %s (else the single best member, %s), "

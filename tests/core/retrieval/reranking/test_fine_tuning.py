@@ -80,3 +80,29 @@ def test_both_heads_build_with_one_output() -> None:
     assert mean.num_labels == cls.num_labels == 1
     assert [type(m).__name__ for m in mean] == ["Transformer", "Pooling", "Dense"] and isinstance(mean[-1], Dense)
     assert [type(m).__name__ for m in cls] == ["Transformer"]
+
+
+def test_the_labels_are_made_on_the_models_device(data, monkeypatch) -> None:
+    """The loss compares the model's logits with the labels, so both must sit on the model's device
+    (``device: auto`` puts it on CUDA where there is one). Here the model says it sits on the
+    ``meta`` device, and a stand-in loss records where the labels were made."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.cross_encoder import losses
+
+    seen: list[torch.device] = []
+
+    class RecordingLoss:
+        def __init__(self, model) -> None:  # noqa: ANN001
+            self.model = model
+
+        def __call__(self, inputs, labels):  # noqa: ANN001, ANN204
+            seen.append(labels.device)
+            return sum(p.sum() for p in self.model.parameters()) * 0.0  # a loss that backpropagates
+
+    monkeypatch.setattr(losses, "BinaryCrossEntropyLoss", RecordingLoss)
+    monkeypatch.setattr(CrossEncoder, "device", property(lambda self: torch.device("meta")))
+    pairs, _ = data
+    with one_thread():
+        fit_cross_encoder(pairs, [], CrossEncoderSettings(**{**TINY.to_dict(), "epochs": 1}))
+    assert seen and all(device.type == "meta" for device in seen), seen

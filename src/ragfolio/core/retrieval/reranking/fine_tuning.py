@@ -189,7 +189,8 @@ def fit_cross_encoder(
                 model.train()
                 order = rng.permutation(len(pairs))
                 for batch in np.array_split(order, math.ceil(len(order) / settings.batch_size)):
-                    labels = torch.tensor([pairs.labels[i] for i in batch], dtype=torch.float32)
+                    labels = torch.tensor([pairs.labels[i] for i in batch], dtype=torch.float32,
+                                          device=model.device)  # the logits' device (device: auto may be CUDA)
                     value = loss([[pairs.queries[i] for i in batch], [pairs.passages[i] for i in batch]], labels)
                     value.backward()
                     optimizer.step()
