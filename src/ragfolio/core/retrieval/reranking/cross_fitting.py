@@ -241,8 +241,9 @@ def fit_folds(
     scorers, infos = [], []
     for fold in range(k):
         held_out = fitting.questions(fold)
-        scorer, report = cached_fit(cache, pairs.without(held_out), dev, settings, fold=f"{fold}/{k}")
-        trained_on = sorted(set(pairs.question_ids) - set(held_out))
+        fold_pairs = pairs.without(held_out)
+        scorer, report = cached_fit(cache, fold_pairs, dev, settings, fold=f"{fold}/{k}")
+        trained_on = sorted(set(fold_pairs.question_ids))  # what it saw, as the full model's record says
         logger.info("cross-encoder fold %d/%d: trained on %d questions, scores %d", fold + 1, k, len(trained_on),
                     len(held_out))
         scorers.append(scorer)
