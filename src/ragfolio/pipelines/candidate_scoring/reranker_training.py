@@ -4,7 +4,7 @@ It runs before the candidates are scored: when ``cross_encoder.train`` is ``alwa
 (the default) and the grid holds the family. Its pairs are the **train** questions' (question,
 passage, is_supporting) pairs with hard negatives from the first stage; its early stopping reads the
 dev questions; test questions are not read. With ``cross_encoder.folds`` K >= 2 (the default, 5)
-it also trains K fold models (:func:`ragfolio.core.retrieval.reranking.cross_fitting.fit_folds`), each
+it also trains K fold models (:func:`ragfolio.core.retrieval.reranking.fold_training.fit_folds`), each
 on the train questions outside its fold, which score their fold's questions in every later stage
 (cross-fitting: train rows are not scored by a model that saw them). The weights are cached in the
 retrieval cache by content (:func:`ragfolio.core.retrieval.reranking.fine_tuning.cached_fit`), so a
@@ -19,8 +19,9 @@ from typing import Any
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.reranking.cross_encoder_folder import TrainedCrossEncoder
-from ragfolio.core.retrieval.reranking.cross_fitting import TrainedCrossFitting, fit_folds
+from ragfolio.core.retrieval.reranking.cross_fitting import TrainedCrossFitting
 from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings, DevSet, cached_fit
+from ragfolio.core.retrieval.reranking.fold_training import fit_folds
 from ragfolio.core.retrieval.reranking.labelled_pairs import (
     TRAIN_SPLIT,
     LabelledPairs,

@@ -8,16 +8,16 @@ import random
 import pytest
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.retrieval.reranking import cross_fitting
+from ragfolio.core.retrieval.reranking import fold_training
 from ragfolio.core.retrieval.reranking.cross_fitting import (
     CrossFittedCrossEncoder,
     CrossFitting,
     CrossFittingFolder,
     TrainedCrossFitting,
     assign_folds,
-    fit_folds,
 )
 from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings, training_key
+from ragfolio.core.retrieval.reranking.fold_training import fit_folds
 from ragfolio.core.retrieval.reranking.labelled_pairs import LabelledPairs
 
 TEXTS = {f"q{i:02d}": f"question number {i}?" for i in range(23)}
@@ -68,7 +68,7 @@ def test_a_fold_model_never_trains_on_a_question_it_scores(monkeypatch, tmp_path
         trained.append((set(pairs.question_ids), fold))
         return object(), {"pairs": len(pairs)}
 
-    monkeypatch.setattr(cross_fitting, "cached_fit", fake_fit)
+    monkeypatch.setattr(fold_training, "cached_fit", fake_fit)
     pairs = _pairs()
     result = fit_folds(ArrayCache(tmp_path), pairs, [], CrossEncoderSettings(seed=3), 4)
     fitting = result.fitting

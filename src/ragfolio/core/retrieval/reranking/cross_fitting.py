@@ -4,7 +4,8 @@ The cross-encoder is trained on the train questions' pairs, so it scores those q
 it would unseen ones: train rows of the utility matrix and their ``judge.*`` features would be
 optimistic, and greedy selection and the routers, which fit on train rows, would favour the family.
 Cross-fitting splits the questions the full model trained on into ``K`` folds (:func:`assign_folds`),
-trains fold model ``k`` on the pairs of the other folds (:func:`fit_folds`) and scores fold ``k``'s
+trains fold model ``k`` on the pairs of the other folds
+(:func:`~ragfolio.core.retrieval.reranking.fold_training.fit_folds`) and scores fold ``k``'s
 questions with it. Dev and test questions, and train questions the full model did not train on
 (``max_train_questions``), are scored by the full model, the one a bundle serves.
 
@@ -23,20 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ragfolio.core.cache import ArrayCache
 from ragfolio.core.folder_swap import replace_folder
 from ragfolio.core.retrieval.reranking.cross_encoder_folder import CrossEncoderScorer, save_cross_encoder
-from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings, DevSet, cached_fit
-from ragfolio.core.retrieval.reranking.labelled_pairs import LabelledPairs
-
-logger = logging.getLogger(__name__)
 
 MANIFEST = "ragfolio_cross_fitting.json"
 FORMAT = 1
@@ -220,33 +215,3 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{manifest_file}: format {manifest.get('format')!r}, this ragfolio reads {FORMAT}")
     return manifest
-
-
-def fit_folds(
-    cache: ArrayCache, pairs: LabelledPairs, dev: DevSet, settings: CrossEncoderSettings, k: int
-) -> TrainedCrossFitting:
-    """Fold models of the questions of ``pairs``: fold ``f``'s trained, as the full model is, on the
-    pairs of every other fold (same settings and dev set), each cached like it
-    (:func:`~ragfolio.core.retrieval.reranking.fine_tuning.cached_fit` with ``fold="f/k"``).
-
-    Args:
-        cache: The retrieval cache (the fold models' weights).
-        pairs: The full model's training pairs.
-        dev: Its early-stopping cases.
-        settings: Its settings (``seed`` also seeds the folds).
-        k: The number of folds (>= 2).
-    """
-    texts = dict(zip(pairs.question_ids, pairs.queries, strict=True))
-    fitting = CrossFitting.of(texts, k, settings.seed)
-    scorers, infos = [], []
-    for fold in range(k):
-        held_out = fitting.questions(fold)
-        fold_pairs = pairs.without(held_out)
-        scorer, report = cached_fit(cache, fold_pairs, dev, settings, fold=f"{fold}/{k}")
-        trained_on = sorted(set(fold_pairs.question_ids))  # what it saw, as the full model's record says
-        logger.info("cross-encoder fold %d/%d: trained on %d questions, scores %d", fold + 1, k, len(trained_on),
-                    len(held_out))
-        scorers.append(scorer)
-        infos.append({"fold": fold, "k": k, "settings": settings.to_dict(), "report": report,
-                      "train_question_ids": trained_on, "scored_question_ids": held_out})
-    return TrainedCrossFitting(tuple(scorers), fitting, {"folds": infos})
