@@ -20,6 +20,7 @@ from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.record_checks import checked_fields
+from ragfolio.core.retrieval.reranking import cross_fitting
 from ragfolio.core.retrieval.reranking.cross_encoder_folder import MANIFEST, CrossEncoderFolder, TrainedCrossEncoder
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.registry import load_router, save_router
@@ -55,25 +56,35 @@ class CrossEncoderDataset(AbstractDataset[TrainedCrossEncoder, CrossEncoderFolde
     which the pool settings record, so runners load the model themselves, where they run.
     """
 
+    _saved: type[Any] = TrainedCrossEncoder
+    _loaded: Any = CrossEncoderFolder
+    _manifest = MANIFEST
+
     def __init__(self, path: str) -> None:
         self._path = Path(path)
 
-    def load(self) -> CrossEncoderFolder:
+    def load(self) -> Any:
         try:
-            return CrossEncoderFolder.read(self._path)
+            return self._loaded.read(self._path)
         except (FileNotFoundError, ValueError) as e:
             raise DatasetError(str(e)) from e
 
-    def save(self, data: TrainedCrossEncoder) -> None:
-        if not isinstance(data, TrainedCrossEncoder):
-            raise DatasetError(f"{self._path} holds a TrainedCrossEncoder, not a {type(data).__name__}")
+    def save(self, data: Any) -> None:
+        if not isinstance(data, self._saved):
+            raise DatasetError(f"{self._path} holds a {self._saved.__name__}, not a {type(data).__name__}")
         data.save(self._path)
 
     def _exists(self) -> bool:
-        return (self._path / MANIFEST).is_file()
+        return (self._path / self._manifest).is_file()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}
+
+
+class CrossEncoderFoldsDataset(CrossEncoderDataset):
+    """Its fold models (``cross_encoder_folds``): saves a ``TrainedCrossFitting``, loads a ``CrossFittingFolder``."""
+
+    _saved, _loaded, _manifest = cross_fitting.TrainedCrossFitting, cross_fitting.CrossFittingFolder, cross_fitting.MANIFEST
 
 
 class RecordDataset(JSONDataset):

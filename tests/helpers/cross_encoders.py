@@ -3,7 +3,7 @@ asker, settings that train in seconds on one thread, and a saved untrained model
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,3 +60,26 @@ def save_untrained(path: Path, settings: CrossEncoderSettings = TINY) -> Path:
         model = new_cross_encoder(settings)
     TrainedCrossEncoder(CrossEncoderScorer(model, batch_size=4), {"note": "untrained, for tests"}).save(path)
     return path
+
+
+class Recording:
+    """Wraps ``load_cross_encoder``: each scorer it loads records the questions it scores, by folder
+    (``scored``), through ``score_rows`` (the family) and ``score`` (the list judge)."""
+
+    def __init__(self, load: Callable[..., CrossEncoderScorer]) -> None:
+        self.load, self.scored = load, {}
+
+    def __call__(self, folder: str, **kwargs: Any) -> CrossEncoderScorer:
+        scorer, seen = self.load(folder, **kwargs), self.scored.setdefault(str(folder), set())
+        score_rows, score = scorer.score_rows, scorer.score
+
+        def recorded_rows(queries, texts, doc_ids):  # noqa: ANN001, ANN202
+            seen.update(queries)
+            return score_rows(queries, texts, doc_ids)
+
+        def recorded(queries, passages):  # noqa: ANN001, ANN202
+            seen.update(queries)
+            return score(queries, passages)
+
+        scorer.score_rows, scorer.score = recorded_rows, recorded
+        return scorer

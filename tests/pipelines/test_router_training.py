@@ -240,21 +240,28 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
         assert entry["n_test"] == int((np.asarray(index.datasets[key].split) == "test").sum())
 
 
-def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(tmp_path, tiny_dir) -> None:
+def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(tmp_path, tiny_dir, monkeypatch) -> None:
     """With a cross-encoder trained (``train: always``, no family in the grid) and list judgements on, the member features gain
-    ``judge.*``, the bundle carries the cross-encoder for them, and the post-retrieval router served
+    ``judge.*``, a train question's judged by the fold model that did not train on it (cross-fitting), the
+    bundle carries the full cross-encoder (and no fold model) for them, and the post-retrieval router served
     from the saved bundle picks what the report measured."""
-    from cross_encoders import TINY, one_thread
+    from cross_encoders import TINY, Recording, one_thread
 
     from ragfolio.core.bundle import CROSS_ENCODER, load_bundle, save_bundle
-    from ragfolio.datasets import CrossEncoderDataset
+    from ragfolio.core.retrieval.reranking.cross_encoder_folder import read_manifest
+    from ragfolio.core.retrieval.reranking.cross_fitting import CrossFittedCrossEncoder
+    from ragfolio.core.retrieval.running import cross_scores
+    from ragfolio.datasets import CrossEncoderDataset, CrossEncoderFoldsDataset
 
     catalog = _catalog(tmp_path, tiny_dir, "post_retrieval")
     params = catalog.load("params:candidate_scoring")
     settings = {**TINY.to_dict(), "epochs": 1, "max_train_questions": 6, "dev_depth": 5}
-    catalog["params:candidate_scoring"] = MemoryDataset({**params, "cross_encoder": {"train": "always",
+    catalog["params:candidate_scoring"] = MemoryDataset({**params, "cross_encoder": {"train": "always", "folds": 2,
                                                                                       "settings": settings}})
     catalog["cross_encoder"] = CrossEncoderDataset(str(tmp_path / "ce"))
+    catalog["cross_encoder_folds"] = CrossEncoderFoldsDataset(str(tmp_path / "folds"))
+    recording = Recording(cross_scores.load_cross_encoder)
+    monkeypatch.setattr(cross_scores, "load_cross_encoder", recording)
     routing = catalog.load("params:router_training")
     catalog.save("params:router_training", {**routing, "retrieval_routing": {**routing["retrieval_routing"],
                                                                              "list_judgements": True}})
@@ -266,10 +273,19 @@ def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(
     members = next(iter(catalog.load("retrieval_inputs").members["all"].values()))
     judged = members[..., -3:]
     assert judged.std() > 0 and (0 <= judged).all() and (judged <= 1).all()
+    models = CrossFittedCrossEncoder.read(str(tmp_path / "ce"), str(tmp_path / "folds"))
+    assert models.fitting is not None and len(models.folds) == 2
+    for folder in models.folds:  # each train question's judge.* features: by a fold model that did not train on it
+        trained_on = {q["question"] for q in catalog.load("questions")
+                      if q["id"] in read_manifest(folder)["training"]["train_question_ids"]}
+        assert recording.scored[folder] and not recording.scored[folder] & trained_on
+    assert not recording.scored[models.full] & set(models.fitting.texts.values())
     bundle = catalog.load("bundle")
     assert bundle.routing.retrieval_features.judge and not any(m.family == "cross_encoder" for m in bundle.members)
-    save_bundle(bundle, tmp_path / "bundle")
-    assert (tmp_path / "bundle" / CROSS_ENCODER).is_dir()
+    assert bundle.scoring.cross_encoder == models.full and bundle.scoring.cross_encoder_folds is None
+    manifest = save_bundle(bundle, tmp_path / "bundle")
+    assert (tmp_path / "bundle" / CROSS_ENCODER).is_dir() and "cross_encoder_folds" not in manifest["scoring"]
+    assert not any("fold_" in name for name in manifest["files"])
     comparison = catalog.load("router_comparison")["all"]
     questions, index = catalog.load("questions"), catalog.load("utility_index")
     texts = [q.question for d in datasets_of(index, "all") for q in split_questions(questions, index, d, "test")]

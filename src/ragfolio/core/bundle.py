@@ -199,6 +199,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             index.save(tmp / folder)
             indexes.append({"kind": index.kind, "key": index.key, "path": folder})
         scoring = bundle.scoring.to_dict()
+        scoring.pop("cross_encoder_folds", None)  # a bundle serves the full model: the folds score train questions
         judges = bundle.routing.retrieval_features is not None and bundle.routing.retrieval_features.judge
         if scoring.pop("cross_encoder", None) and (judges or any(m.family == "cross_encoder" for m in bundle.members)):
             shutil.copytree(str(bundle.scoring.cross_encoder), tmp / CROSS_ENCODER)  # members or routing score with it

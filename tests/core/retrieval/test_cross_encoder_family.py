@@ -14,31 +14,44 @@ from fake_encoders import install_hashing_encoder, tiny_runner
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.pool import expand_grid, make_candidate
+from ragfolio.core.retrieval.reranking.cross_fitting import CrossFittedCrossEncoder, CrossFitting
 from ragfolio.core.retrieval.reranking.rerank_quality import reranked_rows
+from ragfolio.core.retrieval.running.cross_scores import CrossEncoderPart
 from ragfolio.core.routing.features.list_judgements import ListJudge
 
 
 class StubScorer:
-    """Scores pair (query, passage row r) as ``(r * 7) % 11``, and counts the pairs scored."""
+    """Scores pair (query, passage row r) as ``(r * 7 + offset) % 11``, counts the pairs and records the queries scored."""
 
-    def __init__(self) -> None:
-        self.pairs = 0
+    def __init__(self, offset: int = 0) -> None:
+        self.pairs, self.offset, self.queries = 0, offset, set()
 
     def score_rows(self, queries, passage_texts, doc_ids):  # noqa: ANN001, ANN201
         self.pairs += int((doc_ids >= 0).sum())
-        return np.where(doc_ids >= 0, (doc_ids * 7) % 11, -np.inf).astype(np.float32)
+        self.queries |= set(queries)
+        return np.where(doc_ids >= 0, (doc_ids * 7 + self.offset) % 11, -np.inf).astype(np.float32)
 
-    def score(self, queries, passages):  # noqa: ANN001, ANN201 - a pair's score: the passage's length mod 11
+    def score(self, queries, passages):  # noqa: ANN001, ANN201 - a pair's score: the passage's length mod 11, + offset
         self.pairs += len(passages)
-        return np.array([len(p) % 11 for p in passages], dtype=np.float32)
+        self.queries |= set(queries)
+        return np.array([(len(p) + self.offset) % 11 for p in passages], dtype=np.float32)
 
 
-class StubPart:
-    def __init__(self) -> None:
-        self.stub, self.digest = StubScorer(), "d" * 64
+class StubPart(CrossEncoderPart):
+    """The runner's cross-encoder part over stub models, one per folder of ``models`` (no folder is read):
+    the full model's (``full``) scores with offset 0, fold k's with offset k + 3."""
 
-    def scorer(self) -> StubScorer:
-        return self.stub
+    def __init__(self, models: CrossFittedCrossEncoder | None = None) -> None:
+        super().__init__("full")
+        self.models = models or CrossFittedCrossEncoder("full")
+        self.stubs = {folder: StubScorer(0 if folder == "full" else 3 + i) for i, folder in enumerate(self.models.folds)}
+        self.stubs["full"] = self.stub = StubScorer()
+
+    def scorer(self, folder: str | None = None) -> StubScorer:
+        return self.stubs[folder or "full"]
+
+    def _digest(self, folder: str) -> str:  # the full model's: d...d; fold_k's: k...k
+        return "d" * 64 if folder == "full" else folder[-1] * 64
 
 
 @pytest.fixture(autouse=True)
@@ -125,3 +138,58 @@ def test_a_saved_model_reranks_end_to_end(tiny_dir, tmp_path) -> None:
         top = runner.base("bm25", queries).doc_ids[:, :5]
         scores = runner.cross_encoder.scorer().score_rows(queries, runner.passage_texts, top)
     np.testing.assert_array_equal(result.doc_ids, reranked_rows(top, scores)[:, : runner.num_docs])
+
+
+def _cross_fitted(queries: list[str]) -> CrossFittedCrossEncoder:
+    """The even-numbered queries as train questions cross-fitted in 2 folds; the odd ones dev or test."""
+    train = {f"q{i}": q for i, q in enumerate(queries) if i % 2 == 0}
+    return CrossFittedCrossEncoder("full", ("fold_0", "fold_1"), CrossFitting.of(train, 2))
+
+
+def _fold_texts(models: CrossFittedCrossEncoder, fold: int) -> set[str]:
+    return {models.fitting.texts[qid] for qid in models.fitting.questions(fold)}
+
+
+def test_with_cross_fitting_a_train_question_is_reranked_by_its_fold_model_the_rest_by_the_full(tiny_dir) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    models = _cross_fitted(queries)
+    runner.cross_encoder = part = StubPart(models)
+    candidate = make_candidate("cross_encoder", {"prefilter": "bm25", "depth": 6})
+    result = runner.run(candidate, queries)
+    assert part.stubs["full"].queries == set(queries[1::2])  # no train question
+    for fold in (0, 1):
+        assert part.stubs[f"fold_{fold}"].queries == _fold_texts(models, fold) != set()
+    top = runner.base("bm25", queries).doc_ids[:, :6]
+    offsets = np.array([[0 if i % 2 else 3 + models.fitting.fold_of[f"q{i}"]] for i in range(len(queries))])
+    np.testing.assert_array_equal(result.doc_ids, reranked_rows(top, (top * 7 + offsets) % 11)[:, : runner.num_docs])
+
+
+def test_with_cross_fitting_the_cache_key_names_the_models_that_scored_the_rows(tiny_dir) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    candidate = make_candidate("cross_encoder", {"prefilter": "bm25"})
+    runner.cross_encoder = StubPart(_cross_fitted(queries))
+    mixed = runner.candidate_key(candidate, queries)["cross_encoder"]
+    assert runner.candidate_key(candidate, queries[1::2])["cross_encoder"] == "d" * 64  # the full model's alone
+    runner.cross_encoder = StubPart()
+    assert mixed != runner.candidate_key(candidate, queries)["cross_encoder"] == "d" * 64
+    other = _cross_fitted(queries)
+    runner.cross_encoder = StubPart(CrossFittedCrossEncoder("full", other.folds, CrossFitting.of(other.fitting.texts, 2, seed=1)))
+    assert runner.candidate_key(candidate, queries)["cross_encoder"] != mixed  # other folds, another key
+
+
+def test_the_list_judge_judges_a_cross_fitted_question_with_its_fold_model(tiny_dir, tmp_path) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    runner.cache = ArrayCache(tmp_path)
+    ids = np.tile(np.arange(4), (len(queries), 1))
+    runner.cross_encoder = StubPart()
+    full = ListJudge(runner)(queries, ids)  # cached under the full model's digest
+    models = _cross_fitted(queries)
+    runner.cross_encoder = part = StubPart(models)
+    got = ListJudge(runner)(queries, ids)  # not read back from the full model's entry
+    assert part.stubs["full"].queries == set(queries[1::2])
+    for fold in (0, 1):
+        assert part.stubs[f"fold_{fold}"].queries == _fold_texts(models, fold)
+    np.testing.assert_array_equal(got[1::2], full[1::2])
+    for i in range(0, len(queries), 2):
+        offset = 3 + models.fitting.fold_of[f"q{i}"]
+        assert got[i].tolist() == [(len(runner.passage_texts[d]) + offset) % 11 for d in ids[i]]

@@ -256,12 +256,14 @@ def test_a_bundle_carries_the_cross_encoder_its_members_score_with(tmp_path: Pat
                [m.name for m in members])
     with one_thread():
         model = save_untrained(tmp_path / "trained")
-        scoring = replace(base.scoring, cross_encoder=str(model))
+        scoring = replace(base.scoring, cross_encoder=str(model), cross_encoder_folds=str(tmp_path / "folds"))
         manifest = save_bundle(replace(base, members=members, router=router, scoring=scoring), tmp_path / "ce")
         assert manifest["scoring"]["cross_encoder"] == "cross_encoder"
+        assert "cross_encoder_folds" not in manifest["scoring"]  # the full model only: fold models score train rows
         assert "cross_encoder/model.safetensors" in manifest["files"]  # checksummed like every file
         loaded = load_bundle(tmp_path / "ce")
         assert loaded.scoring.cross_encoder == str(tmp_path / "ce" / "cross_encoder")
+        assert loaded.scoring.cross_encoder_folds is None
         result = loaded.runner().run(members[1], questions[:2])
     assert result.doc_ids.shape == (2, 2)
     # a bundle none of whose members reads it leaves it out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -77,6 +77,10 @@ class PoolSettings:
         cross_encoder: The folder of the cross-encoder candidate scoring trained for the
             ``cross_encoder`` family (:mod:`ragfolio.core.retrieval.reranking`); None when it
             trained none (then left out of :meth:`to_dict`, as ``family_modules`` is).
+        cross_encoder_folds: The folder of its fold models (cross-fitting,
+            :mod:`ragfolio.core.retrieval.reranking.cross_fitting`): each train question the full model
+            trained on is scored by the fold model that did not; None without cross-fitting (then left
+            out of :meth:`to_dict`). A bundle records none (:meth:`served`).
     """
 
     num_docs: int
@@ -87,9 +91,12 @@ class PoolSettings:
     score: Score
     family_modules: list[str] = field(default_factory=list)
     cross_encoder: str | None = None
+    cross_encoder_folds: str | None = None
 
     def __post_init__(self) -> None:
         import_families(self.family_modules)
+        if self.cross_encoder_folds and not self.cross_encoder:
+            raise ValueError(f"cross_encoder_folds={self.cross_encoder_folds!r} without a cross_encoder")
         for name in ("num_docs", "prefilter_depth", "graph_max_degree"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
@@ -107,7 +114,7 @@ class PoolSettings:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for optional in ("family_modules", "cross_encoder"):
+        for optional in ("family_modules", "cross_encoder", "cross_encoder_folds"):
             if not data[optional]:
                 del data[optional]
         return data
@@ -118,8 +125,14 @@ class PoolSettings:
             "num_docs": num_docs or self.num_docs, "prefilter_depth": max(self.prefilter_depth, num_docs or 0),
             "bm25_params": self.bm25_base or None, "graph_max_degree": self.graph_max_degree,
             **({"cross_encoder": self.cross_encoder} if self.cross_encoder else {}),
+            **({"cross_encoder_folds": self.cross_encoder_folds} if self.cross_encoder_folds else {}),
         }
         return RunnerConfig(self.encoders, cache, options, tuple(self.family_modules))
+
+    def served(self) -> PoolSettings:
+        """These settings as a bundle serves them: the full cross-encoder only (the fold models
+        score the run's train questions, which a service never sees as such)."""
+        return replace(self, cross_encoder_folds=None)
 
     def runner(self, corpus: Corpus, cache: ArrayCache, num_docs: int | None = None) -> PoolRunner:
         """The pool runner of ``corpus`` (``num_docs`` overridable)."""

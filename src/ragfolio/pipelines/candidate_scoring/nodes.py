@@ -19,6 +19,7 @@ from ragfolio.core.data.records import Question
 from ragfolio.core.retrieval.family import get_family, import_families
 from ragfolio.core.retrieval.pool import CandidateSpec, count_by_family, expand_grid, resolve_grid
 from ragfolio.core.retrieval.reranking.cross_encoder_folder import CrossEncoderFolder, TrainedCrossEncoder
+from ragfolio.core.retrieval.reranking.cross_fitting import CrossFittingFolder, TrainedCrossFitting
 from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings
 from ragfolio.core.retrieval.running.pool_runner import DEFAULT_PREFILTER_DEPTH
 from ragfolio.core.scoring.distributed import CorpusPart, ScoringJob, score_in_process, score_on_cluster
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 # The trained cross-encoder as the catalog loads it (a folder), or as an in-memory catalog hands it on.
 CrossEncoderInput = CrossEncoderFolder | TrainedCrossEncoder | None
+# Its fold models (cross-fitting), likewise.
+CrossEncoderFoldsInput = CrossFittingFolder | TrainedCrossFitting | None
 
 
 class CrossEncoderParams(BaseModel):
@@ -39,8 +42,17 @@ class CrossEncoderParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     train: Literal["auto", "always", "never"] = "auto"  # auto: when the grid holds the cross_encoder family
+    # Fold models that score the train questions (cross-fitting); 0: the full model scores them too (optimistic).
+    folds: int = Field(5, ge=0)
     settings: Annotated[dict[str, Any], kwargs_of(CrossEncoderSettings, "candidate_scoring.cross_encoder.settings")] = (
         Field(default_factory=dict))  # CrossEncoderSettings' keywords
+
+    @field_validator("folds")
+    @classmethod
+    def _folds(cls, folds: int) -> int:
+        if folds == 1:
+            raise ValueError("candidate_scoring.cross_encoder.folds=1: use 0 (no cross-fitting) or K >= 2 folds")
+        return folds
 
 
 class CandidateScoringParams(BaseModel):
@@ -69,11 +81,16 @@ class CandidateScoringParams(BaseModel):
             raise ValueError(f"candidate_scoring.bm25_base: unknown parameter(s) {unknown}; allowed: {sorted(known)}")
         return block
 
-    def pool_settings(self, cross_encoder: CrossEncoderInput = None) -> PoolSettings:
-        """The settings of the pool runners these parameters configure, with the trained cross-encoder's folder."""
+    def pool_settings(
+        self, cross_encoder: CrossEncoderInput = None, cross_encoder_folds: CrossEncoderFoldsInput = None
+    ) -> PoolSettings:
+        """The settings of the pool runners these parameters configure, with the trained
+        cross-encoder's folder and its fold models' folder."""
         fields = {"num_docs", "prefilter_depth", "bm25_base", "graph_max_degree", "encoders", "score", "family_modules"}
         model = cross_encoder.model_path if cross_encoder is not None else None
-        return PoolSettings.from_dict({**self.model_dump(include=fields), "cross_encoder": model})
+        folds = cross_encoder_folds.folds_path if cross_encoder_folds is not None and model else None
+        return PoolSettings.from_dict({**self.model_dump(include=fields), "cross_encoder": model,
+                                       "cross_encoder_folds": folds})
 
 
 def expand_candidates(params: dict[str, Any], grids: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -91,9 +108,11 @@ def expand_candidates(params: dict[str, Any], grids: dict[str, Any] | None = Non
     return [c.to_record() for c in candidates]
 
 
-def pool_settings(params: dict[str, Any], cross_encoder: CrossEncoderInput = None) -> PoolSettings:
+def pool_settings(
+    params: dict[str, Any], cross_encoder: CrossEncoderInput = None, cross_encoder_folds: CrossEncoderFoldsInput = None
+) -> PoolSettings:
     """The settings :func:`score_candidates` runs its pool runners with (``pool_settings``, a record)."""
-    return CandidateScoringParams(**params).pool_settings(cross_encoder)
+    return CandidateScoringParams(**params).pool_settings(cross_encoder, cross_encoder_folds)
 
 
 def _scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
@@ -116,6 +135,7 @@ def score_candidates(
     cache: ArrayCache,
     params: dict[str, Any],
     cross_encoder: CrossEncoderInput = None,
+    cross_encoder_folds: CrossEncoderFoldsInput = None,
 ) -> tuple[dict[str, np.ndarray], UtilityIndex]:
     """Run every candidate over the corpus each dataset retrieves from and score it per question.
 
@@ -128,6 +148,8 @@ def score_candidates(
         corpora: ``data_prep``'s corpora (:meth:`ragfolio.core.data.corpora.Corpora.to_json`).
         cross_encoder: The folder :func:`~ragfolio.pipelines.candidate_scoring.reranker_training.train_cross_encoder`
             wrote (the ``cross_encoder`` family's model, when it trained one).
+        cross_encoder_folds: Its fold models (``cross_encoder_folds``): the train questions the
+            cross-encoder trained on are scored by the fold model that did not (cross-fitting).
 
     Returns:
         ``{dataset: U}`` with ``U`` of shape ``(n_questions, n_candidates)`` float32, and an index
@@ -144,7 +166,7 @@ def score_candidates(
         targets = score_targets(p.score, qs, corpus)
         jobs.append(ScoringJob(dataset, parts[corpora.name_for(dataset)], tuple(q.question for q in qs), targets))
         rows[dataset] = DatasetRows(tuple(q.id for q in qs), tuple(splits), tuple(q.type or "unknown" for q in qs))
-    start, config = time.perf_counter(), p.pool_settings(cross_encoder).runner_config(cache)
+    start, config = time.perf_counter(), p.pool_settings(cross_encoder, cross_encoder_folds).runner_config(cache)
     if p.scheduler_address:
         matrices = score_on_cluster(jobs, specs, config, p.score, p.query_block_size, p.scheduler_address)
     else:

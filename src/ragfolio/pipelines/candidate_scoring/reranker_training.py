@@ -3,8 +3,12 @@
 It runs before the candidates are scored: when ``cross_encoder.train`` is ``always``, or ``auto``
 (the default) and the grid holds the family. Its pairs are the **train** questions' (question,
 passage, is_supporting) pairs with hard negatives from the first stage; its early stopping reads the
-dev questions; test questions are not read. The weights are cached in the retrieval cache by
-content (:func:`ragfolio.core.retrieval.reranking.fine_tuning.cached_fit`), so a rerun loads them.
+dev questions; test questions are not read. With ``cross_encoder.folds`` K >= 2 (the default, 5)
+it also trains K fold models (:func:`ragfolio.core.retrieval.reranking.fold_training.fit_folds`), each
+on the train questions outside its fold, which score their fold's questions in every later stage
+(cross-fitting: train rows are not scored by a model that saw them). The weights are cached in the
+retrieval cache by content (:func:`ragfolio.core.retrieval.reranking.fine_tuning.cached_fit`), so a
+rerun loads them.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import Any
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.reranking.cross_encoder_folder import TrainedCrossEncoder
+from ragfolio.core.retrieval.reranking.cross_fitting import TrainedCrossFitting
 from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings, DevSet, cached_fit
+from ragfolio.core.retrieval.reranking.fold_training import fit_folds
 from ragfolio.core.retrieval.reranking.labelled_pairs import (
     TRAIN_SPLIT,
     LabelledPairs,
@@ -38,22 +44,23 @@ def train_cross_encoder(
     candidates: list[dict[str, Any]],
     cache: ArrayCache,
     params: dict[str, Any],
-) -> TrainedCrossEncoder:
-    """The trained cross-encoder (``cross_encoder``, a folder), or a record of why none was trained.
+) -> tuple[TrainedCrossEncoder, TrainedCrossFitting]:
+    """The trained cross-encoder (``cross_encoder``, a folder) and its fold models
+    (``cross_encoder_folds``, a folder), or records of why none were trained.
 
     Args:
         questions: ``data_prep``'s question records (with ``split``).
         corpora: The run's corpora; each question's first stage ranks the corpus its dataset retrieves from.
         candidates: The expanded grid (does it hold the ``cross_encoder`` family?).
         cache: The retrieval cache: the first stages, and the trained weights.
-        params: ``candidate_scoring`` parameters (``cross_encoder.train``, ``cross_encoder.settings``).
+        params: ``candidate_scoring`` parameters (``cross_encoder.train``, ``.folds``, ``.settings``).
     """
     p = CandidateScoringParams(**params)
     in_grid = any(c["family"] == FAMILY for c in candidates)
     if p.cross_encoder.train == "never" or (p.cross_encoder.train == "auto" and not in_grid):
         reason = f"cross_encoder.train={p.cross_encoder.train}, and the grid {'holds' if in_grid else 'lacks'} the family"
         logger.info("cross-encoder: not trained (%s)", reason)
-        return TrainedCrossEncoder(None, {"reason": reason})
+        return TrainedCrossEncoder(None, {"reason": reason}), TrainedCrossFitting(info={"reason": reason})
     settings = CrossEncoderSettings(**p.cross_encoder.settings)
     pairs, dev = training_data(questions, corpora, CorpusRunners(corpora, cache, p.pool_settings()), settings)
     logger.info("cross-encoder: %d pairs (%d supporting) of %d train questions; early stopping on %d dev questions",
@@ -61,7 +68,13 @@ def train_cross_encoder(
     scorer, report = cached_fit(cache, pairs, dev, settings)
     info = {"settings": settings.to_dict(), "report": report, "dev_quality": _dev_quality(scorer, dev, settings),
             "train_question_ids": sorted(set(pairs.question_ids))}
-    return TrainedCrossEncoder(scorer, info)
+    k = p.cross_encoder.folds
+    if k:
+        folds = fit_folds(cache, pairs, dev, settings, k)
+    else:
+        logger.warning("cross-encoder: folds=0, so the full model scores its own train questions (optimistic train rows)")
+        folds = TrainedCrossFitting(info={"reason": "candidate_scoring.cross_encoder.folds=0"})
+    return TrainedCrossEncoder(scorer, info), folds
 
 
 def training_data(

@@ -79,7 +79,8 @@ def build_bundle(
     on (the manifest's ``corpus.fingerprint`` equals the reports' ``corpus.fingerprint``). With
     ``per_dataset`` corpora the ``all`` portfolio serves their stacking
     (:func:`~ragfolio.core.scoring.runners.served_corpus`). ``selection.corpus`` records what the selection
-    metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings``. The router is
+    metrics were measured on; ``scoring`` is candidate scoring's ``pool_settings`` without the
+    cross-encoder's fold models (:meth:`~ragfolio.core.scoring.runners.PoolSettings.served`). The router is
     the one ``router_selection.choices`` holds for the portfolio (``bundle.router``: ``auto`` chose
     it on dev or validation values of train questions, or it was named), routing at its
     ``routed_ls`` with its ``default_l`` (the smallest routed l, else ``bundle.default_l``; a choice
@@ -115,7 +116,7 @@ def build_bundle(
     dev = dev_router_comparison[key].dev_report() if key in dev_router_comparison else None
     selection = _selection_record(key, portfolios, corpora, choice, dev, settings, runners.settings.num_docs)
     bundle = PortfolioBundle(
-        name=key, corpus=corpus, members=members, router=served[key], scoring=runners.settings,
+        name=key, corpus=corpus, members=members, router=served[key], scoring=runners.settings.served(),
         routing=router_features,
         embeddings=embeddings, default_l=choice.served_default_l(settings.default_l), routed_ls=choice.routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,

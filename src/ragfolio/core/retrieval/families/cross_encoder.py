@@ -3,7 +3,9 @@
 The cross-encoder reads each (question, passage) pair jointly, which no other family does. Candidate
 scoring trains it (:mod:`ragfolio.core.retrieval.reranking`) when the grid holds this family, and
 the pool runner loads it from the folder its settings name (``PoolSettings.cross_encoder``); without
-one the family refuses, naming the setting. ``depth``: how many of the prefilter's top passages are
+one the family refuses, naming the setting. With cross-fitting (``PoolSettings.cross_encoder_folds``)
+a train question's pairs are scored by the fold model that did not train on it
+(:mod:`ragfolio.core.retrieval.reranking.cross_fitting`), so its train rows are not optimistic. ``depth``: how many of the prefilter's top passages are
 scored (at most ``prefilter_depth``); the family returns them by descending score.
 
 ``fusion``: ``none`` ranks by the cross-encoder's score alone; ``rrf`` by reciprocal rank fusion

@@ -6,6 +6,10 @@
   early stopping on dev, and its cache in the retrieval cache.
 * :mod:`~ragfolio.core.retrieval.reranking.cross_encoder_folder`: the trained model as a folder
   (safetensors, tokenizer, a manifest of checksums) and the scorer read from it.
+* :mod:`~ragfolio.core.retrieval.reranking.cross_fitting`: cross-fitting's folds and the record that
+  says which model scores which question (a fold model, trained on the train questions outside its
+  fold, scores that fold's questions); :mod:`~ragfolio.core.retrieval.reranking.fold_training` trains
+  the fold models.
 * :mod:`~ragfolio.core.retrieval.reranking.rerank_quality`: recall@k and MRR of the gold passages,
   reranked against the first stage, with paired bootstrap intervals.
 

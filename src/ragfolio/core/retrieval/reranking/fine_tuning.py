@@ -215,9 +215,12 @@ def fit_cross_encoder(
     return scorer, report
 
 
-def training_key(pairs: LabelledPairs, dev: DevSet, settings: CrossEncoderSettings) -> dict[str, Any]:
+def training_key(
+    pairs: LabelledPairs, dev: DevSet, settings: CrossEncoderSettings, fold: str | None = None
+) -> dict[str, Any]:
     """Everything the trained weights depend on: the pairs, the dev cases and their passages, the
-    settings, the base model's package, the packages that train, and this module's code."""
+    settings, the base model's package, the packages that train, and this module's code; and for a
+    cross-fitting's fold model its fold (``"k/K"``; None: the full model, whose key has no fold)."""
     dev_items = [item for cases, texts in dev for item in (
         *cases.question_ids, *cases.queries, *(str(sorted(g)) for g in cases.gold),
         *(texts[int(row)] if row >= 0 else "" for row in cases.doc_ids.ravel()))]
@@ -226,13 +229,15 @@ def training_key(pairs: LabelledPairs, dev: DevSet, settings: CrossEncoderSettin
         "dev": fingerprint(dev_items), "settings": settings.to_dict(),
         "base_model": [settings.base_model, package_version(settings.base_model)],
         "packages": {name: package_version(name) for name in PACKAGES}, "code": source_digest([__name__]),
+        **({"fold": fold} if fold is not None else {}),
     }
 
 
 def cached_fit(
-    cache: ArrayCache, pairs: LabelledPairs, dev: DevSet, settings: CrossEncoderSettings
+    cache: ArrayCache, pairs: LabelledPairs, dev: DevSet, settings: CrossEncoderSettings, fold: str | None = None
 ) -> tuple[CrossEncoderScorer, dict[str, Any]]:
-    """:func:`fit_cross_encoder`, or the weights ``cache`` holds for the same :func:`training_key`."""
+    """:func:`fit_cross_encoder`, or the weights ``cache`` holds for the same :func:`training_key`
+    (``fold``: a cross-fitting's fold model, ``"k/K"``)."""
     import torch
 
     trained: list[tuple[CrossEncoderScorer, dict[str, Any]]] = []
@@ -243,7 +248,7 @@ def cached_fit(
         arrays = {name: tensor.detach().cpu().numpy() for name, tensor in scorer.model.state_dict().items()}
         return {**arrays, REPORT_KEY: np.frombuffer(json.dumps(report).encode(), dtype=np.uint8)}
 
-    arrays = cache.get_or_compute(CACHE_NAMESPACE, training_key(pairs, dev, settings), train)
+    arrays = cache.get_or_compute(CACHE_NAMESPACE, training_key(pairs, dev, settings, fold), train)
     if trained:
         return trained[0]
     logger.info("cross-encoder: the trained weights come from the retrieval cache")

@@ -10,7 +10,7 @@ the first stage's top ``depth`` corpus rows for each, and the rows of its gold p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,13 @@ class LabelledPairs:
         """The pairs of ``parts``, in order (one part per corpus)."""
         names = ("question_ids", "queries", "passages", "labels")
         return cls(**{name: tuple(x for part in parts for x in getattr(part, name)) for name in names})
+
+    def without(self, question_ids: Collection[str]) -> LabelledPairs:
+        """The pairs of every question but ``question_ids``, in order (a fold model's training set)."""
+        drop = set(question_ids)
+        keep = [i for i, qid in enumerate(self.question_ids) if qid not in drop]
+        names = ("question_ids", "queries", "passages", "labels")
+        return LabelledPairs(**{name: tuple(getattr(self, name)[i] for i in keep) for name in names})
 
 
 @dataclass(frozen=True)

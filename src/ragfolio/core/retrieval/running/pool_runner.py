@@ -90,6 +90,8 @@ class PoolRunner:
             building the ones they match.
         cross_encoder: The folder of the trained cross-encoder the ``cross_encoder`` family scores
             with (loaded on first use; :mod:`ragfolio.core.retrieval.running.cross_scores`).
+        cross_encoder_folds: The folder of its fold models (cross-fitting): each train question it
+            names is scored by the fold model that did not train on it; None: the full model scores all.
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class PoolRunner:
         elasticsearch: Mapping[str, Any] | None = None,
         indexes: Sequence[CorpusIndex] = (),
         cross_encoder: str | None = None,
+        cross_encoder_folds: str | None = None,
     ) -> None:
         if num_docs < 1:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
@@ -130,7 +133,7 @@ class PoolRunner:
         self._given_embeddings = dict(passage_embeddings or {})
         self.elasticsearch = dict(elasticsearch or {})
         self._given_indexes = {index_key(index.kind, index.key): index.index for index in indexes}
-        self.cross_encoder = CrossEncoderPart(cross_encoder)
+        self.cross_encoder = CrossEncoderPart(cross_encoder, cross_encoder_folds)
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
@@ -285,10 +288,11 @@ class PoolRunner:
 
     def cross_scores(self, base: str, queries: Sequence[str], depth: int) -> Embedding:
         """``(n_queries, depth)`` cross-encoder scores of each query with base ``base``'s top ``depth``
-        passages (``-inf`` on padding), each pair scored once per query batch."""
+        passages (``-inf`` on padding), each pair scored once per query batch, by the model that
+        scores its query (:meth:`CrossEncoderPart.folder_for`: a fold model for a cross-fitted question)."""
         ranking = self.base(base, queries)
         held = self._remember(("cross_scores", base), ColumnScores, fingerprint(queries))
-        return held.upto(min(depth, ranking.k), lambda lo, hi: self.cross_encoder.scorer().score_rows(
+        return held.upto(min(depth, ranking.k), lambda lo, hi: self.cross_encoder.score_rows(
             queries, self.passage_texts, ranking.doc_ids[:, lo:hi]))
 
     def graph(self, max_entity_df: int | None = None) -> PassageGraph:
@@ -354,10 +358,11 @@ class PoolRunner:
         """The disk-cache key of ``candidate``'s ranking of ``queries``: every setting it reads (the
         graph's degree cap and the completion encoder, whose config order the sorted encoder
         identities lose, included), the digest of this module's closure and the family's module, and
-        the cross-encoder's weights' digest for a family that scores with it."""
+        for a family that scores with the cross-encoder the digest of the models that scored the
+        queries (:meth:`CrossEncoderPart.digest_for`: the full model's, or one over each query's model)."""
         family = self._family(candidate)
         scores_pairs = family.needs(family.full_params(candidate.params)).cross_encoder
-        reads = {"cross_encoder": self.cross_encoder.digest} if scores_pairs else {}
+        reads = {"cross_encoder": self.cross_encoder.digest_for(queries)} if scores_pairs else {}
         return {**reads, "candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
                 "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
                 "graph_max_degree": self.graph_max_degree, "completion_encoder": self.completion_encoder,

@@ -45,8 +45,8 @@ def shared_part_calls(
     if needed.graph:
         parts.append(runner.graph)
     parts += [partial(runner.graph, cap) for cap in needed.entity_graphs]
-    if needed.cross_encoder:  # loaded (and its files checked) once, before the candidates run
-        parts.append(runner.cross_encoder.scorer)
+    if needed.cross_encoder:  # the models of these queries loaded (and their files checked) once, before the candidates run
+        parts.append(partial(runner.cross_encoder.load, queries))
     return parts
 
 

@@ -1,11 +1,13 @@
 """The cross-encoder's judgement of a member's list: what the routers' ``judge.*`` features read.
 
 :class:`ListJudge` scores (question, passage) pairs with the cross-encoder a pool runner holds
-(``PoolSettings.cross_encoder``, the model candidate scoring trained): each query's distinct
-passages among the lists it is handed are scored once, in one call for the batch, and the scores
-are kept in the runner's disk cache under the weights' digest, the queries and the rows (router
-training reads every member's list of every question; a rerun reads them back). A service's
-runner has the cache off, so a live query is scored afresh.
+(``PoolSettings.cross_encoder``, the model candidate scoring trained; a cross-fitted train question
+by the fold model that did not train on it, :mod:`ragfolio.core.retrieval.reranking.cross_fitting`):
+each query's distinct passages among the lists it is handed are scored once, in one call per model
+for the batch, and the scores are kept in the runner's disk cache under the digest of the models
+that scored the queries, the queries and the rows (router training reads every member's list of
+every question; a rerun reads them back). A service's runner has the cache off, so a live query is
+scored afresh.
 """
 
 from __future__ import annotations
@@ -58,14 +60,14 @@ class ListJudge:
             if not len(rows):
                 return {"scores": out}
             pairs, where = np.unique(np.stack([rows, doc_ids[rows, cols]], axis=1), axis=0, return_inverse=True)
-            scores = runner.cross_encoder.scorer().score([queries[int(q)] for q in pairs[:, 0]],
-                                                         [runner.passage_texts[int(d)] for d in pairs[:, 1]])
+            scores = runner.cross_encoder.score([queries[int(q)] for q in pairs[:, 0]],
+                                                [runner.passage_texts[int(d)] for d in pairs[:, 1]])
             out[rows, cols] = scores[where.reshape(-1)]
             return {"scores": out}
 
         if not runner.cache.enabled:
             return compute()["scores"]
-        key = {"corpus": runner.corpus_key, "cross_encoder": runner.cross_encoder.digest,
+        key = {"corpus": runner.corpus_key, "cross_encoder": runner.cross_encoder.digest_for(queries),
                "queries": fingerprint(queries), "rows": fingerprint(map(str, doc_ids.ravel().tolist())),
                "shape": list(doc_ids.shape)}
         return runner.cache.get_or_compute(NAMESPACE, key, compute)["scores"]
