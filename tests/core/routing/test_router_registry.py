@@ -104,7 +104,7 @@ def test_loading_names_what_is_wrong(tmp_path: Path) -> None:
         Router.load(tmp_path)
 
 
-# The README's "adding a router" example, as written there.
+# The "A router" example of docs/extending.md, as written there.
 @dataclass
 class CentroidRouter:
     """Scores each member by the cosine of the query to the centroid of the train questions it won."""
