@@ -140,3 +140,78 @@ def test_the_command_names_what_exists(where: str, argv: list[str]) -> None:
 
 def test_the_docs_show_commands() -> None:
     assert len(ALL) > 40 and any(argv[:2] == [".venv/bin/dvc", "repro"] for _, argv in ALL)
+
+
+README_MAX_LINES = 220  # the README is the quickstart; the manual is docs/ (docs/index.md)
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+def _prose(path: Path) -> list[tuple[int, str]]:
+    """``(line number, line)`` of ``path`` outside fenced code blocks, inline code removed."""
+    lines, fenced = [], False
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append((lineno, re.sub(r"`[^`]*`", "", line)))
+    return lines
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@cache
+def _headings(path: Path) -> frozenset[str]:
+    """The anchors of ``path``'s headings outside code blocks, as GitHub makes them (inline code
+    included; a repeated heading gets ``-1``, ``-2``, ...)."""
+    fenced, found, counts = False, set(), {}
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := HEADING.match(line)):
+            slug = _slug(match.group(1))
+            n = counts.get(slug, 0)
+            counts[slug] = n + 1
+            found.add(slug if n == 0 else f"{slug}-{n}")
+    return frozenset(found)
+
+
+def _links(path: Path) -> list[tuple[str, str]]:
+    """``(where, target)`` of every relative markdown link of ``path`` outside code."""
+    return [(f"{path.relative_to(ROOT)}:{lineno}", target) for lineno, line in _prose(path)
+            for target in LINK.findall(line) if not re.match(r"^[a-z][a-z+.-]*:", target)]
+
+
+LINKS = [link for path in DOCS for link in _links(path)]
+
+
+@pytest.mark.parametrize(("where", "target"), LINKS, ids=[f"{w}:{t}" for w, t in LINKS])
+def test_the_link_resolves(where: str, target: str) -> None:
+    source = ROOT / where.rsplit(":", 1)[0]
+    file, _, anchor = target.partition("#")
+    path = (source.parent / file).resolve() if file else source
+    assert path.exists(), f"{where}: {target} names no file"
+    if anchor and path.suffix == ".md":
+        assert anchor in _headings(path), f"{where}: {target}: {path.name} has no heading with the anchor #{anchor}"
+
+
+def test_the_links_are_checked() -> None:
+    assert len(LINKS) > 100 and any("#" in target for _, target in LINKS)
+    assert _slug("The reader: Qwen2.5-Coder-1.5B-Instruct on llama.cpp (issue 34)") == (
+        "the-reader-qwen25-coder-15b-instruct-on-llamacpp-issue-34")
+    assert _slug("`make run` and `make test` on a fresh clone") == "make-run-and-make-test-on-a-fresh-clone"
+
+
+def test_the_readme_is_a_quickstart() -> None:
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES}): move detail to docs/"
+
+
+def test_the_docs_index_lists_every_doc() -> None:
+    index = ROOT / "docs" / "index.md"
+    linked = {(index.parent / target.partition("#")[0]).resolve() for _, target in _links(index)}
+    unlisted = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p != index and p.resolve() not in linked]
+    assert not unlisted, f"docs/index.md does not link {unlisted}"
