@@ -141,6 +141,7 @@ def main() -> None:
         for p, i in enumerate(with_family, start=1):
             print(f"    {p}. {names[i]}")
     out = root / "08_reporting" / "cross_encoder_in_pool.json"
+    out.parent.mkdir(parents=True, exist_ok=True)  # a run of candidate scoring alone has no reports yet
     out.write_text(json.dumps(report, indent=1))
     print(f"\nwrote {out}")
 
