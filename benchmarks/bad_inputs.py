@@ -24,7 +24,6 @@ if any kind failed a check. Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import re
@@ -32,12 +31,10 @@ import shlex
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
-from service_harness import LOOPBACK, llm_server, serve, tiny_service
+from service_harness import llm_server, serve, served_target, service_args, service_parser, tiny_service
 
 JSON = {"Content-Type": "application/json"}
 CHAT = "/v1/chat/completions"
@@ -344,15 +341,7 @@ def summary(outcomes: list[Outcome]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", help="a running service (loopback only); default: start `bentoml serve`")
-    parser.add_argument("--tiny", action="store_true",
-                        help="serve the service tests' tiny bundle with a fake LLM (no pipeline run needed)")
-    parser.add_argument("--ready-timeout-s", type=float, default=180.0)
-    parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
-    args = parser.parse_args()
-    if args.url and urlparse(args.url).hostname not in LOOPBACK:
-        parser.error(f"--url {args.url}: only loopback addresses ({sorted(LOOPBACK)}) are sent bad input")
+    args = service_args(service_parser(__doc__.split("\n")[0]), "sent bad input")
     with contextlib.ExitStack() as stack:
         if args.url:
             url, pid = args.url.rstrip("/"), None
@@ -360,9 +349,7 @@ def main() -> None:
             served = stack.enter_context((tiny_service if args.tiny else serve)(args.ready_timeout_s))
             url, pid = served.url, served.pid
         outcomes = run(url, pid)
-    target = ("a running service" if args.url else
-              "`bentoml serve` on the service tests' tiny bundle with a fake LLM" if args.tiny else
-              "`bentoml serve` with the default settings and bundle")
+    target = served_target(args)
     text = "\n".join([
         "# Bad input", "",
         f"Command: `python {shlex.join(sys.argv)}` (from the repository root), against {target}.", "",

@@ -15,7 +15,6 @@ and exits with status 1 on any server error or schema violation. Run from the re
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import shlex
@@ -26,9 +25,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-from service_harness import LOOPBACK, serve, tiny_service
+from service_harness import serve, served_target, service_args, service_parser, tiny_service
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 SCHEMA_CHECK = "response_schema_conformance"
@@ -124,17 +122,10 @@ def schemathesis_version() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", help="a running service (loopback only); default: start `bentoml serve`")
-    parser.add_argument("--tiny", action="store_true",
-                        help="serve the service tests' tiny bundle with a fake LLM (no pipeline run needed)")
+    parser = service_parser(__doc__.split("\n")[0])
     parser.add_argument("--max-time", type=int, default=240, help="seconds of fuzzing")
     parser.add_argument("--seed", type=int, default=46)
-    parser.add_argument("--ready-timeout-s", type=float, default=180.0)
-    parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
-    args = parser.parse_args()
-    if args.url and urlparse(args.url).hostname not in LOOPBACK:
-        parser.error(f"--url {args.url}: only loopback addresses ({sorted(LOOPBACK)}) are fuzzed")
+    args = service_args(parser, "fuzzed")
     with contextlib.ExitStack() as stack:
         if args.url:
             url = args.url.rstrip("/")
@@ -143,10 +134,7 @@ def main() -> None:
         report_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuzz_service_")))
         _, seconds, events = fuzz(url, args.max_time, args.seed, report_dir)
         counts, failures = summarize(events)
-    target = ("a running service" if args.url else
-              "`bentoml serve` on the service tests' tiny bundle with a fake LLM" if args.tiny else
-              "`bentoml serve` with the default settings and bundle")
-    text, clean = report(counts, failures, shlex.join(sys.argv), target, seconds)
+    text, clean = report(counts, failures, shlex.join(sys.argv), served_target(args), seconds)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ forced to time out) and ``soak_service.py`` (10 minutes of mixed traffic). Run t
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import numpy as np
@@ -285,3 +287,30 @@ def cycle_queries(queries: list[str], offset: int = 0, batch: int = 0) -> Iterat
 def percentile(values: list[float], q: float) -> float:
     """The ``q``-th percentile (nan when empty)."""
     return float(np.percentile(values, q)) if values else float("nan")
+
+
+def service_parser(description: str) -> argparse.ArgumentParser:
+    """The options of a script that sends requests to a service: ``--url`` (a running one, loopback
+    only) or ``--tiny`` (the service tests' tiny bundle with a fake LLM), ``--ready-timeout-s``, ``--out``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--url", help="a running service (loopback only); default: start `bentoml serve`")
+    parser.add_argument("--tiny", action="store_true",
+                        help="serve the service tests' tiny bundle with a fake LLM (no pipeline run needed)")
+    parser.add_argument("--ready-timeout-s", type=float, default=180.0)
+    parser.add_argument("--out", type=Path, help="write the markdown report here (and print it)")
+    return parser
+
+
+def service_args(parser: argparse.ArgumentParser, what: str) -> argparse.Namespace:
+    """``parser``'s arguments, refusing a ``--url`` off loopback (``what``: what the script does to it)."""
+    args = parser.parse_args()
+    if args.url and urlparse(args.url).hostname not in LOOPBACK:
+        parser.error(f"--url {args.url}: only loopback addresses ({sorted(LOOPBACK)}) are {what}")
+    return args
+
+
+def served_target(args: argparse.Namespace) -> str:
+    """What the script ran against, for its report."""
+    return ("a running service" if args.url else
+            "`bentoml serve` on the service tests' tiny bundle with a fake LLM" if args.tiny else
+            "`bentoml serve` with the default settings and bundle")
