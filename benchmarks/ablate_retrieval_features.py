@@ -5,7 +5,7 @@ the project's ``data/``), rebuilds the router inputs the pipeline builds (query 
 retrieval features; the rankings are read from the run's retrieval cache), and for each portfolio
 asked (``--portfolios``, default ``all``) refits the ``--mode`` router (default
 ``post_retrieval``, with the run's hyperparameters) with every feature, without each feature
-group and without each whole block (:mod:`ragfolio.core.routing.judging.feature_ablation`), and
+group and without each whole block (:mod:`ragfolio_lab.judging.feature_ablation`), and
 judges each on the ``--split`` questions (default ``dev``: choosing features is a choice, and
 choices are read on dev; ``test`` only to report). Prints a markdown table per portfolio
 (best-of-1, gap closed, paired intervals minus the single best member and minus the router with
@@ -30,11 +30,11 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from service_harness import machine
 
-from ragfolio.core.routing.judging.feature_ablation import ablate_features
 from ragfolio.core.routing.judging.splits import retrieval_split
 from ragfolio.core.stats import interval_text
 from ragfolio.pipelines.router_training.nodes import build_query_features
 from ragfolio.pipelines.router_training.retrieval_nodes import build_retrieval_features
+from ragfolio_lab.judging.feature_ablation import ablate_features
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ("questions", "corpora", "candidates", "utility_index", "utility_matrices", "portfolios",

@@ -4,7 +4,7 @@
 
 The first ``--queries`` questions of ``--data`` (the bundled sample by default, taken in turn from
 each file) are encoded by each block's encoder in its own batches (32 texts), once to load and warm
-it, then timed (:func:`ragfolio.core.routing.features.paper_encoders.time_blocks`); ``--repeats`` timed passes
+it, then timed (:func:`ragfolio_lab.routers.paper_encoders.time_blocks`); ``--repeats`` timed passes
 give the median. The pool's encoders are configured as in conf/base/parameters_candidate_scoring.yml;
 ``mpnet`` is skipped (said so) when its optional packages are missing. Prints one Markdown table.
 """
@@ -21,7 +21,7 @@ import yaml
 
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.retrieval.encoders.kinds import Encoder, make_encoder
-from ragfolio.core.routing.features.paper_encoders import (
+from ragfolio_lab.routers.paper_encoders import (
     PAPER_ENCODERS,
     check_installed,
     make_block_encoder,

@@ -27,7 +27,7 @@ from ragfolio.core.bundle import load_bundle
 from ragfolio.core.retrieval.ranking.diversification import vendi
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_PORT = "src/ragfolio/core/answering/vendi_rag.py"
+OLD_PORT = "src/ragfolio_lab.answering.vendi_rag.py"
 
 
 def old_greedy_vrs(rev: str) -> Any:

@@ -4,7 +4,8 @@ Each stage of ``dvc.yaml`` is ``kedro run --pipelines=<name>``; its ``src/...`` 
 module of this project that the run executes, or ``dvc repro`` skips a stage whose code changed.
 A stage's modules are the transitive closure of the ``ragfolio`` imports of:
 
-- every file of its pipeline package, ``src/ragfolio/pipelines/<name>/``;
+- every file of its pipeline package, ``src/ragfolio/pipelines/<name>/`` (the lab's:
+  ``src/ragfolio_lab/pipelines/<name>/``);
 - ``ragfolio.settings``, which Kedro imports on every run (it registers the MLflow hook, whose
   imports -- ``ragfolio.tracking.*`` and what they import -- are followed like any other);
 - the modules named by ``type: ragfolio.<module>.<Class>`` in ``conf/base/**/catalog*.yml``: the
@@ -58,6 +59,7 @@ sys.path.insert(0, str(ROOT / "src"))  # this checkout's ragfolio, not another o
 
 from ragfolio.core.code_identity import (  # noqa: E402
     PACKAGE,
+    PACKAGES,
     closure,
     imported_files,
     in_package,
@@ -74,10 +76,17 @@ CATALOG_GLOB = "conf/base/**/catalog*.yml"
 CODE_PREFIX = "src/"
 
 
+def _pipeline_packages(root: Path = ROOT) -> dict[str, Path]:
+    """``{name: folder}`` of the Kedro pipelines: the packages under ``src/<package>/pipelines`` of the
+    product and of the lab (whose stages join through entry points)."""
+    folders = [root / "src" / package / "pipelines" for package in PACKAGES]
+    return {child.name: child for folder in folders if folder.is_dir()
+            for child in folder.iterdir() if (child / "__init__.py").is_file()}
+
+
 def pipelines(root: Path = ROOT) -> list[str]:
-    """The names of the Kedro pipelines: the packages under ``src/<package>/pipelines``, sorted."""
-    folder = root / "src" / PACKAGE / "pipelines"
-    return sorted(child.name for child in folder.iterdir() if (child / "__init__.py").is_file())
+    """The names of the Kedro pipelines, sorted."""
+    return sorted(_pipeline_packages(root))
 
 
 def catalog_modules(root: Path = ROOT) -> set[str]:
@@ -113,7 +122,8 @@ def _type_values(config: Any) -> Iterator[str]:
 def stage_modules(stage: str, root: Path = ROOT) -> set[Path]:
     """The ``.py`` files that ``kedro run --pipelines=<stage>`` runs (see the module docstring)."""
     src = root / "src"
-    package = src / PACKAGE / "pipelines" / stage
+    packages = _pipeline_packages(root)
+    package = packages.get(stage, src / PACKAGE / "pipelines" / stage)
     if not (package / "__init__.py").is_file():
         raise ValueError(f"stage {stage!r} has no pipeline package {package}")
     seeds = set(module_files(SETTINGS, src))
@@ -122,7 +132,7 @@ def stage_modules(stage: str, root: Path = ROOT) -> set[Path]:
     for module in catalog_modules(root):
         seeds |= module_files(module, src)
     registry = module_files(REGISTRY, src)
-    others = [src / PACKAGE / "pipelines" / name for name in pipelines(root) if name != stage]
+    others = [folder for name, folder in packages.items() if name != stage]
     for path in registry:
         seeds |= {f for f in imported_files(path, src) if not any(f.is_relative_to(o) for o in others)}
     return closure(seeds, src) | registry

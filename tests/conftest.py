@@ -25,7 +25,7 @@ os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="ragfo
 
 @pytest.fixture
 def edit_source(tmp_path, monkeypatch) -> Iterator[Callable[[str], None]]:
-    """Cache keys read the ``ragfolio`` source from a copy; the fixture edits a module of that copy.
+    """Cache keys read the ``ragfolio`` (and ``ragfolio_lab``) source from a copy; the fixture edits a module of that copy.
 
     ``edit_source("ragfolio.core.answering.prompts")`` appends a comment to the module's file in the
     copy and forgets the digests computed so far, as a new process after the edit would.
@@ -33,7 +33,8 @@ def edit_source(tmp_path, monkeypatch) -> Iterator[Callable[[str], None]]:
     from ragfolio.core import code_identity
 
     src = tmp_path / "source_copy"
-    shutil.copytree(code_identity.SOURCE_ROOT / "ragfolio", src / "ragfolio", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in code_identity.PACKAGES:
+        shutil.copytree(code_identity.SOURCE_ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(code_identity, "SOURCE_ROOT", src)
     code_identity._digest.cache_clear()  # as a new process would
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ragfolio.core.answering.systems import PAPER_SYSTEMS
+from ragfolio_lab.answering.systems import PAPER_SYSTEMS
 
 ANSWERED = tuple(s for s in PAPER_SYSTEMS if s != "vendi_rag_authors")  # the default; vendirag's own loop is opt-in
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,9 @@ from ragfolio.pipeline_registry import register_pipelines
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "fixtures" / "tiny"
-STEPS = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "router_evaluation",
-         "packaging", "answering_evaluation"]
+# The product's stages in registration order, then the lab's (entry points): each after those it reads.
+STEPS = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "packaging",
+         "router_evaluation", "answering_evaluation"]
 
 
 def _compile(tmp_path: Path) -> dict:

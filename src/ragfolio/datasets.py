@@ -16,7 +16,6 @@ from kedro.io import AbstractDataset, DatasetError
 from kedro.utils import load_obj
 from kedro_datasets.json import JSONDataset
 
-from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.record_checks import checked_fields
@@ -211,26 +210,6 @@ def _read_leaves(root: Path, value: Any) -> Any:
     if isinstance(value, list):
         return [_read_leaves(root, v) for v in value]
     return value
-
-
-class AnswerStoreDataset(AbstractDataset[None, AnswerStore]):
-    """Loads the :class:`~ragfolio.core.answering.store.AnswerStore` of the JSONL file ``filepath``.
-
-    The store is appended to by the node that answers questions, one question at a time, so that
-    a stopped run resumes; it is an input only: ``save`` is refused.
-    """
-
-    def __init__(self, filepath: str) -> None:
-        self._filepath = Path(filepath)
-
-    def load(self) -> AnswerStore:
-        return AnswerStore(self._filepath)
-
-    def save(self, data: None) -> None:
-        raise DatasetError("AnswerStoreDataset is appended to through the AnswerStore it loads, not saved")
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath)}
 
 
 class ArrayFolderDataset(AbstractDataset[dict[str, np.ndarray], dict[str, np.ndarray]]):

@@ -2,7 +2,7 @@
 
 Some parameters are a block of keyword arguments handed on whole (``router_training.router`` to
 the learned :class:`~ragfolio.core.routing.routers.learned.Router`, ``answering_evaluation.vendi_rag``
-to :class:`~ragfolio.core.answering.vendi_rag.VendiRAG`, ...). :func:`kwargs_model` derives a
+to :class:`~ragfolio_lab.answering.vendi_rag.VendiRAG`, ...). :func:`kwargs_model` derives a
 strict pydantic model from the constructor's signature (its keyword parameters, their types and
 defaults; ``extra="forbid"``), so a misspelt key or a wrong type fails when the parameters are
 validated, naming the key, not later or never. :func:`checked_block` validates a block with it and

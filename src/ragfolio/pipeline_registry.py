@@ -1,17 +1,25 @@
-"""The project's pipelines: one per stage, and ``portfolio`` = all of them in order."""
+"""The project's pipelines: one per stage, and ``portfolio`` = all of them in order.
+
+The product's stages are its own packages under :mod:`ragfolio.pipelines`; other packages add
+stages through the ``ragfolio.pipelines`` entry-point group (``name = "module:create_pipeline"``),
+which is how the lab's studies (:mod:`ragfolio_lab`: router and answering evaluation) join
+``portfolio`` without the product importing them.
+"""
+
+from importlib.metadata import entry_points
 
 from kedro.pipeline import Pipeline
 
 from ragfolio.pipelines import (
-    answering_evaluation,
     candidate_scoring,
     data_prep,
     evaluation,
     packaging,
     portfolio_selection,
-    router_evaluation,
     router_training,
 )
+
+PLUGIN_GROUP = "ragfolio.pipelines"
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -21,9 +29,11 @@ def register_pipelines() -> dict[str, Pipeline]:
         "portfolio_selection": portfolio_selection.create_pipeline(),
         "evaluation": evaluation.create_pipeline(),
         "router_training": router_training.create_pipeline(),
-        "router_evaluation": router_evaluation.create_pipeline(),
         "packaging": packaging.create_pipeline(),
-        "answering_evaluation": answering_evaluation.create_pipeline(),
     }
+    for plugin in entry_points(group=PLUGIN_GROUP):
+        if plugin.name in stages:
+            raise ValueError(f"pipeline {plugin.name!r} of {plugin.value} is a stage of ragfolio already")
+        stages[plugin.name] = plugin.load()()
     portfolio = sum(stages.values(), Pipeline([]))
     return {**stages, "portfolio": portfolio, "__default__": portfolio}

@@ -1,26 +1,23 @@
 """Parameters of ``router_training`` (conf/base/parameters_router_training.yml), validated at the node boundary.
 
 Two stages read the block: ``router_training`` trains and chooses under it, ``router_evaluation`` judges
-on test with its ``seed``, ``logistic_c``, ``paper_router`` and ``bundle``; kept here so that neither
+on test with its ``seed``, ``logistic_c`` and ``bundle``; kept here so that neither
 pipeline imports the other (as :mod:`ragfolio.bundle_params` is for ``packaging``).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import fields
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragfolio.bundle_params import BundleParams
-from ragfolio.core.routing.features.paper_encoders import PAPER_ENCODERS
 from ragfolio.core.routing.features.query_features import TextHasher
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.registry import check_servable, import_router_modules
 from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import Router
-from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.param_blocks import checked_block, kwargs_model, kwargs_of
 
@@ -66,39 +63,6 @@ class RetrievalRoutingParams(BaseModel):
         return dict(block or {})
 
 
-PAPER_HYPERPARAMETERS = frozenset(f.name for f in fields(PaperRouter) if f.init) - {"blocks"}
-
-
-class PaperRouterParams(BaseModel):
-    """The paper's router (``router_training.paper_router``): its query encoders, the universal
-    router, and :class:`~ragfolio.core.routing.routers.paper.PaperRouter` hyperparameters beside them
-    (``{max_epochs: 30, lr: 0.003}``, as before these settings existed). Other keys are refused by
-    name, as ``extra="forbid"`` would refuse them."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-    # Query blocks, by name: router_training.encoders' (the pool's query embeddings), mpnet
-    # (all-mpnet-base-v2, optional packages) or gemma (the embedded Gemma-3-270M, mean-pooled).
-    # None: every router_training.encoders block (E5 and MiniLM by default), as before.
-    encoders: list[str] | None = None
-    universal: bool = False  # also one router over every dataset's train questions, judged per dataset
-    timing_queries: int = Field(64, ge=1)  # questions each encoder is timed on (ms/query, batched)
-
-    @model_validator(mode="after")
-    def _known_keys(self) -> PaperRouterParams:
-        if unknown := sorted(set(self.model_extra or {}) - PAPER_HYPERPARAMETERS):
-            raise ValueError(f"router_training.paper_router keys {unknown} are neither encoders, universal, "
-                             f"timing_queries nor PaperRouter hyperparameters {sorted(PAPER_HYPERPARAMETERS)}")
-        if self.encoders is not None and not self.encoders:
-            raise ValueError("router_training.paper_router.encoders=[] names no query block (null: the pool's)")
-        return self
-
-    @property
-    def hyperparameters(self) -> dict[str, Any]:
-        """The :class:`~ragfolio.core.routing.routers.paper.PaperRouter` keyword arguments given."""
-        return dict(self.model_extra or {})
-
-
 class RouterTrainingParams(BaseModel):
     """``router_training`` parameters (conf/base/parameters_router_training.yml).
 
@@ -114,9 +78,6 @@ class RouterTrainingParams(BaseModel):
     encoders: list[str] = Field(default_factory=lambda: ["minilm", "e5"])
     router: Annotated[dict[str, Any], kwargs_of(Router, "router_training.router")] = Field(default_factory=dict)
     logistic_c: float = Field(1.0, gt=0)
-    # The paper's router recipe (ragfolio.core.routing.routers.paper), fitted on each portfolio's train
-    # questions and reported beside the others; null: not trained. Not served.
-    paper_router: PaperRouterParams | None = None
     retrieval_routing: RetrievalRoutingParams = Field(default_factory=RetrievalRoutingParams)
     bundle: BundleParams = Field(default_factory=BundleParams)
     seed: int = 42
@@ -132,15 +93,6 @@ class RouterTrainingParams(BaseModel):
     def _served_router_exists(self) -> RouterTrainingParams:
         if self.bundle.router != "auto":
             check_servable(self.bundle.router, "router_training.bundle.router")
-        return self
-
-    @model_validator(mode="after")
-    def _paper_encoders_exist(self) -> RouterTrainingParams:
-        known = [*self.encoders, *(name for name in PAPER_ENCODERS if name not in self.encoders)]
-        asked = (self.paper_router.encoders or []) if self.paper_router is not None else []
-        if unknown := [name for name in asked if name not in known]:
-            raise ValueError(f"router_training.paper_router.encoders {unknown} are not query blocks: "
-                             f"known are {known} (router_training.encoders, then the paper router's own)")
         return self
 
     def retrieval_features(self, cross_encoder: str | None) -> RetrievalFeatureSettings:

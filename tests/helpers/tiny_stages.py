@@ -16,6 +16,7 @@ def tiny_stage_params(tiny_dir: Path, grid: dict[str, Any]) -> dict[str, dict[st
                               "graph_max_degree": 20, "encoders": {}, "grid": grid},
         "candidate_grids": {},
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
+        "paper_router": None,  # the lab's study of the paper's router: off
         "router_training": {
             "text_features": {"n_features": 64}, "encoders": [],
             "router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},

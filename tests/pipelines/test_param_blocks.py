@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ragfolio.pipelines.answering_evaluation.nodes import AnsweringEvaluationParams
 from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams
 from ragfolio.router_params import RouterTrainingParams
+from ragfolio_lab.pipelines.answering_evaluation.nodes import AnsweringEvaluationParams
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "base"
 

@@ -9,8 +9,6 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 
-from ragfolio.core.answering.store import AnswerStore
-from ragfolio.core.answering.systems import SYSTEMS
 from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.system.routed_system import RoutedSystem
@@ -23,6 +21,8 @@ from ragfolio.datasets import (
     RoutersByKindDataset,
 )
 from ragfolio.pipeline_registry import register_pipelines
+from ragfolio_lab.answering.store import AnswerStore
+from ragfolio_lab.answering.systems import SYSTEMS
 
 ANSWERED = tuple(s for s in SYSTEMS if s != "vendi_rag_authors")  # vendirag's own loop is opt-in
 
@@ -53,6 +53,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
         "candidate_grids": {},  # the grid above is written out, no preset
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "evaluation": {"report_k": [1, 3]},
+        "paper_router": None,  # the lab's study of the paper's router: off
         "router_training": {
             "text_features": {"n_features": 256}, "encoders": ["minilm"],
             "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,

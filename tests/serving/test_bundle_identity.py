@@ -8,7 +8,7 @@ from pathlib import Path
 from tiny_bundle import write_tiny_bundle
 
 from ragfolio.core.bundle import load_bundle, save_bundle
-from ragfolio.pipelines.answering_evaluation.nodes import answer_store_key, served_identity
+from ragfolio_lab.pipelines.answering_evaluation.nodes import answer_store_key, served_identity
 
 LLM = {"kind": "openai", "settings": {"model": "m"}}
 

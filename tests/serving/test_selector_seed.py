@@ -15,9 +15,9 @@ import pytest
 from conftest import write_config
 
 from ragfolio.core.bundle import SELECTOR_SEED, load_bundle, save_bundle
-from ragfolio.pipelines.answering_evaluation import nodes
 from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import ServingEngine
+from ragfolio_lab.pipelines.answering_evaluation import nodes
 
 
 @pytest.fixture(scope="module")

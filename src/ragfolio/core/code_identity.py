@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 PACKAGE = "ragfolio"
+# The packages whose imports are followed: the product and the lab (which imports the product).
+PACKAGES = (PACKAGE, "ragfolio_lab")
 # The folder holding the ``ragfolio`` package (``src/`` of a checkout); tests point it at a copy.
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 # CPython 3.11 keeps the AST builder's recursion depth in interpreter-wide state, so two threads
@@ -72,8 +74,8 @@ def module_name(path: Path, src: Path) -> str:
 
 
 def in_package(name: str) -> bool:
-    """Whether dotted ``name`` is this package or one of its modules."""
-    return name == PACKAGE or name.startswith(f"{PACKAGE}.")
+    """Whether dotted ``name`` is one of :data:`PACKAGES` or one of their modules."""
+    return any(name == package or name.startswith(f"{package}.") for package in PACKAGES)
 
 
 def _import_targets(path: Path, src: Path) -> Iterator[tuple[str, bool, int]]:

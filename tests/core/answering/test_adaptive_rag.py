@@ -9,11 +9,6 @@ from routed_portfolio import routed_portfolio
 
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.scores import score_all
-from ragfolio.core.answering.summary import summarize
-from ragfolio.core.answering.systems import SystemRunner, run_order, system_names
-from ragfolio.core.answering.vendi_rag import VendiRAG
-from ragfolio.core.answering.vendirag_loop import AuthorsVendiRAG
 from ragfolio.core.llm.chat import Completion
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import RouteInputs
@@ -22,6 +17,11 @@ from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 from ragfolio.core.system.routed_system import RoutedSystem
+from ragfolio_lab.answering.scores import score_all
+from ragfolio_lab.answering.summary import summarize
+from ragfolio_lab.answering.systems import SystemRunner, run_order, system_names
+from ragfolio_lab.answering.vendi_rag import VendiRAG
+from ragfolio_lab.answering.vendirag_loop import AuthorsVendiRAG
 
 
 class EchoBackend:

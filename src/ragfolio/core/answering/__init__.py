@@ -9,9 +9,8 @@
   reading replies; answering from passages and selecting among answers.
 * :mod:`~ragfolio.core.answering.adaptive_rag`: adaptive RAG end to end: answers from the routed
   retrieval of :mod:`ragfolio.core.system` (one per member), and the selector's pick.
-* :mod:`~ragfolio.core.answering.vendi_rag`: the iterative Vendi-RAG baseline.
-* :mod:`~ragfolio.core.answering.systems`, :mod:`~ragfolio.core.answering.store`,
-  :mod:`~ragfolio.core.answering.summary`: the end-to-end comparison of systems, resumable, summarised.
+
+The baselines (Vendi-RAG) and the end-to-end comparison of systems are the lab's: :mod:`ragfolio_lab.answering`.
 
 Import from the submodules; this ``__init__`` imports nothing.
 """

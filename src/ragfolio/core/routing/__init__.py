@@ -13,7 +13,7 @@
   routers that read them.
 * :mod:`~ragfolio.core.routing.judging.evaluation`, :mod:`~ragfolio.core.routing.judging.budget`: best-of-l of every
   router on test questions, gap closed, and the same-budget retrieval check;
-  :mod:`~ragfolio.core.routing.judging.headroom`: how much of the room above the default member a router takes.
+  :mod:`~ragfolio_lab.judging.headroom`: how much of the room above the default member a router takes.
 
 Import from the submodules; this package's ``__init__`` imports nothing, so that
 :mod:`ragfolio.core.routing.routers.learned` and the registry can import :mod:`~ragfolio.core.routing.base` without a cycle.

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,10 +39,13 @@ from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.routing.routers.logistic import LogisticRouter
 from ragfolio.core.routing.routers.neighbours import NearestNeighbourRouter
-from ragfolio.core.routing.routers.paper import PaperRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 
 R = TypeVar("R", bound=type[RouterProtocol])
+
+# Routers of other packages by name, ``name = "module:Class"`` (the lab's paper router is one): a class
+# is imported when its name is first asked for, so a process that never asks imports nothing of theirs.
+PLUGIN_GROUP = "ragfolio.routers"
 
 # What a servable router reads to route, cheapest first: query features; the shared first stage; the first
 # stage, then the results of the members it shortlists from it; every member's results.
@@ -52,7 +56,7 @@ _ROUTERS: dict[str, type[RouterProtocol]] = {
     for cls in (
         Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, NearestNeighbourRouter,
         OracleRouter,
-        PreRetrievalRouter, PostRetrievalRouter, CascadeRouter, PaperRouter,
+        PreRetrievalRouter, PostRetrievalRouter, CascadeRouter,
     )
 }
 
@@ -71,8 +75,14 @@ def register_router(cls: R) -> R:
 
 
 def router_names() -> list[str]:
-    """The registered names, the learned router first."""
-    return list(_ROUTERS)
+    """The registered names, the learned router first, then the plugins' not yet loaded."""
+    return list(dict.fromkeys([*_ROUTERS, *(plugin.name for plugin in entry_points(group=PLUGIN_GROUP))]))
+
+
+def _load_plugin(name: str) -> None:
+    """Register the ``ragfolio.routers`` entry point called ``name``, if there is one."""
+    for plugin in entry_points(group=PLUGIN_GROUP, name=name):
+        register_router(plugin.load())
 
 
 def router_class(name: str) -> type[RouterProtocol]:
@@ -81,6 +91,8 @@ def router_class(name: str) -> type[RouterProtocol]:
     Raises:
         ValueError: No router is registered as ``name`` (the message lists those that are).
     """
+    if name not in _ROUTERS:
+        _load_plugin(name)
     if name not in _ROUTERS:
         raise ValueError(f"unknown router {name!r}; registered: {router_names()}")
     return _ROUTERS[name]

@@ -3,7 +3,6 @@ from typing import Any
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.pipelines.router_training.nodes import build_query_features, router_settings, train_routers
-from ragfolio.pipelines.router_training.paper_nodes import build_paper_blocks
 from ragfolio.pipelines.router_training.retrieval_nodes import (
     build_retrieval_features,
     compare_on_dev,
@@ -37,15 +36,6 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 },
                 outputs="router_inputs",
                 name="build_query_features",
-            ),
-            node(  # the paper router's own query encodings (mpnet, gemma) and each block's cost; {} when off
-                build_paper_blocks,
-                inputs={
-                    "questions": "questions", "utility_index": "utility_index", "pool_settings": "pool_settings",
-                    "router_features": "router_features", "params": "params:router_training", "cache": "retrieval_cache",
-                },
-                outputs=["paper_query_blocks", "paper_encoders", "paper_block_cost"],
-                name="build_paper_blocks",
             ),
             node(
                 build_retrieval_features,

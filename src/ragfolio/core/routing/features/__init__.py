@@ -1,1 +1,1 @@
-"""What routers read: query features, retrieval features, and the paper router's frozen query encoders."""
+"""What routers read: query features and retrieval features (the paper router's own encoders: :mod:`ragfolio_lab.routers`)."""

@@ -1,1 +1,4 @@
-"""The routers: the learned one, its ablations, the paper's recipe, the routers that see the retrieval, the universal one."""
+"""The routers: the learned one, its ablations, the routers that see the retrieval.
+
+The paper's recipe and the universal router are the lab's: :mod:`ragfolio_lab.routers`.
+"""

@@ -1,0 +1,1 @@
+"""Studies of the routers: headroom over the routed members, and the feature ablation."""

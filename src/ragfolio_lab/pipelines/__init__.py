@@ -1,0 +1,1 @@
+"""The lab's Kedro pipelines, registered through the ``ragfolio.pipelines`` entry points."""

@@ -1,0 +1,260 @@
+"""Nodes of ``answering_evaluation``: answer test questions with every system, resuming from the store."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragfolio.core import code_identity
+from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.bundle import PortfolioBundle
+from ragfolio.core.cache import file_sha256
+from ragfolio.core.code_identity import source_digest
+from ragfolio.core.data.records import Question
+from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, backend_settings, make_backend
+from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+from ragfolio.core.routing.base import RouterProtocol
+from ragfolio.core.routing.features.router_features import RouterFeatures
+from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
+from ragfolio.core.system.routed_system import RoutedSystem
+from ragfolio.core.system.runner_depth import runner_at_depth
+from ragfolio.param_blocks import kwargs_of
+from ragfolio_lab.answering.scores import score_all
+from ragfolio_lab.answering.store import AnswerStore, answer_all, settings_hash
+from ragfolio_lab.answering.systems import PAPER_SYSTEMS, SystemRunner, run_order
+from ragfolio_lab.answering.vendi_rag import VendiRAG
+from ragfolio_lab.answering.vendirag_loop import AuthorsVendiRAG
+
+logger = logging.getLogger(__name__)
+
+VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either Vendi-RAG loop
+# Parameters no stored answer depends on, or (the last four) only some systems' (system_keys)
+NOT_IN_KEY = {"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume",
+              "routed_l", "wide_factor", "vendi_rag", "vendi_rag_authors"}
+STORE_VERSION = 5  # bumped when a stored record's meaning changes, so old rows are not reused
+# The modules whose code makes the stored answers (with what they import in ragfolio): not the scores.
+ANSWERING_CODE = ("ragfolio_lab.answering.systems", "ragfolio.core.routing.online", "ragfolio.core.llm.backends",
+                  "ragfolio.core.routing.features.router_features", "ragfolio.core.data.corpora",
+                  "ragfolio.core.scoring.utility_index")
+
+
+class AnsweringEvaluationParams(BaseModel):
+    """``answering_evaluation`` parameters (conf/base/parameters_answering_evaluation.yml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_questions_per_dataset: int = Field(10, ge=1)
+    datasets: list[str] | None = None
+    systems: list[str] | Literal["all"] | None = None  # None: PAPER_SYSTEMS (those this run makes); "all": every one
+    member_timeout_s: float = Field(30.0, gt=0)
+    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
+    answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "answering_evaluation.answerer", ("backend", "seed"))] = Field(
+        default_factory=dict)
+    # the node passes the answerer, the runner and num_docs (candidate scoring's) to both Vendi-RAG loops
+    vendi_rag: Annotated[dict[str, Any], kwargs_of(
+        VendiRAG, "answering_evaluation.vendi_rag", VENDI_PASSED)] = Field(default_factory=dict)
+    # vendirag's own loop as system vendi_rag_authors; None: not run
+    vendi_rag_authors: Annotated[dict[str, Any], kwargs_of(
+        AuthorsVendiRAG, "answering_evaluation.vendi_rag_authors", VENDI_PASSED)] | None = None
+    routed_l: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    retrieval_routers: bool = True
+    wide_factor: int = Field(2, ge=0)
+    system_order: Literal["fixed", "reversed", "shuffled"] = "shuffled"
+    cold_caches: bool = True
+    order_check_questions: int = Field(5, ge=0)
+    resume: bool = True
+    seed: int = 42
+
+    @field_validator("llm")
+    @classmethod
+    def _llm(cls, block: dict[str, Any]) -> dict[str, Any]:
+        backend_settings(block)  # the kind and its keys, as make_backend will read them
+        return block
+
+
+
+def _systems(chosen: list[str] | str | None) -> list[str] | None:
+    """The systems to answer with: the paper's by default, every one for ``"all"``, else those named."""
+    if chosen is None:
+        return list(PAPER_SYSTEMS)
+    return None if chosen == "all" else list(chosen)
+
+
+def _test_questions(
+    questions: list[dict[str, Any]], utility_index: UtilityIndex, dataset: str, n: int, seed: int
+) -> list[Question]:
+    """A seeded sample of at most ``n`` of the dataset's test questions (the router never saw them)."""
+    qs = row_questions(questions, utility_index, dataset)
+    test = split_rows(utility_index, dataset, "test")
+    chosen = np.sort(np.random.default_rng(seed).permutation(test)[:n])
+    return [qs[i] for i in chosen]
+
+
+def _answer(
+    systems: SystemRunner, dataset: str, system_order: str, seed: int, q: Question, only: list[str]
+) -> list[dict[str, Any]]:
+    """The records of the systems ``only`` for question ``q``, run in the question's order."""
+    order = [s for s in run_order(systems.systems, system_order, seed, q.id) if s in only]
+    return [a.record(q.id, dataset, q.answers) for a in systems.run(q.question, order)]
+
+
+def _router_digest(router: RouterProtocol) -> str:
+    """sha256 of the files the router saves (its settings and weights): a retrained router differs."""
+    digest = hashlib.sha256()
+    with tempfile.TemporaryDirectory() as folder:
+        router.save(folder)
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file():
+                digest.update(path.relative_to(folder).as_posix().encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def served_identity(bundle: PortfolioBundle, runner: PoolRunner) -> dict[str, Any]:
+    """What a bundle's answers depend on beyond its settings: the bundle's checksum (every file it
+    holds: corpus, embeddings, indexes, routers; empty for a bundle never saved), the encoders'
+    identities (package and model versions, their code) and the cross-encoder's weights' digest."""
+    return {"bundle": bundle.checksum, "encoders": runner.encoder_ids,
+            "cross_encoder": runner.cross_encoder.digest if bundle.scoring.cross_encoder else None}
+
+
+def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str:
+    """The settings hash under which the answer store keeps a dataset's records.
+
+    Args:
+        settings: What the run's answers depend on as data: the dataset, its corpus, the pool
+            settings, router features, members, systems, router digests, the parameters and the
+            bundle's :func:`served_identity`. (Each question's text and gold are in its record's
+            key, :func:`~ragfolio_lab.answering.store.question_digest`.)
+        llm: The backend's identity (:func:`~ragfolio.core.llm.backends.backend_identity`:
+            the model file's hash, the converter's and engine's package versions).
+
+    Returns:
+        :func:`settings_hash` of those, :data:`STORE_VERSION`, this file's own sha256 and the digest
+        of the source of the code that makes answers and everything it imports in ragfolio
+        (:data:`ANSWERING_CODE`: prompts, answerer, selector, RAG, Vendi-RAG, the systems, the
+        retrievers and routers, the LLM backends), so an edit to any of them answers afresh. The
+        scores are not part of it (:mod:`ragfolio_lab.answering.scores` computes them from the
+        stored rows), so editing a metric re-scores instead of re-answering.
+    """
+    node = code_identity.module_file(__name__, code_identity.SOURCE_ROOT)  # this file alone: not the scores it imports
+    code = {"answering": source_digest(ANSWERING_CODE), "node": file_sha256(node or Path(__file__))[:16]}
+    return settings_hash({"version": STORE_VERSION, **settings, "llm": dict(llm), "code": code})
+
+
+def system_keys(common: str, systems: Sequence[str], p: AnsweringEvaluationParams) -> dict[str, str]:
+    """Each system's store key: ``common`` (:func:`answer_store_key`) and the parameters only that
+    system reads, so adding a system to a run, or changing one system's block, answers with that
+    system alone."""
+    own = {"single_best_wide": {"wide_factor": p.wide_factor}, "vendi_rag": p.vendi_rag,
+           "vendi_rag_authors": p.vendi_rag_authors}
+    return {s: settings_hash({"common": common, "system": s, "own": own.get(s)}) for s in systems}
+
+
+
+def _retrieval_routings(
+    system: RoutedSystem, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: RouterFeatures,
+    num_docs: int,
+) -> dict[str, OnlineRetrievalRouting]:
+    """The pre- and post-retrieval routers of ``dataset``'s portfolio, routing one query at a time."""
+    present = {mode: routers[dataset] for mode, routers in trained.items() if dataset in routers}
+    if not present:
+        return {}
+    if router_features.retrieval_features is None:
+        raise ValueError("router_features has no 'retrieval_features' (the retrieval routers' featurizer): "
+                         "run router_training again")
+    featurizer = router_features.retrieval_features.featurizer(num_docs)
+    return {mode: OnlineRetrievalRouting(router, system.executor, featurizer, system.features) for mode, router in present.items()}
+
+
+def answer_test_questions(
+    questions: list[dict[str, Any]], utility_index: UtilityIndex, bundles: Mapping[str, PortfolioBundle],
+    routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
+    answer_store: AnswerStore, params: dict[str, Any],
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Answer each dataset's sampled test questions with every system; one row per question and system.
+
+    Each dataset is answered from its own bundle (packaging's ``bundles``: the portfolio, its
+    served router, the corpus it retrieved from and its indexes, as ``bentoml serve`` would load
+    it), so ``served_l<l>`` is by construction what the service answers with; the other routers
+    (``routers``, ``retrieval_routers``) route over the same members and runner. Every system
+    computes its own query parts with cold caches, in the order ``system_order`` gives per
+    question. A question whose records the ``answer_store`` holds under the same settings is not
+    answered again; new ones are stored as each question ends.
+
+    Returns:
+        ``(answers, retrieval_orders)``: the rows, and for the first ``order_check_questions`` of each
+        dataset every system's retrieval latency (no LLM call) in the fixed and the reversed order.
+    """
+    p = AnsweringEvaluationParams(**params)
+    backend = make_backend(p.llm)
+    llm = backend_identity(p.llm)
+    datasets = [d for d in utility_index.datasets if d in bundles]
+    if missing := sorted(set(utility_index.datasets) - set(bundles)):
+        raise ValueError(f"no bundle for datasets {missing} (packaging built {sorted(bundles)}): run packaging")
+    if unknown := set(p.datasets or []) - set(datasets):
+        raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a bundle "
+                         f"{sorted(datasets)}")
+    trained = retrieval_routers if p.retrieval_routers else {}
+    rows: list[dict[str, Any]] = []
+    orders: dict[str, Any] = {}
+    for dataset in datasets:
+        if p.datasets is not None and dataset not in p.datasets:
+            continue
+        bundle = bundles[dataset]
+        answerer = Answerer(backend, **p.answerer, seed=bundle.selector_seed)  # the service's selector order
+        if above := [l for l in p.routed_l if l > bundle.k]:
+            raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={bundle.k}: "
+                             f"set each to at most {bundle.k}")
+        rag = AdaptiveRAG.from_bundle(bundle, answerer, timeout_s=p.member_timeout_s)
+        served, runner, num_docs = rag.system, rag.system.runner, bundle.scoring.num_docs
+        learned = None if dataset not in routers else RoutedSystem(
+            runner, bundle.members, routers[dataset], bundle.routing.text_features, bundle.routing.encoders,
+            timeout_s=p.member_timeout_s)
+        online = _retrieval_routings(served, trained, dataset, bundle.routing, num_docs)
+        systems = SystemRunner(
+            rag, bundle.members[bundle.single_best], VendiRAG(answerer, runner, num_docs=num_docs, **p.vendi_rag),
+            authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
+                answerer, runner, num_docs=num_docs, **p.vendi_rag_authors),
+            wide_runner=runner_at_depth(runner, p.wide_factor * num_docs) if p.wide_factor else None,
+            retrieval_routers=online, learned=learned, ls=p.routed_l, cold_caches=p.cold_caches,
+            only=_systems(p.systems), strict=isinstance(p.systems, list),
+        )
+        key = answer_store_key({
+            "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": bundle.scoring.to_dict(),
+            **served_identity(bundle, runner),
+            "router_features": bundle.routing.to_dict(), "members": [m.name for m in bundle.members],
+            "single_best": systems.single_best.name,
+            "served": {"router": _router_digest(bundle.router), "routed_ls": bundle.routed_ls},
+            "routers": {**({} if learned is None else {"learned": _router_digest(learned.router)}),
+                        **{m: _router_digest(o.router) for m, o in online.items()}},
+            "params": p.model_dump(exclude=NOT_IN_KEY),
+        }, llm)
+        sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
+        systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
+        answer = partial(_answer, systems, dataset, p.system_order, p.seed)
+        answered, reused = answer_all(sample, system_keys(key, systems.systems, p), answer_store, answer, resume=p.resume,
+                                      desc=f"{dataset} answering")
+        # scored as read, against the questions' gold as it is now: the store keeps answers, not scores
+        rows += score_all(answered, runner.texts, {q.id: q.answers for q in sample})
+        orders[dataset] = [
+            {"id": q.id, **{how: systems.retrieval_ms(q.question, run_order(systems.systems, how, p.seed, q.id))
+                            for how in ("fixed", "reversed")}}
+            for q in sample[: p.order_check_questions]
+        ]
+        logger.info("%s: %d questions, %d read from the answer store (settings %s)", dataset, len(sample), reused, key)
+        rag.close()
+        if learned is not None:
+            learned.close()
+    return pd.DataFrame(rows), orders
