@@ -43,9 +43,9 @@ def _data(n: int, seed: int) -> tuple[RouteInputs, np.ndarray]:
 
 
 def test_the_learned_router_and_every_ablation_are_registered() -> None:
-    assert router_names() == [
-        "learned", "random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle",
-        "pre_retrieval", "post_retrieval", "cascade", "paper",
+    assert router_names() == [  # the built-ins (the learned router first, then by name), then the lab's by entry point
+        "learned", "cascade", "greedy_prefix", "logistic", "nearest_neighbour", "oracle", "post_retrieval",
+        "pre_retrieval", "random", "top_average", "paper",
     ]
     assert registry.router_class("learned") is Router
 

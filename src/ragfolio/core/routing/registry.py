@@ -1,7 +1,9 @@
 """Routers by name: build one from its hyperparameters, load a saved one, and which ones can be served.
 
-The registry holds the learned router, every ablation and the routers that see the retrieval
-(``pre_retrieval``, ``post_retrieval``, ``cascade``); :func:`register_router` adds another
+The registry holds every router class defined in the built-in router modules (the learned router,
+every ablation and the routers that see the retrieval, ``pre_retrieval``, ``post_retrieval``,
+``cascade``), and finds another package's by name through the ``ragfolio.routers`` entry points (the
+lab's ``paper``); :func:`register_router` adds another
 class (any class with the members of :class:`~ragfolio.core.routing.base.RouterProtocol`), and
 :func:`import_router_modules` imports the modules that register a user's routers
 (``router_training.router_modules``). :func:`load_router` reads the router's name from the
@@ -22,24 +24,28 @@ router) are compared in reports only.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 from ragfolio.core.routing.base import CONFIG_FILE, LEARNED, RouterProtocol, saved_name
-from ragfolio.core.routing.routers.baseline_routers import (
-    GreedyPrefixRouter,
-    OracleRouter,
-    RandomRouter,
-    TopAverageRouter,
+
+# The modules of the built-in routers; every router class they define (a SavedRouter with a ``name`` of
+# its own) is registered, so a new router in one of them needs no other line. Static imports, so that the
+# DVC stages that load routers depend on these files (scripts/dvc_deps.py reads imports, not names).
+from ragfolio.core.routing.routers import (
+    baseline_routers,
+    cascade,
+    learned,
+    logistic,
+    neighbours,
+    retrieval_routers,
 )
-from ragfolio.core.routing.routers.cascade import CascadeRouter
-from ragfolio.core.routing.routers.learned import Router
-from ragfolio.core.routing.routers.logistic import LogisticRouter
-from ragfolio.core.routing.routers.neighbours import NearestNeighbourRouter
-from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
+from ragfolio.core.routing.routers.saved import SavedRouter
 
 R = TypeVar("R", bound=type[RouterProtocol])
 
@@ -51,13 +57,17 @@ PLUGIN_GROUP = "ragfolio.routers"
 # stage, then the results of the members it shortlists from it; every member's results.
 READS = ("query", "first_stage", "shortlist", "members")
 
+def _defined_in(*modules: ModuleType) -> list[type[RouterProtocol]]:
+    """The router classes ``modules`` define, the learned router first, then by name."""
+    found = [obj for module in modules for obj in vars(module).values()
+             if isinstance(obj, type) and issubclass(obj, SavedRouter) and obj.__module__ == module.__name__
+             and "name" in vars(obj) and not inspect.isabstract(obj)]
+    return sorted(found, key=lambda cls: (cls.name != LEARNED, cls.name))
+
+
 _ROUTERS: dict[str, type[RouterProtocol]] = {
     cls.name: cls
-    for cls in (
-        Router, RandomRouter, TopAverageRouter, GreedyPrefixRouter, LogisticRouter, NearestNeighbourRouter,
-        OracleRouter,
-        PreRetrievalRouter, PostRetrievalRouter, CascadeRouter,
-    )
+    for cls in _defined_in(baseline_routers, cascade, learned, logistic, neighbours, retrieval_routers)
 }
 
 
