@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ragfolio.core.routing.base import CONFIG_FILE, LEARNED, RouterProtocol, saved_name
 
@@ -62,7 +62,7 @@ def _defined_in(*modules: ModuleType) -> list[type[RouterProtocol]]:
     found = [obj for module in modules for obj in vars(module).values()
              if isinstance(obj, type) and issubclass(obj, SavedRouter) and obj.__module__ == module.__name__
              and "name" in vars(obj) and not inspect.isabstract(obj)]
-    return sorted(found, key=lambda cls: (cls.name != LEARNED, cls.name))
+    return sorted(cast(list[type[RouterProtocol]], found), key=lambda cls: (cls.name != LEARNED, cls.name))
 
 
 _ROUTERS: dict[str, type[RouterProtocol]] = {
