@@ -6,7 +6,8 @@ The first 30 test questions of each dataset were answered at 767325a with every 
 ``no_retrieval``, ``single_best_wide`` and ``post_retrieval_l2`` in another
 (``answers_rest_6f95c21.jsonl``), each the answer store's rows. Two questions per dataset were
 answered by both commits, to check that the passages and answers agree. Gemma-3-270M's
-``single_best`` on the same 300 (767325a) gives the reader comparison.
+``single_best`` on the same 300 (767325a) gives the reader comparison. The answer files are not kept in
+git: ``git restore --source=b54132d -- docs/results_issue34/full`` puts them back.
 
 Prints ``single_best`` and ``post_retrieval_l1`` over the 300, then every system over the questions
 all of them answered (each: all, then per dataset): EM and F1 with 95%
@@ -104,6 +105,8 @@ def _report(rows: Rows, systems: tuple[str, ...]) -> list[str]:
 
 
 def main() -> None:
+    if not (RESULTS / FIRST).exists():
+        raise SystemExit(f"{RESULTS / FIRST} is missing: `git restore --source=b54132d -- docs/results_issue34/full`")
     first, later, gemma = _rows(FIRST), _rows(*LATER), _rows("answers_gemma-3-270m.jsonl")
     overlap = [key for key in later if key in first]
     agree = sum(later[k]["prediction"] == first[k]["prediction"] and later[k]["doc_ids"] == first[k]["doc_ids"]

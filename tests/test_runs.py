@@ -70,7 +70,7 @@ def test_a_run_is_named_after_its_own_name_else_the_data_folder_it_read(monkeypa
 def test_a_stage_takes_what_it_does_not_read_from_the_record_of_the_stage_that_did() -> None:
     defaults = {"data_prep": {"raw_dir": "data/01_raw"}, "portfolio_selection": {"k": 5}}
     prep = identity_record({**defaults, "data_prep": {"raw_dir": "/mnt/q40"}}, {"data_prep"}, {})
-    assert prep == {"raw_dir": "/mnt/q40", "test_dir": None}
+    assert prep == {"raw_dir": "/mnt/q40", "test_dir": None, "corpus_dir": None}
     later = identity_record(defaults, {"router_training"}, prep)
     assert later == prep and RunIdentity.of(defaults, later).label == "q40"
     assert RunIdentity.of(defaults, later).k == 5  # never recorded: the parameters'

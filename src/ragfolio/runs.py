@@ -82,19 +82,20 @@ def check_not_clobbering(params: Mapping[str, Any]) -> None:
 # gets only its own pipelines' parameters) takes it from the record the stage that did read it left in
 # the run's root, so every stage of a run is named after the data folder it was really made from.
 IDENTITY_FILE = "02_intermediate/run_identity.json"
-IDENTITY_GROUPS = {"raw_dir": "data_prep", "test_dir": "data_prep", "k": "portfolio_selection", "pool": "candidate_scoring"}
+IDENTITY_GROUPS = {"raw_dir": "data_prep", "test_dir": "data_prep", "corpus_dir": "data_prep", "k": "portfolio_selection",
+                   "pool": "candidate_scoring"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def identity_fields(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``raw_dir``, ``test_dir``, ``k`` and ``pool`` (the grid preset's name, ``inline`` for a grid written out)
-    as the parameters give them."""
+    """``raw_dir``, ``test_dir``, ``corpus_dir``, ``k`` and ``pool`` (the grid preset's name, ``inline`` for a
+    grid written out) as the parameters give them."""
     prep, grid = params.get("data_prep") or {}, (params.get("candidate_scoring") or {}).get("grid", "default")
     k = (params.get("portfolio_selection") or {}).get("k")
     if isinstance(k, float) and k.is_integer():  # a KFP step passes 5 as 5.0, which the stage reads as 5
         k = int(k)
     return {"raw_dir": str(prep.get("raw_dir") or SAMPLE_RAW_DIR), "test_dir": prep.get("test_dir"),
-            "k": k, "pool": grid if isinstance(grid, str) else "inline"}
+            "corpus_dir": prep.get("corpus_dir"), "k": k, "pool": grid if isinstance(grid, str) else "inline"}
 
 
 def identity_record(params: Mapping[str, Any], groups: set[str], recorded: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,6 +113,7 @@ class RunIdentity:
         name: The run's name (:func:`run_name`): ``sample`` unless the run was given one.
         raw_dir: The data folder its questions were read from.
         test_dir: The folder of its test questions, if any.
+        corpus_dir: The folder of passage files added to its corpus, if any.
         k: Portfolio size.
         pool: The candidate grid preset (``inline`` for a grid written out in the parameters).
     """
@@ -119,6 +121,7 @@ class RunIdentity:
     name: str
     raw_dir: str
     test_dir: str | None
+    corpus_dir: str | None
     k: int | None
     pool: str
 
@@ -127,7 +130,13 @@ class RunIdentity:
         """The identity from a :func:`identity_record`, fields it lacks from ``params``."""
         fields = {**identity_fields(params), **record}
         return cls(name=run_name(params), raw_dir=str(fields["raw_dir"]), test_dir=fields["test_dir"],
-                   k=fields["k"], pool=str(fields["pool"]))
+                   corpus_dir=fields["corpus_dir"], k=fields["k"], pool=str(fields["pool"]))
+
+    @property
+    def data_dirs(self) -> dict[str, str]:
+        """The folders its questions and corpus were read from, by role (``raw``, ``test``, ``corpus``)."""
+        dirs = {"raw": self.raw_dir, "test": self.test_dir, "corpus": self.corpus_dir}
+        return {role: str(folder) for role, folder in dirs.items() if folder}
 
     @property
     def label(self) -> str:

@@ -1,9 +1,10 @@
 """The MLflow hook on the project's parameters and the sample's reports, without a Kedro run: what a run
-logs (headline metrics, knobs, the full reports as artifacts), what it is named after, and the
-experiment's kind."""
+logs (headline metrics, knobs, the full reports as artifacts), what it is named after (uniquely), the
+digest of its data, which registered bundle is ``@served``, and the experiment's kind."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,7 @@ from kedro.config import OmegaConfigLoader
 
 from ragfolio.runs import IDENTITY_FILE
 from ragfolio.settings import CONFIG_LOADER_ARGS
-from ragfolio.tracking.mlflow_hooks import HEADLINES, REPORTS, MlflowTrackingHook
+from ragfolio.tracking.mlflow_hooks import HEADLINES, REPORTS, MlflowTrackingHook, data_digest, served_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORTING = ROOT / "data" / "08_reporting"
@@ -160,3 +161,84 @@ def test_the_bundle_is_registered_by_the_run_that_builds_it(client: mlflow.Mlflo
         hook.before_pipeline_run(run_params, pipelines[name], catalog)
         hook.after_pipeline_run(run_params, None, pipelines[name], catalog)
         assert registered == ([bundle] if name == "packaging" else []), name
+
+
+def test_the_same_run_twice_gets_two_names_and_one_label(client: mlflow.MlflowClient, tmp_path: Path) -> None:
+    groups = {"portfolio_selection", "candidate_scoring"}
+    for _ in range(3):
+        _run(tmp_path, _params(), "portfolio_selection", groups)
+    runs = client.search_runs([client.get_experiment_by_name("ragfolio").experiment_id])
+    title = "sample/portfolio_selection k=5 pool=default"
+    assert sorted(run.info.run_name for run in runs) == [title, f"{title} #2", f"{title} #3"]
+    assert {run.data.tags["ragfolio.run_name"] for run in runs} == {"sample"}
+
+
+def _jsonl(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    return folder
+
+
+def test_the_data_digest_covers_the_corpus_and_test_questions(client: mlflow.MlflowClient, tmp_path: Path) -> None:
+    raw = _jsonl(tmp_path / "q", "a.jsonl", '{"id": "1"}\n')
+    wiki, news = _jsonl(tmp_path / "wiki", "p.jsonl", '{"title": "A", "text": "a"}\n'), _jsonl(tmp_path / "news", "p.jsonl", "{}\n")
+    digests = []
+    for corpus_dir in (None, wiki, news):
+        _run(tmp_path, _params(data_prep__raw_dir=str(raw), data_prep__corpus_dir=corpus_dir and str(corpus_dir),
+                               run_name="q"), "data_prep", {"data_prep"})
+        tags = _last_run(client).data.tags
+        digests.append(tags["data.sha256"])
+        assert tags["data.corpus_dir"] == str(corpus_dir)
+    assert len(set(digests)) == 3  # the same questions, three corpora
+    _run(tmp_path, _params(run_name="q"), "router_training", {"router_training"})  # reads no data_prep: the record's
+    assert _last_run(client).data.tags["data.sha256"] == digests[2]
+    assert data_digest(tmp_path, {"raw": str(raw), "test": str(wiki)})[1] != data_digest(tmp_path, {"raw": str(raw), "corpus": str(wiki)})[1]
+
+
+def test_the_data_digest_of_the_raw_folder_alone_is_dvc_s(tmp_path: Path) -> None:
+    (tmp_path / "dvc.lock").write_text("stages:\n  data_prep:\n    deps:\n    - path: data/01_raw\n      md5: abc.dir\n")
+    _jsonl(tmp_path / "data" / "01_raw", "a.jsonl", "{}\n")
+    assert data_digest(tmp_path, {"raw": "data/01_raw"}) == ("dvc.data_md5", "abc.dir")
+    assert data_digest(tmp_path, {"raw": "data/01_raw", "corpus": "data/01_raw"})[0] == "data.sha256"  # DVC hashes raw only
+
+
+def test_served_bundle_is_the_one_the_service_loads_without_overrides(tmp_path: Path) -> None:
+    from ragfolio.serving.config import load_config
+
+    assert served_bundle(ROOT) == load_config(env={}, root=ROOT).bundle
+    (tmp_path / "conf" / "base").mkdir(parents=True)
+    (tmp_path / "conf" / "base" / "serving.yml").write_text("serving:\n  bundle: data/06_models/bundles/all\n")
+    assert served_bundle(tmp_path) == load_config(env={}, root=tmp_path).bundle == tmp_path / "data/06_models/bundles/all"
+    (tmp_path / "conf" / "base" / "serving.yml").unlink()
+    assert served_bundle(tmp_path) == load_config(env={}, root=tmp_path).bundle
+
+
+def _bundle(folder: Path, checksum: str) -> Path:
+    folder.mkdir(parents=True)
+    manifest = {"checksum": checksum, "version": checksum[:12], "default_l": 1, "corpus": {"fingerprint": "f"}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_served_names_the_bundle_bentoml_serve_loads_not_the_last_named_run(
+        client: mlflow.MlflowClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.pyfunc import PythonModel
+
+    from ragfolio.tracking import model
+    from ragfolio.tracking.model import REGISTERED_NAME, SERVED_ALIAS
+
+    class _Echo(PythonModel):
+        def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
+            return model_input
+
+    monkeypatch.setattr(model, "log_bundle_model", lambda bundle, default_l: mlflow.pyfunc.log_model(
+        name="model", python_model=_Echo()))
+    sample = _bundle(tmp_path / "data" / "06_models" / "bundle", "a" * 64)
+    named = _bundle(tmp_path / "runs" / "teamwiki" / "06_models" / "bundle", "b" * 64)
+    _run(tmp_path, _params(), "packaging", {"portfolio_selection"}, _Catalog({"bundle": sample}))
+    assert _last_run(client).data.tags["model.served"] == "True"
+    _run(tmp_path, _params(run_name="teamwiki"), "packaging", {"portfolio_selection"}, _Catalog({"bundle": named}))
+    assert _last_run(client).data.tags["model.served"] == "False"
+    served = client.get_model_version_by_alias(REGISTERED_NAME, SERVED_ALIAS)
+    assert served.tags["bundle.checksum"] == "a" * 64  # what a plain `bentoml serve` still loads
+    assert client.get_model_version_by_alias(REGISTERED_NAME, "run-teamwiki").tags["bundle.checksum"] == "b" * 64

@@ -1,4 +1,5 @@
-"""A bundle is registered once, however many runs rebuild it, and the aliases name the version to load."""
+"""A bundle is registered once, however many runs rebuild it, and the aliases name the version to load:
+``run-<label>`` each run's latest, ``served`` only the one a plain ``bentoml serve`` loads."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ def store(tmp_path: Path) -> Iterator[mlflow.MlflowClient]:
     mlflow.set_tracking_uri(previous)
 
 
-def _run(checksum: str, label: str, logged: list[str]) -> str:
-    """One run that builds the bundle with ``checksum``; ``logged`` collects the runs that logged a model."""
+def _run(checksum: str, label: str, logged: list[str], served: str | None) -> str:
+    """One run that builds the bundle with ``checksum`` while the service loads the one with ``served``;
+    ``logged`` collects the runs that logged a model."""
 
     def log_model() -> str:
         logged.append(checksum)
@@ -35,26 +37,40 @@ def _run(checksum: str, label: str, logged: list[str]) -> str:
 
     with mlflow.start_run():
         return register_bundle(log_model, tags={"bundle.checksum": checksum, "ragfolio.run_name": label},
-                               description=f"Run {label}", label=label)
+                               description=f"Run {label}", label=label, served_checksum=served)
+
+
+def _alias(store: mlflow.MlflowClient, alias: str) -> int:
+    return int(store.get_model_version_by_alias(REGISTERED_NAME, alias).version)
 
 
 def test_the_same_bundle_is_registered_once_with_the_served_alias(store: mlflow.MlflowClient) -> None:
     logged: list[str] = []
-    assert _run("aaa", "sample", logged) == "1"
-    assert _run("aaa", "sample", logged) == "1"  # `make run` again: the same bundle
+    assert _run("aaa", "sample", logged, served="aaa") == "1"
+    assert _run("aaa", "sample", logged, served="aaa") == "1"  # `make run` again: the same bundle
     assert logged == ["aaa"] and len(store.search_model_versions(f"name='{REGISTERED_NAME}'")) == 1
     served = store.get_model_version_by_alias(REGISTERED_NAME, SERVED_ALIAS)
     assert int(served.version) == 1 and served.description == "Run sample" and served.tags["bundle.checksum"] == "aaa"
 
 
-def test_a_new_bundle_is_a_new_version_and_each_run_keeps_its_alias(store: mlflow.MlflowClient) -> None:
+def test_a_named_run_gets_its_own_alias_and_served_stays_on_what_is_served(store: mlflow.MlflowClient) -> None:
     logged: list[str] = []
-    _run("aaa", "sample", logged)
-    assert _run("bbb", "team.wiki", logged) == "2"
-    assert int(store.get_model_version_by_alias(REGISTERED_NAME, SERVED_ALIAS).version) == 2
-    assert _run("aaa", "sample", logged) == "1"  # rebuilt: back to its version, nothing added
-    assert logged == ["aaa", "bbb"]
-    assert int(store.get_model_version_by_alias(REGISTERED_NAME, SERVED_ALIAS).version) == 1
-    assert int(store.get_model_version_by_alias(REGISTERED_NAME, run_alias("team.wiki")).version) == 2
+    _run("aaa", "sample", logged, served="aaa")
+    assert _run("bbb", "team.wiki", logged, served="aaa") == "2"  # `bentoml serve` still loads the sample's
+    assert _alias(store, SERVED_ALIAS) == 1 and _alias(store, run_alias("team.wiki")) == 2
     assert run_alias("team.wiki") == "run-team_wiki"
+    assert _run("ccc", "sample", logged, served="ccc") == "3"  # the sample rebuilt: its new bundle is served
+    assert _alias(store, SERVED_ALIAS) == 3 and _alias(store, run_alias("sample")) == 3
+    assert _run("aaa", "sample", logged, served="aaa") == "1"  # rebuilt as before: back to its version, nothing added
+    assert logged == ["aaa", "bbb", "ccc"]
+    assert _alias(store, SERVED_ALIAS) == 1 and _alias(store, run_alias("team.wiki")) == 2
     assert mlflow.pyfunc.load_model(f"models:/{REGISTERED_NAME}@{SERVED_ALIAS}").predict(["q"]) == ["q"]
+
+
+def test_the_served_alias_is_removed_when_the_served_bundle_was_never_registered(store: mlflow.MlflowClient) -> None:
+    logged: list[str] = []
+    _run("aaa", "sample", logged, served="aaa")
+    _run("bbb", "teamwiki", logged, served="zzz")  # the sample rebuilt with tracking off, then a named run
+    assert SERVED_ALIAS not in store.get_registered_model(REGISTERED_NAME).aliases
+    _run("ccc", "other", logged, served=None)  # no bundle where `bentoml serve` looks: still none
+    assert set(store.get_registered_model(REGISTERED_NAME).aliases) == {"run-sample", "run-teamwiki", "run-other"}

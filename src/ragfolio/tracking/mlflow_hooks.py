@@ -10,14 +10,17 @@ experiment of the classic model-training kind (the ``mlflow.experimentKind`` tag
 - the headline numbers as metrics (the ``*_headline.json`` reports ``dvc metrics show`` prints,
   under ``portfolio.``, ``router.`` and ``answers.``: a few dozen), and the full reports and timings
   as artifacts (``reports/``, ``reports/timings/``), with the plots (``plots/``);
-- the served bundle as a ``pyfunc`` model registered as ``ragfolio`` once per bundle, the aliases
-  ``served`` and ``run-<label>`` on its version (:func:`ragfolio.tracking.model.register_bundle`), by
-  the run whose pipeline outputs ``bundle``: the ``packaging`` stage (or ``portfolio``, which holds it);
+- the run's bundle as a ``pyfunc`` model registered as ``ragfolio`` once per bundle, the alias
+  ``run-<label>`` on its version (:func:`ragfolio.tracking.model.register_bundle`), by the run whose
+  pipeline outputs ``bundle``: the ``packaging`` stage (or ``portfolio``, which holds it). The alias
+  ``served`` names only the version of the bundle a plain ``bentoml serve`` loads (:func:`served_bundle`),
+  so a named run's bundle is ``@run-<label>`` and never ``@served``;
 - tags: the run's identity (:class:`ragfolio.runs.RunIdentity`: the MLflow run is named
-  ``<label>/<pipeline> k=<k> pool=<pool>`` after the data folder really read, ``k`` and the pool),
-  its data folder and output root, the pipeline, the git commit (``-dirty`` when a tracked file
-  other than ``dvc.lock`` and DVC's outputs differs from it), the DVC hash of the raw data from
-  ``dvc.lock`` (or a sha256 of the raw folder when no lock matches) and the served corpus's fingerprint.
+  ``<label>/<pipeline> k=<k> pool=<pool>`` after the data folder really read, ``k`` and the pool,
+  with `` #2``, `` #3``... when a run of that name exists), its data folders and output root, the
+  pipeline, the git commit (``-dirty`` when a tracked file other than ``dvc.lock`` and DVC's outputs
+  differs from it), a digest of the data its questions and corpus came from (:func:`data_digest`) and
+  the bundle's corpus fingerprint.
 
 Set ``RAGFOLIO_MLFLOW=0`` to run without tracking; the run's identity is still recorded for later stages.
 """
@@ -48,6 +51,8 @@ HEADLINES = {"portfolio_headline": "portfolio", "router_headline": "router", "an
 REPORTS = ("portfolio_metrics", "router_metrics", "answer_metrics", "sample_complexity", "router_timings",
            "answer_timings")
 BUNDLE = "bundle"
+SERVING_CONFIG = "conf/base/serving.yml"
+DEFAULT_SERVED_BUNDLE = "data/06_models/bundle"  # ServingConfig.bundle's default, when the file names none
 
 
 def _enabled() -> bool:
@@ -83,22 +88,69 @@ def git_commit(project: Path) -> str:
     return head + ("-dirty" if code else "")
 
 
-def _data_hash(project: Path, raw_dir: str) -> tuple[str, str]:
-    """``(tag name, hash)`` of the raw data: DVC's md5 from ``dvc.lock``, else a sha256 of its files."""
+def data_digest(project: Path, dirs: dict[str, str]) -> tuple[str, str]:
+    """``(tag name, hash)`` of the data a run's questions and corpus were read from.
+
+    ``dirs`` are the folders by role (:attr:`ragfolio.runs.RunIdentity.data_dirs`: ``raw``, and ``test`` and
+    ``corpus`` when set). The raw folder alone, as ``dvc.lock``'s ``data_prep`` stage records it: DVC's
+    md5 (``dvc.data_md5``). Otherwise ``data.sha256``: a sha256 of the top-level ``*.jsonl`` files (name
+    and bytes) of the raw folder, then of each other folder after its role, so two runs on the same
+    questions and different corpora (or test questions) differ.
+    """
     lock = project / "dvc.lock"
-    if lock.exists():
+    if set(dirs) == {"raw"} and lock.exists():
         import yaml
 
         stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
         for dep in stages.get("data_prep", {}).get("deps", []):
-            if Path(dep["path"]) == Path(raw_dir) and "md5" in dep:
+            if Path(dep["path"]) == Path(dirs["raw"]) and "md5" in dep:
                 return "dvc.data_md5", dep["md5"]
-    folder = Path(raw_dir) if Path(raw_dir).is_absolute() else project / raw_dir
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.jsonl")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+    for role in sorted(dirs, key=lambda role: (role != "raw", role)):  # the raw folder alone hashes as it did before
+        if role != "raw":
+            digest.update(f"\0{role}\0".encode())
+        folder = Path(dirs[role]) if Path(dirs[role]).is_absolute() else project / dirs[role]
+        for path in sorted(folder.glob("*.jsonl")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
     return "data.sha256", digest.hexdigest()
+
+
+def served_bundle(project: Path) -> Path:
+    """The bundle folder a plain ``bentoml serve`` in ``project`` loads: ``serving.bundle`` of
+    conf/base/serving.yml (relative to the project), whatever the environment says.
+
+    The one place that knows where the default service's bundle is: the ``served`` alias follows it
+    (:func:`ragfolio.tracking.model.place_served_alias`). Read here, not through
+    ``ragfolio.serving.config``, so that no pipeline stage depends on the service's code.
+    """
+    import yaml
+
+    config = project / SERVING_CONFIG
+    serving = ((yaml.safe_load(config.read_text()) or {}).get("serving") or {}) if config.is_file() else {}
+    folder = Path(str(serving.get("bundle") or DEFAULT_SERVED_BUNDLE))
+    return folder if folder.is_absolute() else project / folder
+
+
+def bundle_checksum(bundle: Path) -> str | None:
+    """The ``checksum`` of the bundle manifest in ``bundle``; None when there is no bundle."""
+    manifest = bundle / "manifest.json"
+    return str(json.loads(manifest.read_text())["checksum"]) if manifest.is_file() else None
+
+
+def unique_run_name(experiment_id: str, title: str, label: str) -> str:
+    """``title`` if no run of the experiment (deleted ones too) of the run label ``label`` has that name,
+    else ``title #n`` with the smallest free ``n >= 2``: the same run twice gets two names."""
+    from mlflow import MlflowClient
+    from mlflow.entities import ViewType
+
+    runs = MlflowClient().search_runs([experiment_id], filter_string=f"tags.`ragfolio.run_name` = '{label}'",
+                                      run_view_type=ViewType.ALL, max_results=50_000)
+    taken = {run.info.run_name for run in runs}
+    n = 1
+    while (name := title if n == 1 else f"{title} #{n}") in taken:
+        n += 1
+    return name
 
 
 def _filepath(catalog: Any, name: str) -> Path | None:
@@ -125,6 +177,7 @@ class MlflowTrackingHook:
         self._record: dict[str, Any] = {}
         self._record_path: Path | None = None
         self._identity: RunIdentity | None = None
+        self._project = Path()
         self._commit = "unknown"
 
     @hook_impl
@@ -133,7 +186,7 @@ class MlflowTrackingHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
-        project = Path(run_params["project_path"])
+        self._project = project = Path(run_params["project_path"])
         root = str(self._params.get("data_root") or run_root(run_name(self._params)))
         self._record_path = project / root / IDENTITY_FILE
         recorded = json.loads(self._record_path.read_text()) if self._record_path.exists() else {}
@@ -153,15 +206,17 @@ class MlflowTrackingHook:
             if key not in experiment.tags:  # a kind chosen in the UI stays
                 mlflow.set_experiment_tag(key, value)
         names = run_params.get("pipeline_names") or ["__default__"]
-        mlflow.start_run(run_name=identity.title("+".join(names)))
+        title = identity.title("+".join(names))
+        mlflow.start_run(run_name=unique_run_name(experiment.experiment_id, title, identity.label))
         self._active = True
-        data_tag, data_hash = _data_hash(project, identity.raw_dir)
+        data_tag, data_hash = data_digest(project, identity.data_dirs)
         self._commit = git_commit(project)
         mlflow.set_tags({
             "kedro.pipeline": ",".join(names), "kedro.run_id": str(run_params.get("run_id")),
             "git.commit": self._commit, data_tag: data_hash, "ragfolio.run_name": identity.label,
             "ragfolio.k": str(identity.k), "ragfolio.pool": identity.pool,
-            "data.raw_dir": identity.raw_dir, "data.test_dir": str(identity.test_dir), "data.root": root,
+            "data.raw_dir": identity.raw_dir, "data.test_dir": str(identity.test_dir),
+            "data.corpus_dir": str(identity.corpus_dir), "data.root": root,
             **{f"numerics.{name}": value for name, value in numerics_identity().items()},
         })
         mlflow.log_params(knob_params(self._params, groups))
@@ -199,7 +254,7 @@ class MlflowTrackingHook:
     def _register(self, bundle: Path, identity: RunIdentity) -> None:
         import mlflow
 
-        from ragfolio.tracking.model import REGISTERED_NAME, log_bundle_model, register_bundle
+        from ragfolio.tracking.model import REGISTERED_NAME, log_bundle_model, register_bundle, run_alias
 
         manifest = json.loads((bundle / "manifest.json").read_text())
         fingerprint = str(manifest.get("corpus", {}).get("fingerprint", "unknown"))
@@ -208,14 +263,18 @@ class MlflowTrackingHook:
                 "corpus.fingerprint": fingerprint, "git.commit": self._commit}
         description = (f"Run {identity.label} (data {identity.raw_dir}, k={identity.k}, pool {identity.pool}): "
                        f"bundle {manifest['version']} at {bundle}, corpus {fingerprint}, commit {self._commit}.")
+        served = bundle_checksum(served_bundle(self._project))
         version = register_bundle(
             lambda: log_bundle_model(bundle, default_l=int(manifest["default_l"])).model_uri,
-            tags=tags, description=description, label=identity.label,
+            tags=tags, description=description, label=identity.label, served_checksum=served,
         )
+        is_served = served == manifest["checksum"]
         mlflow.set_tags({"bundle.version": manifest["version"], "bundle.checksum": manifest["checksum"],
-                         "corpus.fingerprint": fingerprint, "model.version": version})
-        logger.info("MLflow: bundle %s of run %s is models:/%s/%s (@served)", manifest["version"], identity.label,
-                    REGISTERED_NAME, version)
+                         "corpus.fingerprint": fingerprint, "model.version": version, "model.served": str(is_served)})
+        logger.info("MLflow: bundle %s of run %s is models:/%s/%s (@%s%s)", manifest["version"], identity.label,
+                    REGISTERED_NAME, version, run_alias(identity.label),
+                    ", @served" if is_served else f"; not what `bentoml serve` loads by default, "
+                    f"{served_bundle(self._project)}, so not @served")
 
     @hook_impl
     def on_pipeline_error(self, error: Exception, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:

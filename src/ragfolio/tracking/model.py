@@ -3,12 +3,15 @@
 ``predict`` takes a DataFrame with a ``question`` column (or a list of strings) and an optional
 ``l`` parameter, routes and retrieves the questions as one batch (whatever the router:
 :meth:`~ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch`), and returns one row per
-question: the routed members (best first), their router scores, and each member's passages. Loading it back with ``mlflow.pyfunc.load_model("models:/ragfolio@served")``
-(or ``models:/ragfolio/<version>``, ``models:/ragfolio@run-<label>``) verifies the bundle's checksums,
-then gives the same predictions as the pipeline's bundle.
+question: the routed members (best first), their router scores, and each member's passages. Loading it
+back with ``mlflow.pyfunc.load_model("models:/ragfolio@served")`` (the bundle ``bentoml serve`` loads by
+default; or ``models:/ragfolio/<version>``, ``models:/ragfolio@run-<label>``) verifies the bundle's
+checksums, then gives the same predictions as the pipeline's bundle.
 
 A bundle is registered once (:func:`register_bundle`): a run that rebuilds a bundle already registered,
-checksum for checksum, adds no version and moves the aliases to the existing one.
+checksum for checksum, adds no version and moves its ``run-<label>`` alias to the existing one. The
+``served`` alias names the version of the bundle a plain ``bentoml serve`` loads, whichever run built
+it (:func:`place_served_alias`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 REGISTERED_NAME = "ragfolio"
-SERVED_ALIAS = "served"  # the version of the bundle the latest run built
+SERVED_ALIAS = "served"  # the version of the bundle a plain `bentoml serve` loads, and no other
 
 
 class RagfolioModel(PythonModel):
@@ -113,21 +116,43 @@ def run_alias(label: str) -> str:
     return "run-" + re.sub(r"[^\w-]", "_", label)
 
 
-def register_bundle(log_model: Callable[[], str], *, tags: Mapping[str, str], description: str, label: str) -> str:
+def _versions(client: Any, checksum: str) -> list[int]:
+    """The registered ``ragfolio`` versions whose ``bundle.checksum`` tag is ``checksum``."""
+    return [int(v.version) for v in client.search_model_versions(f"name='{REGISTERED_NAME}'")
+            if v.tags.get("bundle.checksum") == checksum]
+
+
+def register_bundle(log_model: Callable[[], str], *, tags: Mapping[str, str], description: str, label: str,
+                    served_checksum: str | None) -> str:
     """The registered ``ragfolio`` version of the bundle whose ``bundle.checksum`` tag is ``tags``': the newest
     one already registered, else a new version of the model ``log_model()`` logs (it returns the model's
-    URI) with ``tags`` and ``description``. Either way the aliases :data:`SERVED_ALIAS` and
-    :func:`run_alias` of ``label`` then point at it."""
+    URI) with ``tags`` and ``description``. Either way the alias :func:`run_alias` of ``label`` then points
+    at it, and :data:`SERVED_ALIAS` at the version of ``served_checksum`` (:func:`place_served_alias`)."""
     from mlflow import MlflowClient
 
     client = MlflowClient()
-    same = [int(v.version) for v in client.search_model_versions(f"name='{REGISTERED_NAME}'")
-            if v.tags.get("bundle.checksum") == tags["bundle.checksum"]]
+    same = _versions(client, tags["bundle.checksum"])
     if same:
         version = str(max(same))
     else:
         version = str(mlflow.register_model(log_model(), REGISTERED_NAME, tags=dict(tags)).version)
         client.update_model_version(REGISTERED_NAME, version, description=description)
-    for alias in (SERVED_ALIAS, run_alias(label)):
-        client.set_registered_model_alias(REGISTERED_NAME, alias, version)
+    client.set_registered_model_alias(REGISTERED_NAME, run_alias(label), version)
+    place_served_alias(served_checksum)
     return version
+
+
+def place_served_alias(checksum: str | None) -> str | None:
+    """Point :data:`SERVED_ALIAS` at the newest version of the bundle with ``checksum`` (the one a plain
+    ``bentoml serve`` loads) and return it; with no such version (or ``checksum`` None: nothing is served)
+    remove the alias, so it never names a bundle the service does not load."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    same = _versions(client, checksum) if checksum else []
+    if same:
+        client.set_registered_model_alias(REGISTERED_NAME, SERVED_ALIAS, str(max(same)))
+        return str(max(same))
+    if SERVED_ALIAS in client.get_registered_model(REGISTERED_NAME).aliases:
+        client.delete_registered_model_alias(REGISTERED_NAME, SERVED_ALIAS)
+    return None
