@@ -93,7 +93,7 @@ def handoffs() -> Callable[[Path], dict[str, Any]]:
     datasets once a run has consumed them, so a stage run on its own needs them on disk)."""
     from kedro_datasets.json import JSONDataset
 
-    from ragfolio.datasets import ArrayTreeDataset
+    from ragfolio.datasets.array_trees import ArrayTreeDataset
 
     def datasets(root: Path) -> dict[str, Any]:
         return {

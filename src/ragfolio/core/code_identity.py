@@ -25,7 +25,7 @@ import importlib.metadata
 import importlib.util
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 PACKAGE = "ragfolio"
@@ -123,15 +123,21 @@ def imported_files(path: Path, src: Path) -> set[Path]:
     return files
 
 
-def closure(seeds: Iterable[Path], src: Path) -> set[Path]:
-    """``seeds`` and every file of this package that they import, transitively."""
+def closure(seeds: Iterable[Path], src: Path, follow: Callable[[Path, Path], bool] | None = None) -> set[Path]:
+    """``seeds`` and every file of this package that they import, transitively.
+
+    Args:
+        seeds: The files to start from.
+        src: The folder holding the ``ragfolio`` package.
+        follow: ``follow(importer, imported)``: whether to follow that import (default: every one).
+    """
     todo = list(seeds)
     seen: set[Path] = set()
     while todo:
         path = todo.pop()
         if path not in seen:
             seen.add(path)
-            todo.extend(imported_files(path, src) - seen)
+            todo.extend(f for f in imported_files(path, src) - seen if follow is None or follow(path, f))
     return seen
 
 
