@@ -15,8 +15,9 @@ are, by name:
   de-quantisation of :func:`~ragfolio.core.llm.embedded.converted_gguf`).
 
 :func:`encode_blocks` caches each block under a key naming the queries, the block and its
-encoder's identity (settings, package versions and a digest of the code that computes it), so an
-upgrade or an edit misses the cache; :func:`time_blocks` measures what each block costs a query.
+encoder's identity (settings, package versions and the declared version of the code that computes
+it), so an upgrade or a changed encoder misses the cache; :func:`time_blocks` measures what each
+block costs a query.
 """
 
 from __future__ import annotations
