@@ -39,7 +39,7 @@ from ragfolio.core.scoring.utility_index import UtilityIndex, stacked
 from ragfolio.core.selection.best_of_k import per_question_best_of_k
 from ragfolio.core.selection.greedy import select_greedy
 from ragfolio.core.stats import Interval, interval_text, paired_difference
-from ragfolio.datasets import ArrayFolderDataset
+from ragfolio.datasets.array_folders import ArrayFolderDataset
 
 FAMILY = "cross_encoder"
 

@@ -38,7 +38,7 @@ from ragfolio.core.retrieval.reranking.rerank_quality import rerank_quality
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.scoring.runners import CorpusRunners
 from ragfolio.core.stats import interval_text
-from ragfolio.datasets import CrossEncoderDataset
+from ragfolio.datasets.cross_encoders import CrossEncoderDataset
 from ragfolio.pipelines.candidate_scoring.nodes import pool_settings
 from ragfolio.pipelines.candidate_scoring.reranker_training import train_cross_encoder
 

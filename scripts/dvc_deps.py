@@ -1,23 +1,31 @@
 """The code dependencies of every DVC stage, computed from imports instead of kept by hand.
 
 Each stage of ``dvc.yaml`` is ``kedro run --pipelines=<name>``; its ``src/...`` deps must list every
-module of this project that the run executes, or ``dvc repro`` skips a stage whose code changed.
-A stage's modules are the transitive closure of the ``ragfolio`` imports of:
+module of this project that the run executes, or ``dvc repro`` skips a stage whose code changed,
+and no module it does not, or ``dvc repro`` reruns a stage that nothing changed. A stage's modules
+are the transitive closure of the ``ragfolio`` imports of:
 
 - every file of its pipeline package, ``src/ragfolio/pipelines/<name>/`` (the lab's:
   ``src/ragfolio_lab/pipelines/<name>/``);
-- ``ragfolio.settings``, which Kedro imports on every run (it registers the MLflow hook, whose
-  imports -- ``ragfolio.tracking.*`` and what they import -- are followed like any other);
-- the modules named by ``type: ragfolio.<module>.<Class>`` in ``conf/base/**/catalog*.yml``: the
-  hook fetches the ``bundle`` entry after every run, so the catalog's own dataset classes load on
-  every run, not only in the stages that read or write them;
+- ``ragfolio.settings``, which Kedro imports on every run (it registers the hooks, whose imports --
+  ``ragfolio.tracking.*``, ``ragfolio.stage_inputs`` and what they import -- are followed like any
+  other);
+- the dataset classes of the catalog entries its pipeline reads or writes (Kedro's
+  ``Pipeline.datasets()``): ``type: ragfolio.<module>.<Class>`` in ``conf/base/**/catalog*.yml``,
+  and a ``record: ragfolio.<module>.<Class>`` that the dataset loads. Kedro imports a dataset's
+  class when a run first uses its entry (checked with kedro 1.7: ``tests/test_dvc_deps.py`` runs
+  ``data_prep`` and looks at what it imported), so the other entries' modules are not run;
 - ``ragfolio.pipeline_registry`` itself, but of its imports only those outside the *other* stages'
   pipeline packages: it imports every pipeline to build the registry, yet a run executes the nodes of
   its own pipeline only, so a change to another stage's nodes must not rerun this one. (A module of
   another pipeline that this stage's own code imports is followed as usual.)
 
-Imports are read with :mod:`ast` by :mod:`ragfolio.core.code_identity` (the same closure that
-cache keys hash, so a stage reruns and its caches miss on the same edits), everywhere in a file
+Two imports are followed only for the stages that need them: the registry's of the other stages'
+pipelines (above), and the MLflow hook's of ``ragfolio.tracking.model``, which it imports to
+register the served bundle after a run whose pipeline writes the ``bundle`` entry
+(:data:`ON_OUTPUT`), and only then.
+
+Imports are read with :mod:`ast` by :mod:`ragfolio.core.code_identity`, everywhere in a file
 (inside functions and ``TYPE_CHECKING`` blocks too, which errs on the side of rerunning):
 ``import ragfolio.x``, ``from ragfolio.x import y`` (``ragfolio.x.y`` too when ``y`` is a
 submodule) and relative imports. Importing a module runs its parent packages' ``__init__.py``, so
@@ -25,10 +33,6 @@ those are part of the closure. Dynamic imports (``importlib.import_module`` with
 are not seen.
 
 A directory is listed instead of its files when every ``.py`` file under it is in the closure.
-
-Through the hook (``tracking.model``, imported when a run builds the bundle) and the catalog's
-datasets, both of which import ``core.artifacts``, every stage depends on most of ``core``; a stage
-that reruns with unchanged outputs does not rerun the stages after it.
 
 Usage::
 
@@ -45,6 +49,7 @@ stay as they are. ``--check`` reports modules no ``src/`` dep covers and ``src/`
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from collections.abc import Iterable, Iterator
@@ -52,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from parse import parse
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +67,6 @@ from ragfolio.core.code_identity import (  # noqa: E402
     PACKAGE,
     PACKAGES,
     closure,
-    imported_files,
     in_package,
     module_file,
     module_files,
@@ -72,8 +77,26 @@ logger = logging.getLogger("dvc_deps")
 
 SETTINGS = f"{PACKAGE}.settings"
 REGISTRY = f"{PACKAGE}.pipeline_registry"
+MLFLOW_HOOK = f"{PACKAGE}.tracking.mlflow_hooks"
+# Modules the MLflow hook imports only after a run whose pipeline writes the catalog entry named:
+# ragfolio.tracking.mlflow_hooks.BUNDLE, the served bundle, registered as an MLflow model.
+ON_OUTPUT = {f"{PACKAGE}.tracking.model": "bundle"}
 CATALOG_GLOB = "conf/base/**/catalog*.yml"
+CLASS_KEYS = ("type", "record")  # the keys of a catalog entry that name a class the dataset imports
 CODE_PREFIX = "src/"
+
+
+@dataclass(frozen=True)
+class StageData:
+    """The catalog entries one stage's pipeline uses (``params:`` aside).
+
+    Attributes:
+        used: every entry it reads or writes (``Pipeline.datasets()``).
+        outputs: the entries it writes (``Pipeline.all_outputs()``).
+    """
+
+    used: frozenset[str]
+    outputs: frozenset[str]
 
 
 def _pipeline_packages(root: Path = ROOT) -> dict[str, Path]:
@@ -89,53 +112,103 @@ def pipelines(root: Path = ROOT) -> list[str]:
     return sorted(_pipeline_packages(root))
 
 
-def catalog_modules(root: Path = ROOT) -> set[str]:
-    """The modules of this package named by a ``type:`` in the base catalog files (class name dropped)."""
-    src = root / "src"
+@functools.cache
+def stage_data() -> dict[str, StageData]:
+    """Each stage's catalog entries, from this checkout's ``register_pipelines()`` (imports every pipeline)."""
+    from ragfolio.pipeline_registry import register_pipelines
+
+    registered = register_pipelines()
+    return {
+        stage: StageData(
+            used=frozenset(n for n in registered[stage].datasets() if not n.startswith("params:") and n != "parameters"),
+            outputs=frozenset(registered[stage].all_outputs()),
+        )
+        for stage in pipelines()
+    }
+
+
+def catalog_classes(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each entry of the base catalog files -> the classes of this package it names (``type``, ``record``).
+
+    Entries named with ``{placeholders}`` (dataset factories) keep their pattern as the key.
+    """
     yaml = YAML(typ="safe")
-    types: set[str] = set()
+    classes: dict[str, set[str]] = {}
     for path in sorted(root.glob(CATALOG_GLOB)):
-        types |= set(_type_values(yaml.load(path)))
+        for name, config in (yaml.load(path) or {}).items():
+            if not str(name).startswith("_"):  # a YAML anchor or variable, such as _root
+                classes.setdefault(str(name), set()).update(v for v in _class_values(config) if in_package(v))
+    return classes
+
+
+def _class_values(config: Any) -> Iterator[str]:
+    """Every string under a :data:`CLASS_KEYS` key of a (nested) catalog entry."""
+    if isinstance(config, dict):
+        for key, value in config.items():
+            if key in CLASS_KEYS and isinstance(value, str):
+                yield value
+            else:
+                yield from _class_values(value)
+    elif isinstance(config, list):
+        for value in config:
+            yield from _class_values(value)
+
+
+def dataset_modules(entries: Iterable[str], root: Path = ROOT) -> set[str]:
+    """The modules of this package whose classes the catalog ``entries`` name (class name dropped).
+
+    An entry that is not in the catalog (an in-memory dataset) names none; one that a dataset
+    factory pattern matches names the pattern's.
+
+    Raises:
+        ValueError: a class's module has no file under ``root/src``.
+    """
+    src = root / "src"
+    catalog = catalog_classes(root)
     modules = set()
-    for dotted in types:
-        if in_package(dotted):
+    for entry in entries:
+        patterns = [name for name in catalog if "{" in name and parse(name, entry) is not None]
+        for dotted in catalog.get(entry, set()).union(*(catalog[p] for p in patterns)):
             module = dotted.rpartition(".")[0]
             if module_file(module, src) is None:
-                raise ValueError(f"catalog type {dotted!r}: no module {module!r} under {src}")
+                raise ValueError(f"catalog entry {entry!r}: {dotted!r} names no module {module!r} under {src}")
             modules.add(module)
     return modules
 
 
-def _type_values(config: Any) -> Iterator[str]:
-    """Every string under a ``type`` key of a (nested) catalog config."""
-    if isinstance(config, dict):
-        for key, value in config.items():
-            if key == "type" and isinstance(value, str):
-                yield value
-            else:
-                yield from _type_values(value)
-    elif isinstance(config, list):
-        for value in config:
-            yield from _type_values(value)
+def stage_modules(stage: str, root: Path = ROOT, data: StageData | None = None) -> set[Path]:
+    """The ``.py`` files that ``kedro run --pipelines=<stage>`` runs (see the module docstring).
 
-
-def stage_modules(stage: str, root: Path = ROOT) -> set[Path]:
-    """The ``.py`` files that ``kedro run --pipelines=<stage>`` runs (see the module docstring)."""
+    Args:
+        stage: The stage (= pipeline) name.
+        root: The project's root.
+        data: The stage's catalog entries; default :func:`stage_data`'s (only for this checkout).
+    """
     src = root / "src"
     packages = _pipeline_packages(root)
     package = packages.get(stage, src / PACKAGE / "pipelines" / stage)
     if not (package / "__init__.py").is_file():
         raise ValueError(f"stage {stage!r} has no pipeline package {package}")
-    seeds = set(module_files(SETTINGS, src))
+    if data is None:
+        if root != ROOT:
+            raise ValueError(f"pass the catalog entries of stage {stage!r} for a project other than {ROOT}")
+        data = stage_data()[stage]
+    seeds = module_files(SETTINGS, src) | module_files(REGISTRY, src)
     for path in sorted(package.rglob("*.py")):
         seeds |= module_files(module_name(path, src), src)
-    for module in catalog_modules(root):
+    for module in dataset_modules(data.used, root):
         seeds |= module_files(module, src)
-    registry = module_files(REGISTRY, src)
+    registry = module_file(REGISTRY, src)
+    hook = module_file(MLFLOW_HOOK, src)
     others = [folder for name, folder in packages.items() if name != stage]
-    for path in registry:
-        seeds |= {f for f in imported_files(path, src) if not any(f.is_relative_to(o) for o in others)}
-    return closure(seeds, src) | registry
+    unused = {module_file(module, src) for module, entry in ON_OUTPUT.items() if entry not in data.outputs}
+
+    def follow(importer: Path, imported: Path) -> bool:
+        if importer == registry:
+            return not any(imported.is_relative_to(other) for other in others)
+        return not (importer == hook and imported in unused)
+
+    return closure(seeds, src, follow)
 
 
 def dep_paths(files: set[Path], root: Path = ROOT) -> list[str]:
@@ -143,10 +216,11 @@ def dep_paths(files: set[Path], root: Path = ROOT) -> list[str]:
 
     A directory is used when every ``.py`` file under it is in ``files``; the highest such one wins.
     """
-    top = root / "src" / PACKAGE
+    tops = [root / "src" / package for package in PACKAGES]
     paths = set()
     for path in files:
         chosen = path
+        top = next((t for t in tops if path.is_relative_to(t)), tops[0])
         for parent in path.parents:
             if not parent.is_relative_to(top) or not all(f in files for f in parent.rglob("*.py")):
                 break

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +20,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # from this variable as of the moment prometheus_client is first imported, which may be by any
 # earlier test (MLflow, BentoML): set once for the whole session, before every test.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="ragfolio-prometheus-"))
-
-
-@pytest.fixture
-def edit_source(tmp_path, monkeypatch) -> Iterator[Callable[[str], None]]:
-    """Cache keys read the ``ragfolio`` (and ``ragfolio_lab``) source from a copy; the fixture edits a module of that copy.
-
-    ``edit_source("ragfolio.core.answering.prompts")`` appends a comment to the module's file in the
-    copy and forgets the digests computed so far, as a new process after the edit would.
-    """
-    from ragfolio.core import code_identity
-
-    src = tmp_path / "source_copy"
-    for package in code_identity.PACKAGES:
-        shutil.copytree(code_identity.SOURCE_ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(code_identity, "SOURCE_ROOT", src)
-    code_identity._digest.cache_clear()  # as a new process would
-
-    def edit(module: str) -> None:
-        path = code_identity.module_file(module, src)
-        if path is None:
-            raise ValueError(f"module {module!r} has no file under {src}")
-        path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-        code_identity._digest.cache_clear()  # as a new process would
-
-    yield edit
-    code_identity._digest.cache_clear()  # as a new process would
 
 
 @pytest.fixture
@@ -94,7 +67,7 @@ def handoffs() -> Callable[[Path], dict[str, Any]]:
     datasets once a run has consumed them, so a stage run on its own needs them on disk)."""
     from kedro_datasets.json import JSONDataset
 
-    from ragfolio.datasets import ArrayTreeDataset
+    from ragfolio.datasets.array_trees import ArrayTreeDataset
 
     def datasets(root: Path) -> dict[str, Any]:
         return {

@@ -3,7 +3,9 @@ import pytest
 from kedro.io import DatasetError
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.datasets import ArrayCacheDataset, ArrayFolderDataset, ArrayTreeDataset
+from ragfolio.datasets.array_folders import ArrayFolderDataset
+from ragfolio.datasets.array_trees import ArrayTreeDataset
+from ragfolio.datasets.retrieval_cache import ArrayCacheDataset
 
 
 def test_array_folder_round_trip_memory_maps(tmp_path) -> None:
@@ -82,7 +84,7 @@ def test_array_tree_stores_records_and_refuses_others(tmp_path) -> None:
 
 
 def test_a_timings_file_loads_back_and_an_absent_one_loads_as_no_timings(tmp_path) -> None:
-    from ragfolio.datasets import TimingsDataset
+    from ragfolio.datasets.timing_files import TimingsDataset
 
     timings = TimingsDataset(filepath=str(tmp_path / "timings" / "retrieval_features.json"))
     assert timings.exists() and timings.load() == {}  # e.g. after a dvc pull: timings are not tracked

@@ -103,6 +103,15 @@ def test_dvc_repro_skips_unchanged_and_reruns_dependents(tmp_path: Path) -> None
     for stage in STAGES:
         assert f"Stage '{stage}' didn't change, skipping" in second
 
+    # An edit to the service, which no stage runs, changes no stage; one to a dataset's module changes
+    # the stages whose catalog entries use it (scripts/dvc_deps.py), and no other.
+    for edited, changed in (("serving/service.py", set()), ("datasets/answer_store_file.py", {"answering_evaluation"})):
+        source = project / "src/ragfolio" / edited
+        original = source.read_text()
+        source.write_text(original + "\n# edited\n")
+        assert set(json.loads(_dvc(project, "status", "--json", stdout_only=True))) == changed, edited
+        source.write_text(original)
+
     metrics = json.loads(_dvc(project, "metrics", "show", "--json", stdout_only=True))
     workspace = next(iter(metrics.values()))["data"]  # the workspace (keyed "" outside a git commit)
     assert set(workspace) == {f"data/08_reporting/{name}_headline.json" for name in ("portfolio", "router", "answer")}

@@ -1,6 +1,7 @@
 """The pool's disk cache cannot serve stale results: a family's result version, an encoder's
-identity (settings, package versions, code), the settings a ranking reads and the source of the
-code that computes it are part of every key they affect."""
+identity (settings, package versions, its code's declared version), the settings a ranking reads and
+the first stages' version are part of every key they affect (tests/test_cache_versions.py checks that
+an output changes only with its version)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ragfolio.core.data.records import build_corpus
 from ragfolio.core.retrieval.encoders import kinds
 from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.pool import expand_grid
+from ragfolio.core.retrieval.running import pool_runner
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 
@@ -94,7 +96,7 @@ def test_swapping_the_encoder_order_misses_the_cache_completion_depends_on(tiny_
     assert [r.completion_encoder for r in runners] == ["minilm", "e5"]
 
 
-def test_editing_e5_torch_misses_the_embedding_cache(tiny_dir, tmp_path, edit_source, monkeypatch) -> None:
+def test_a_new_encoder_version_misses_the_embedding_cache(tiny_dir, tmp_path, monkeypatch) -> None:
     calls = install_hashing_encoder(monkeypatch)
     dense = expand_grid({"dense": [{"encoder": "minilm"}]})[0]
     cache_dir = tmp_path / "cache"
@@ -103,23 +105,33 @@ def test_editing_e5_torch_misses_the_embedding_cache(tiny_dir, tmp_path, edit_so
     runner.run(dense, queries)
     n_encodings = len(calls)
     runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
-    assert len(calls) == n_encodings  # unchanged code: every part from the disk cache
-    edit_source("ragfolio.core.retrieval.encoders.e5_torch")
-    assert kinds.encoder_identity({"kind": "e5_torch"})["code"] != e5["code"]
+    assert len(calls) == n_encodings  # same versions: every part from the disk cache
+    monkeypatch.setattr(kinds.ENCODER_KINDS["e5_torch"], "version", 2)
+    assert kinds.encoder_identity({"kind": "e5_torch"})["version"] == [2] != e5["version"]
+    monkeypatch.setattr(kinds.ENCODER_KINDS["hashing"], "version", 2, raising=False)  # the encoder the pool runs
     runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
     assert {kind for _, kind, _ in calls[n_encodings:]} == {"passages", "queries"}  # re-encoded
     for namespace in ("passage_embeddings", "query_embeddings", "candidates"):
         assert entries(cache_dir, namespace) == 2, namespace
 
 
-def test_editing_a_shared_part_misses_the_rankings_but_not_the_embeddings(tiny_dir, tmp_path, edit_source,
-                                                                           monkeypatch) -> None:
+def test_a_new_first_stage_version_misses_the_rankings_but_not_the_embeddings(tiny_dir, tmp_path, monkeypatch) -> None:
     install_hashing_encoder(monkeypatch)
     hybrid = expand_grid({"hybrid": [{"encoder": "minilm", "method": "rrf"}]})[0]
     cache_dir = tmp_path / "cache"
     runner, queries = runner_on_disk(tiny_dir, cache_dir)
     runner.run(hybrid, queries)
-    edit_source("ragfolio.core.retrieval.ranking.fusion")
+    monkeypatch.setattr(pool_runner, "BASE_VERSION", 2)
     runner_on_disk(tiny_dir, cache_dir)[0].run(hybrid, queries)
-    assert entries(cache_dir, "candidates") == 2
-    assert entries(cache_dir, "passage_embeddings") == 1  # fusion does not make vectors
+    assert entries(cache_dir, "candidates") == 2 and entries(cache_dir, "base") == 4  # bm25 and dense: again
+    assert entries(cache_dir, "passage_embeddings") == 1  # the first stages do not make vectors
+
+
+def test_moving_code_keeps_every_cache(tiny_dir, tmp_path, monkeypatch) -> None:
+    """Keys name versions, not source files: the same versions read the same entries wherever the code is."""
+    install_hashing_encoder(monkeypatch)
+    candidate = expand_grid({"hybrid": [{"encoder": "minilm", "method": "rrf"}]})[0]
+    runner, queries = runner_on_disk(tiny_dir, tmp_path)
+    key = runner.candidate_key(candidate, queries)
+    assert "code" not in key and key["version"] == [1, pool_runner.COMPLETION_VERSION, pool_runner.BASE_VERSION]
+    assert "code" not in kinds.encoder_identity({"kind": "e5_torch"})

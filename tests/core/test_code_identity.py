@@ -1,42 +1,42 @@
-"""code_identity: the source digest is safe to compute from many threads at once."""
+"""code_identity: the import graph (what a DVC stage's code deps are made of) and package versions."""
 
 from __future__ import annotations
 
-import ast
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from ragfolio.core import code_identity
 
 
-def test_threads_computing_digests_never_parse_at_the_same_time(monkeypatch) -> None:
-    # CPython 3.11's ast.parse is not thread-safe (python/cpython#106905): the portfolio executor's
-    # members compute their first cache key in parallel, and one of them failed in CI with
-    # "AST constructor recursion depth mismatch". A slow parse makes any overlap certain to show.
-    inside, overlaps = [0], [0]
-    guard = threading.Lock()
-    real_parse = ast.parse
+def _package(root: Path) -> Path:
+    files = {
+        "ragfolio/__init__.py": "",
+        "ragfolio/a.py": "from . import b\n\n\ndef later():\n    import ragfolio.c\n",
+        "ragfolio/b.py": "import os\nfrom ragfolio.sub import d\n",
+        "ragfolio/c.py": "",
+        "ragfolio/sub/__init__.py": "",
+        "ragfolio/sub/d.py": "",
+        "ragfolio/unused.py": "",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
 
-    def slow_parse(*args, **kwargs):
-        with guard:
-            inside[0] += 1
-            overlaps[0] += inside[0] > 1
-        time.sleep(0.002)
-        try:
-            return real_parse(*args, **kwargs)
-        finally:
-            with guard:
-                inside[0] -= 1
 
-    monkeypatch.setattr(code_identity.ast, "parse", slow_parse)
-    code_identity._digest.cache_clear()  # as a new process would
-    modules = ["ragfolio.core.retrieval.running.pool_runner", "ragfolio.core.retrieval.running.member_executor"]
-    try:
-        with ThreadPoolExecutor(max_workers=6) as pool:
-            digests = list(pool.map(lambda _: code_identity.source_digest(modules), range(6)))
-    finally:
-        code_identity._digest.cache_clear()  # as a new process would
-    assert overlaps[0] == 0
-    assert len(set(digests)) == 1
-    assert digests[0] == code_identity.source_digest(modules)
+def test_the_closure_follows_relative_submodule_and_function_imports_and_parent_packages(tmp_path) -> None:
+    src = _package(tmp_path)
+    seeds = code_identity.module_files("ragfolio.a", src)
+    names = {code_identity.module_name(p, src) for p in code_identity.closure(seeds, src)}
+    assert names == {"ragfolio", "ragfolio.a", "ragfolio.b", "ragfolio.c", "ragfolio.sub", "ragfolio.sub.d"}
+
+
+def test_follow_cuts_an_import_and_what_only_it_reaches(tmp_path) -> None:
+    src = _package(tmp_path)
+    b = src / "ragfolio/b.py"
+    kept = code_identity.closure(code_identity.module_files("ragfolio.a", src), src, lambda importer, imported: importer != b)
+    assert {code_identity.module_name(p, src) for p in kept} == {"ragfolio", "ragfolio.a", "ragfolio.b", "ragfolio.c"}
+
+
+def test_package_versions_name_an_absent_package() -> None:
+    versions = code_identity.package_versions(["numpy", "no-such-package-ragfolio"])
+    assert versions["numpy"][0].isdigit() and versions["no-such-package-ragfolio"] == "absent"

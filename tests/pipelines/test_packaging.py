@@ -17,14 +17,10 @@ from tiny_stages import tiny_stage_params
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
-from ragfolio.datasets import (
-    ArrayFolderDataset,
-    BundleDataset,
-    BundlesDataset,
-    RecordDataset,
-    RouterFolderDataset,
-    RoutersByKindDataset,
-)
+from ragfolio.datasets.array_folders import ArrayFolderDataset
+from ragfolio.datasets.bundle_folders import BundleDataset, BundlesDataset
+from ragfolio.datasets.record_files import RecordDataset
+from ragfolio.datasets.router_folders import RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow

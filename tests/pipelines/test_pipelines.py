@@ -13,13 +13,10 @@ from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.core.timings import TIMING_KEYS
-from ragfolio.datasets import (
-    ArrayFolderDataset,
-    BundlesDataset,
-    RecordDataset,
-    RouterFolderDataset,
-    RoutersByKindDataset,
-)
+from ragfolio.datasets.array_folders import ArrayFolderDataset
+from ragfolio.datasets.bundle_folders import BundlesDataset
+from ragfolio.datasets.record_files import RecordDataset
+from ragfolio.datasets.router_folders import RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
 from ragfolio_lab.answering.store import AnswerStore
 from ragfolio_lab.answering.systems import SYSTEMS

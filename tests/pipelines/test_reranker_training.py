@@ -14,7 +14,7 @@ from ragfolio.core.retrieval.reranking import fine_tuning
 from ragfolio.core.retrieval.reranking.cross_encoder_folder import MANIFEST, read_manifest
 from ragfolio.core.retrieval.reranking.cross_fitting import CrossFittedCrossEncoder
 from ragfolio.core.retrieval.running import cross_scores
-from ragfolio.datasets import CrossEncoderDataset, CrossEncoderFoldsDataset
+from ragfolio.datasets.cross_encoders import CrossEncoderDataset, CrossEncoderFoldsDataset
 from ragfolio.pipelines.candidate_scoring import reranker_training
 from ragfolio.pipelines.candidate_scoring.nodes import (
     CandidateScoringParams,

@@ -16,7 +16,8 @@ from kedro_datasets.pickle import PickleDataset
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing import registry
-from ragfolio.datasets import BundleDataset, RecordDataset
+from ragfolio.datasets.bundle_folders import BundleDataset
+from ragfolio.datasets.record_files import RecordDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 # A servable router of a user's project: it declares what it reads (the shared first stage's

@@ -230,7 +230,7 @@ def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(
     from ragfolio.core.retrieval.reranking.cross_encoder_folder import read_manifest
     from ragfolio.core.retrieval.reranking.cross_fitting import CrossFittedCrossEncoder
     from ragfolio.core.retrieval.running import cross_scores
-    from ragfolio.datasets import CrossEncoderDataset, CrossEncoderFoldsDataset
+    from ragfolio.datasets.cross_encoders import CrossEncoderDataset, CrossEncoderFoldsDataset
 
     catalog = _catalog(tmp_path, tiny_dir, "post_retrieval")
     params = catalog.load("params:candidate_scoring")

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from ragfolio.core.scoring.utility_index import UtilityIndex
 from ragfolio.core.selection.baseline_portfolios import random_k
 from ragfolio.core.selection.sample_complexity import draw_rows, key_seed
-from ragfolio.datasets import RecordDataset
+from ragfolio.datasets.record_files import RecordDataset
 from ragfolio.pipeline_registry import register_pipelines
 from ragfolio.pipelines.evaluation.nodes import EvaluationParams, evaluate_portfolios, study_sample_complexity
 from ragfolio.pipelines.portfolio_selection.nodes import sample_queries, select_portfolios

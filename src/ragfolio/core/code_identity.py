@@ -1,43 +1,33 @@
-"""What code and which packages produce a value: the identity that cache keys carry.
+"""What code and which packages a value depends on: this package's import graph, package versions.
 
-A cache is only as good as its key. Keys of rankings, embeddings and stored answers name the
-inputs and settings, and with them the *code* that computed the value: :func:`source_digest`
-hashes the source of the modules that produce it together with every module of this package they
-import, transitively, so an edit to any of them misses the cache instead of serving a stale
-result; :func:`package_version` names the third-party packages.
+:func:`package_version` names the installed third-party packages that cache keys carry beside each
+cached computation's declared version (an encoder kind's ``version``, a family's ``result_version``,
+``BASE_VERSION``...: ``tests/test_cache_versions.py`` fails when a computation's output changes and
+its version does not). Cache keys hold no digest of source code, so code can move and be edited
+freely: only a change of what a computation returns misses the caches, through its version.
 
-Imports are found with :mod:`ast`, the same way ``scripts/dvc_deps.py`` finds a DVC stage's code
-deps (which reuses the functions here): ``import ragfolio.x``, ``from ragfolio.x import y``
-(``ragfolio.x.y`` too when ``y`` is a submodule) and relative imports, read everywhere in a file
-(inside functions and ``TYPE_CHECKING`` blocks too, which errs on the side of recomputing).
-Importing a module runs its parent packages' ``__init__.py``, so those are part of the closure.
-Dynamic imports (``importlib.import_module`` with a computed name) are not seen: the key
-functions name such modules (a plugin family's module) themselves. A module outside this
-package is hashed alone (its own file; its imports are not followed).
+:func:`closure` is the import graph that ``scripts/dvc_deps.py`` computes each DVC stage's code
+deps from: ``import ragfolio.x``, ``from ragfolio.x import y`` (``ragfolio.x.y`` too when ``y``
+is a submodule) and relative imports, found with :mod:`ast` everywhere in a file (inside functions
+and ``TYPE_CHECKING`` blocks too, which errs on the side of rerunning). Importing a module runs its
+parent packages' ``__init__.py``, so those are part of the closure. Dynamic imports
+(``importlib.import_module`` with a computed name) are not seen.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import sys
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 PACKAGE = "ragfolio"
 # The packages whose imports are followed: the product and the lab (which imports the product).
 PACKAGES = (PACKAGE, "ragfolio_lab")
-# The folder holding the ``ragfolio`` package (``src/`` of a checkout); tests point it at a copy.
+# The folder holding the ``ragfolio`` package (``src/`` of a checkout).
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
-# CPython 3.11 keeps the AST builder's recursion depth in interpreter-wide state, so two threads
-# inside ast.parse at once (the portfolio executor's members computing their first cache key) can
-# fail with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905, fixed
-# in 3.12 and later): one parse at a time.
-_PARSE_LOCK = threading.Lock()
 
 
 def module_file(name: str, src: Path) -> Path | None:
@@ -83,9 +73,7 @@ def _import_targets(path: Path, src: Path) -> Iterator[tuple[str, bool, int]]:
 
     ``from a import b`` yields ``a`` (must exist) and ``a.b`` (a submodule only if it exists).
     """
-    source = path.read_text(encoding="utf-8")
-    with _PARSE_LOCK:
-        tree = ast.parse(source, filename=str(path))
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     this = module_name(path, src)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
     for node in ast.walk(tree):
@@ -125,20 +113,26 @@ def imported_files(path: Path, src: Path) -> set[Path]:
     return files
 
 
-def closure(seeds: Iterable[Path], src: Path) -> set[Path]:
-    """``seeds`` and every file of this package that they import, transitively."""
+def closure(seeds: Iterable[Path], src: Path, follow: Callable[[Path, Path], bool] | None = None) -> set[Path]:
+    """``seeds`` and every file of this package that they import, transitively.
+
+    Args:
+        seeds: The files to start from.
+        src: The folder holding the ``ragfolio`` package.
+        follow: ``follow(importer, imported)``: whether to follow that import (default: every one).
+    """
     todo = list(seeds)
     seen: set[Path] = set()
     while todo:
         path = todo.pop()
         if path not in seen:
             seen.add(path)
-            todo.extend(imported_files(path, src) - seen)
+            todo.extend(f for f in imported_files(path, src) - seen if follow is None or follow(path, f))
     return seen
 
 
 def source_files(modules: Iterable[str], src: Path | None = None) -> list[Path]:
-    """The files whose source :func:`source_digest` hashes for ``modules``, sorted.
+    """The files that importing ``modules`` runs, sorted (a model's code path, to check its requirements).
 
     Modules of this package bring their closure under ``src`` (default :data:`SOURCE_ROOT`);
     others bring their own file, if they have one.
@@ -169,35 +163,6 @@ def _outside_file(name: str) -> Path | None:
             spec = None
         origin = spec.origin if spec is not None else None
     return Path(origin) if origin and Path(origin).is_file() else None
-
-
-def source_digest(modules: Iterable[str], src: Path | None = None) -> str:
-    """A short sha256 of the source of ``modules`` and of what they import in this package.
-
-    Computed once per process for a set of modules and a root: the code a process runs is what it
-    imported, so an edit made while it runs does not change its digest.
-
-    Args:
-        modules: Dotted module names (order and duplicates do not matter).
-        src: The folder holding the ``ragfolio`` package; default :data:`SOURCE_ROOT`.
-
-    Returns:
-        The first 20 hex digits of the sha256 over each file's path (relative to ``src`` for this
-        package's files, the module's file name otherwise) and bytes, in path order.
-    """
-    return _digest(tuple(sorted(set(modules))), SOURCE_ROOT if src is None else src)
-
-
-@functools.cache
-def _digest(modules: tuple[str, ...], src: Path) -> str:
-    digest = hashlib.sha256()
-    for path in source_files(modules, src):
-        label = path.relative_to(src).as_posix() if path.is_relative_to(src) else path.name
-        digest.update(label.encode("utf-8"))
-        digest.update(b"\x00")
-        digest.update(path.read_bytes())
-        digest.update(b"\x00")
-    return digest.hexdigest()[:20]
 
 
 def package_version(name: str) -> str:

@@ -234,10 +234,12 @@ class MlflowTrackingHook:
 
         from ragfolio.tracking.flatten import flatten_metrics
 
+        # Only the entries this pipeline writes: Kedro imports a dataset's module when its entry is
+        # first used, and a stage's DVC deps hold the dataset modules of its own entries alone.
         outputs = pipeline.all_outputs()
-        for name in [*HEADLINES, *REPORTS]:
+        for name in [name for name in [*HEADLINES, *REPORTS] if name in outputs]:
             path = _filepath(catalog, name)
-            if name in outputs and path is not None and path.exists():
+            if path is not None and path.exists():
                 if name in HEADLINES:
                     mlflow.log_metrics(flatten_metrics(json.loads(path.read_text()), HEADLINES[name]))
                 mlflow.log_artifact(str(path), artifact_path="reports/timings" if name.endswith("_timings") else "reports")
@@ -245,8 +247,8 @@ class MlflowTrackingHook:
             path = _filepath(catalog, name)
             if path is not None and path.suffix in (".png", ".csv") and path.exists():
                 mlflow.log_artifact(str(path), artifact_path="plots")
-        bundle = _filepath(catalog, BUNDLE)
-        if BUNDLE in outputs and bundle is not None and (bundle / "manifest.json").exists() and self._identity:
+        bundle = _filepath(catalog, BUNDLE) if BUNDLE in outputs else None
+        if bundle is not None and (bundle / "manifest.json").exists() and self._identity:
             self._register(bundle, self._identity)
         mlflow.end_run()
         self._active = False

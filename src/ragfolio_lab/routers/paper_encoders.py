@@ -15,8 +15,9 @@ are, by name:
   de-quantisation of :func:`~ragfolio.core.llm.embedded.converted_gguf`).
 
 :func:`encode_blocks` caches each block under a key naming the queries, the block and its
-encoder's identity (settings, package versions and a digest of the code that computes it), so an
-upgrade or an edit misses the cache; :func:`time_blocks` measures what each block costs a query.
+encoder's identity (settings, package versions and the declared version of the code that computes
+it), so an upgrade or a changed encoder misses the cache; :func:`time_blocks` measures what each
+block costs a query.
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
-from ragfolio.core.code_identity import package_versions, source_digest
+from ragfolio.core.code_identity import package_versions
 from ragfolio.core.llm.embedded import converted_gguf, embedded_model_path
 from ragfolio.core.retrieval.encoders.kinds import Encoder, encoder_identity, make_encoder
 from ragfolio.core.retrieval.encoders.split_models import install_hint, versions
@@ -65,6 +66,7 @@ class LLMMeanPool:
         show_progress: A progress bar over the batches of more than 500 texts.
     """
 
+    version: ClassVar[int] = 1  # bump when its vectors change for the same settings and packages (cache keys)
     model_path: str | None = None
     max_tokens: int = 128
     batch_size: int = 32
@@ -141,11 +143,11 @@ def make_block_encoder(name: str) -> Encoder:
 
 
 def block_identity(name: str) -> dict[str, Any]:
-    """What block ``name``'s vectors depend on: settings, package versions and code digest.
+    """What block ``name``'s vectors depend on: settings, package versions and code version.
 
     ``mpnet``: :func:`~ragfolio.core.retrieval.encoders.kinds.encoder_identity` of its spec; ``gemma``:
-    :class:`LLMMeanPool`'s settings, the model package, transformers, tokenizers and torch, and the
-    digest of this module with what it imports (the embedded LLM's loader included).
+    :class:`LLMMeanPool`'s settings, the model package, transformers, tokenizers and torch, and
+    :attr:`LLMMeanPool.version`.
     """
     if name == "mpnet":
         return encoder_identity(MPNET_SPEC)
@@ -153,7 +155,7 @@ def block_identity(name: str) -> dict[str, Any]:
         settings = {k: v for k, v in asdict(LLMMeanPool()).items() if k != "show_progress"}
         return {"spec": {"kind": "llm_mean_pool", **settings},
                 "packages": package_versions([GEMMA_PACKAGE, "transformers", "tokenizers", "torch"]),
-                "code": source_digest([__name__])}
+                "version": LLMMeanPool.version}
     raise ValueError(f"paper router encoder {name!r} is not one of {list(PAPER_ENCODERS)}")
 
 

@@ -17,7 +17,7 @@ from ragfolio.core.scoring.utility_index import (
     split_rows,
     stacked,
 )
-from ragfolio.datasets import RecordDataset
+from ragfolio.datasets.record_files import RecordDataset
 
 
 def _index() -> UtilityIndex:

@@ -9,7 +9,7 @@ import pytest
 from kedro.io import DatasetError
 
 from ragfolio.core.selection.portfolios import SCHEMA_VERSION, Portfolios, Selection
-from ragfolio.datasets import RecordDataset
+from ragfolio.datasets.record_files import RecordDataset
 
 RECORD = "ragfolio.core.selection.portfolios.Portfolios"
 

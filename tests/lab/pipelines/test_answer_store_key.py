@@ -1,41 +1,50 @@
-"""The answer store cannot serve stale answers: its key holds the code that answers and the LLM's identity."""
+"""The answer store cannot serve stale answers: its key holds the answering code's version, the members'
+rankings' versions and the LLM's identity (tests/test_cache_versions.py checks that answers change only
+with ANSWERS_VERSION)."""
 
 from __future__ import annotations
 
 from ragfolio.core.llm import backends
+from ragfolio.core.retrieval.family import get_family
+from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.running import pool_runner
+from ragfolio_lab.pipelines.answering_evaluation import nodes
 from ragfolio_lab.pipelines.answering_evaluation.nodes import AnsweringEvaluationParams, answer_store_key, system_keys
 
 SETTINGS = {"dataset": "hotpotqa", "corpus": "abc", "members": ["bm25_a", "dense_b"], "params": {"seed": 0}}
 LLM = {"kind": "openai", "settings": {"model": "m"}}
 
 
-def test_the_same_settings_and_code_give_the_same_key(edit_source) -> None:
+def test_the_same_settings_and_versions_give_the_same_key() -> None:
     assert answer_store_key(SETTINGS, LLM) == answer_store_key(dict(SETTINGS), dict(LLM))
     assert answer_store_key({**SETTINGS, "members": ["bm25_a"]}, LLM) != answer_store_key(SETTINGS, LLM)
 
 
-def test_editing_a_prompt_template_misses_the_answer_store(edit_source) -> None:
-    before = answer_store_key(SETTINGS, LLM)
-    edit_source("ragfolio.core.answering.prompts")
-    assert answer_store_key(SETTINGS, LLM) != before
-
-
-def test_editing_a_module_the_answerer_imports_misses_the_answer_store(edit_source) -> None:
+def test_a_new_answering_or_store_version_misses_the_answer_store(monkeypatch) -> None:
     keys = {answer_store_key(SETTINGS, LLM)}
-    for module in ("ragfolio_lab.answering.vendi_rag", "ragfolio_lab.answering.systems", "ragfolio.core.answer_text",
-                   "ragfolio.core.llm.embedded", "ragfolio.core.llm.native", "ragfolio.core.retrieval.running.pool_runner",
-                   "ragfolio_lab.pipelines.answering_evaluation.nodes"):
-        edit_source(module)
-        keys.add(answer_store_key(SETTINGS, LLM))
-    assert len(keys) == 8
+    monkeypatch.setattr(nodes, "ANSWERS_VERSION", nodes.ANSWERS_VERSION + 1)
+    keys.add(answer_store_key(SETTINGS, LLM))
+    monkeypatch.setattr(nodes, "STORE_VERSION", nodes.STORE_VERSION + 1)
+    keys.add(answer_store_key(SETTINGS, LLM))
+    assert len(keys) == 3
 
 
-def test_editing_a_metric_rescores_without_answering_again(edit_source) -> None:
-    """The store keeps answers, not scores (ragfolio_lab.answering.scores scores them as read)."""
-    before = answer_store_key(SETTINGS, LLM)
-    for module in ("ragfolio.core.metrics", "ragfolio_lab.answering.scores", "ragfolio_lab.answering.summary"):
-        edit_source(module)
-        assert answer_store_key(SETTINGS, LLM) == before, module
+def test_new_ranking_or_backend_versions_miss_the_answer_store(monkeypatch) -> None:
+    class Bundle:  # what served_identity reads of a bundle
+        checksum = "c"
+        members = [CandidateSpec("graph_a", "graph", {})]
+        scoring = type("Scoring", (), {"cross_encoder": None})()
+
+    runner = type("Runner", (), {"encoder_ids": {}})()
+    served = nodes.served_identity(Bundle(), runner)  # type: ignore[arg-type]
+    assert served["rankings"]["families"] == {"graph": 2}
+    monkeypatch.setattr(get_family("graph"), "result_version", 3)
+    monkeypatch.setattr(nodes, "BASE_VERSION", 2)
+    assert nodes.served_identity(Bundle(), runner)["rankings"] == {  # type: ignore[arg-type]
+        "families": {"graph": 3}, "base": 2, "completion": pool_runner.COMPLETION_VERSION}
+    llm = backends.backend_identity({"kind": "openai", "model": "m"})
+    monkeypatch.setitem(backends.BACKEND_VERSIONS, "openai", 2)
+    assert backends.backend_identity({"kind": "openai", "model": "m"})["version"] == 2 != llm["version"]
 
 
 def test_the_llm_identity_names_the_model_file_and_the_converter(tmp_path, monkeypatch) -> None:

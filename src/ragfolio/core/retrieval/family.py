@@ -176,7 +176,8 @@ class Family(ABC):
             no candidate and invalidates no cached result.
         choices: The allowed values of some parameters, checked when a candidate is made.
         result_version: Part of every candidate's cache key: bump it when the family's rankings
-            change for the same parameters, so cached results are recomputed.
+            change for the same parameters, so cached results are recomputed
+            (``tests/core/test_cache_versions.py`` fails when they change and it does not).
         first_stage: The parameter naming the base the family reorders, whose ranking completes
             the family's short rows first; None when the family ranks the corpus itself.
     """

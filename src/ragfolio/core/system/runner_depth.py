@@ -10,9 +10,6 @@ from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 def runner_at_depth(runner: PoolRunner, num_docs: int) -> PoolRunner:
     """``runner`` returning ``num_docs`` passages per candidate (1..``prefilter_depth``, the depth of
     the first-stage rankings it shares), sharing every corpus and query part with it.
-
-    A function here rather than a method of the runner: the runner's source is part of every cached
-    ranking's key, so an edit there would throw away every user's retrieval cache.
     """
     if not 1 <= num_docs <= runner.prefilter_depth:
         raise ValueError(f"num_docs={num_docs} must be in 1..prefilter_depth={runner.prefilter_depth}")

@@ -14,15 +14,13 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragfolio.core import code_identity
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.bundle import PortfolioBundle
-from ragfolio.core.cache import file_sha256
-from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.records import Question
 from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, backend_settings, make_backend
-from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+from ragfolio.core.retrieval.family import get_family
+from ragfolio.core.retrieval.running.pool_runner import BASE_VERSION, COMPLETION_VERSION, PoolRunner
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.online import OnlineRetrievalRouting
@@ -43,10 +41,10 @@ VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either
 NOT_IN_KEY = {"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume",
               "routed_l", "wide_factor", "vendi_rag", "vendi_rag_authors"}
 STORE_VERSION = 5  # bumped when a stored record's meaning changes, so old rows are not reused
-# The modules whose code makes the stored answers (with what they import in ragfolio): not the scores.
-ANSWERING_CODE = ("ragfolio_lab.answering.systems", "ragfolio.core.routing.online", "ragfolio.core.llm.backends",
-                  "ragfolio.core.routing.features.router_features", "ragfolio.core.data.corpora",
-                  "ragfolio.core.scoring.utility_index")
+# Bumped when the code that makes answers from a question (routing it, the systems, prompts, answerer,
+# selector, the RAG loops; not the scores) answers otherwise for the same settings, members' rankings and
+# LLM, whose versions the key holds apart (served_identity, backend_identity; tests/test_cache_versions.py).
+ANSWERS_VERSION = 1
 
 
 class AnsweringEvaluationParams(BaseModel):
@@ -124,9 +122,13 @@ def _router_digest(router: RouterProtocol) -> str:
 def served_identity(bundle: PortfolioBundle, runner: PoolRunner) -> dict[str, Any]:
     """What a bundle's answers depend on beyond its settings: the bundle's checksum (every file it
     holds: corpus, embeddings, indexes, routers; empty for a bundle never saved), the encoders'
-    identities (package and model versions, their code) and the cross-encoder's weights' digest."""
+    identities (package and model versions, their code's version), the cross-encoder's weights'
+    digest and the versions of the members' rankings (each family's, the first stages', completion's)."""
+    rankings = {"families": {m.family: get_family(m.family).result_version for m in bundle.members},
+                "base": BASE_VERSION, "completion": COMPLETION_VERSION}
     return {"bundle": bundle.checksum, "encoders": runner.encoder_ids,
-            "cross_encoder": runner.cross_encoder.digest if bundle.scoring.cross_encoder else None}
+            "cross_encoder": runner.cross_encoder.digest if bundle.scoring.cross_encoder else None,
+            "rankings": rankings}
 
 
 def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str:
@@ -141,16 +143,12 @@ def answer_store_key(settings: Mapping[str, Any], llm: Mapping[str, Any]) -> str
             the model file's hash, the converter's and engine's package versions).
 
     Returns:
-        :func:`settings_hash` of those, :data:`STORE_VERSION`, this file's own sha256 and the digest
-        of the source of the code that makes answers and everything it imports in ragfolio
-        (:data:`ANSWERING_CODE`: prompts, answerer, selector, RAG, Vendi-RAG, the systems, the
-        retrievers and routers, the LLM backends), so an edit to any of them answers afresh. The
-        scores are not part of it (:mod:`ragfolio_lab.answering.scores` computes them from the
-        stored rows), so editing a metric re-scores instead of re-answering.
+        :func:`settings_hash` of those, :data:`STORE_VERSION` and :data:`ANSWERS_VERSION` (the
+        retrievers' and the LLM's versions are in ``settings`` and ``llm``), so a change that bumps
+        one answers afresh. The scores are not part of it (:mod:`ragfolio_lab.answering.scores`
+        computes them from the stored rows), so a changed metric re-scores instead of re-answering.
     """
-    node = code_identity.module_file(__name__, code_identity.SOURCE_ROOT)  # this file alone: not the scores it imports
-    code = {"answering": source_digest(ANSWERING_CODE), "node": file_sha256(node or Path(__file__))[:16]}
-    return settings_hash({"version": STORE_VERSION, **settings, "llm": dict(llm), "code": code})
+    return settings_hash({"version": STORE_VERSION, **settings, "llm": dict(llm), "answers": ANSWERS_VERSION})
 
 
 def system_keys(common: str, systems: Sequence[str], p: AnsweringEvaluationParams) -> dict[str, str]:

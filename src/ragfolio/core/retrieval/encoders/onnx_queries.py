@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "attention_mask")
 QUERY_ENGINES = ("torch", "onnxruntime")  # what encodes queries: an encoder's ``query_engine``
+# Bump when the exported graph computes other vectors: in every export's file name, so a changed export
+# is written afresh, and in the identity of the encoders that use it (tests/core/test_cache_versions.py).
+EXPORT_VERSION = 1
 
 
 def weights_digest(model: Any) -> str:
@@ -43,15 +46,13 @@ def weights_digest(model: Any) -> str:
 
 def onnx_path(name: str, weights: str, cache_dir: Path | None = None) -> Path:
     """Where the export of model ``name`` with weights ``weights`` (a digest) lives: named by both,
-    the versions of the packages that export it and the source of this module (which writes the
-    graph), so other weights, an upgrade or an edit of the export export again."""
-    from ragfolio.core.code_identity import source_digest
+    the versions of the packages that export it and :data:`EXPORT_VERSION`, so other weights, an
+    upgrade or a changed export export again."""
     from ragfolio.core.model_cache import model_cache_dir
 
     versions = "-".join(f"{package}{importlib.metadata.version(package)}" for package in ("torch", "transformers", "onnx"))
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[-60:]
-    code = source_digest([__name__])[:12]
-    return (cache_dir or model_cache_dir()) / f"{safe}-{weights}-{versions}-{code}.onnx"
+    return (cache_dir or model_cache_dir()) / f"{safe}-{weights}-{versions}-v{EXPORT_VERSION}.onnx"
 
 
 def export(model: Any, path: Path) -> None:

@@ -95,7 +95,7 @@ class TrainedCrossEncoder:
         if self.scorer is None:
             return None
         raise ValueError("the trained cross-encoder is in memory only; save it to a folder (the catalog's "
-                         "cross_encoder, ragfolio.datasets.CrossEncoderDataset) for the pool runners to load")
+                         "cross_encoder, ragfolio.datasets.cross_encoders.CrossEncoderDataset) for the pool runners to load")
 
     def save(self, path: str | Path) -> dict[str, Any]:
         """Write the folder ``path`` (:func:`save_cross_encoder` or :func:`save_untrained`); the manifest."""

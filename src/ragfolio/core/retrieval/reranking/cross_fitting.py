@@ -163,7 +163,7 @@ class TrainedCrossFitting:
         if not self.scorers:
             return None
         raise ValueError("the fold models are in memory only; save them to a folder (the catalog's "
-                         "cross_encoder_folds, ragfolio.datasets.CrossEncoderFoldsDataset) for the pool runners to load")
+                         "cross_encoder_folds, ragfolio.datasets.cross_encoders.CrossEncoderFoldsDataset) for the pool runners to load")
 
     def save(self, path: str | Path) -> dict[str, Any]:
         """Write the folder ``path`` (replacing it): a ``fold_<k>/`` per model and the manifest; the manifest."""

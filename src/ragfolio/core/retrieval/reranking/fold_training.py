@@ -1,7 +1,7 @@
 """Training cross-fitting's fold models (:mod:`ragfolio.core.retrieval.reranking.cross_fitting`).
 
-Apart from the folds' record, which pool runners read: a runner's rankings are keyed by the digest of
-the code it imports, and training code it never runs should not be part of it.
+Apart from the folds' record, which pool runners (and so the service) read: they run no training,
+so they import none of its code.
 """
 
 from __future__ import annotations

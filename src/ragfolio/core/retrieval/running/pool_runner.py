@@ -32,7 +32,6 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
-from ragfolio.core.code_identity import source_digest
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
 from ragfolio.core.retrieval.family import Family, families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
@@ -54,7 +53,9 @@ logger = logging.getLogger(__name__)
 
 Embedding = npt.NDArray[np.float32]
 
-COMPLETION_VERSION = 1  # bumped when completion.py changes: documentation; keys hold the code's digest
+# Cache-key versions of the first-stage rankings and of completion (tests/core/test_cache_versions.py).
+BASE_VERSION = 1
+COMPLETION_VERSION = 1
 T = TypeVar("T")
 # Depth of the shared first-stage rankings that rerankers reorder (candidate_scoring.prefilter_depth).
 DEFAULT_PREFILTER_DEPTH = 50
@@ -122,7 +123,6 @@ class PoolRunner:
         self.encoder_specs = {name: dict(spec) for name, spec in encoders.items()}
         # Settings and package versions of each encoder: part of every cache key that vectors feed.
         self.encoder_ids = {name: encoder_identity(spec) for name, spec in self.encoder_specs.items()}
-        self.code_key = source_digest([__name__])  # this module and its ragfolio imports: in every ranking's key
         self.completion_encoder = next(iter(self.encoder_specs), None)  # completes short rows (see _complete)
         self.cache = cache
         self.num_docs = num_docs
@@ -267,7 +267,7 @@ class PoolRunner:
         """A shared first-stage ranking ``prefilter_depth`` deep, cached in memory and on disk."""
         qkey = fingerprint(queries)
         key = {"base": name, "queries": qkey, "depth": self.prefilter_depth, "bm25": self.bm25_params,
-               "encoders": self.encoder_ids, "code": self.code_key}
+               "encoders": self.encoder_ids, "version": BASE_VERSION}
 
         def compute() -> RetrievalResult:
             family, _, encoder = name.partition(":")
@@ -357,17 +357,17 @@ class PoolRunner:
     def candidate_key(self, candidate: CandidateSpec, queries: Sequence[str]) -> dict[str, Any]:
         """The disk-cache key of ``candidate``'s ranking of ``queries``: every setting it reads (the
         graph's degree cap and the completion encoder, whose config order the sorted encoder
-        identities lose, included), the digest of this module's closure and the family's module, and
-        for a family that scores with the cross-encoder the digest of the models that scored the
-        queries (:meth:`CrossEncoderPart.digest_for`: the full model's, or one over each query's model)."""
+        identities lose, included), the declared versions of the family's rankings, of completion and
+        of the first stages, and for a family that scores with the cross-encoder the digest of the
+        models that scored the queries (:meth:`CrossEncoderPart.digest_for`: the full model's, or one
+        over each query's model)."""
         family = self._family(candidate)
         scores_pairs = family.needs(family.full_params(candidate.params)).cross_encoder
         reads = {"cross_encoder": self.cross_encoder.digest_for(queries)} if scores_pairs else {}
         return {**reads, "candidate": candidate.to_record(), "queries": fingerprint(queries), "num_docs": self.num_docs,
                 "depth": self.prefilter_depth, "bm25": self.bm25_params, "encoders": self.encoder_ids,
                 "graph_max_degree": self.graph_max_degree, "completion_encoder": self.completion_encoder,
-                "version": [family.result_version, COMPLETION_VERSION],
-                "code": source_digest([__name__, type(family).__module__])}
+                "version": [family.result_version, COMPLETION_VERSION, BASE_VERSION]}
 
     def _complete(self, candidate: CandidateSpec, queries: Sequence[str], result: RetrievalResult) -> RetrievalResult:
         """``result`` with short rows completed from the candidate's first stage, then the first

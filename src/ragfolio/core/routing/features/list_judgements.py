@@ -5,8 +5,8 @@
 by the fold model that did not train on it, :mod:`ragfolio.core.retrieval.reranking.cross_fitting`):
 each query's distinct passages among the lists it is handed are scored once, in one call per model
 for the batch, and the scores are kept in the runner's disk cache under the digest of the models
-that scored the queries, the queries and the rows (router training reads every member's list of
-every question; a rerun reads them back). A service's runner has the cache off, so a live query is
+that scored the queries, the queries, the rows and :data:`JUDGEMENTS_VERSION` (router training reads
+every member's list of every question; a rerun reads them back). A service's runner has the cache off, so a live query is
 scored afresh.
 """
 
@@ -22,6 +22,8 @@ from ragfolio.core.cache import ArrayCache, fingerprint
 from ragfolio.core.retrieval.running.cross_scores import CrossEncoderPart
 
 NAMESPACE = "judgements"
+# Bump when the scores change for the same models and pairs (tests/core/test_cache_versions.py).
+JUDGEMENTS_VERSION = 1
 
 
 class JudgedRunner(Protocol):
@@ -69,5 +71,5 @@ class ListJudge:
             return compute()["scores"]
         key = {"corpus": runner.corpus_key, "cross_encoder": runner.cross_encoder.digest_for(queries),
                "queries": fingerprint(queries), "rows": fingerprint(map(str, doc_ids.ravel().tolist())),
-               "shape": list(doc_ids.shape)}
+               "shape": list(doc_ids.shape), "version": JUDGEMENTS_VERSION}
         return runner.cache.get_or_compute(NAMESPACE, key, compute)["scores"]
