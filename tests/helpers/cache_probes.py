@@ -33,8 +33,9 @@ from ragfolio.core.retrieval.reranking.labelled_pairs import labelled_pairs, rer
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running import pool_runner
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
-from ragfolio.core.routing.features import list_judgements, paper_encoders
+from ragfolio.core.routing.features import list_judgements
 from ragfolio_lab.pipelines.answering_evaluation import nodes as answering
+from ragfolio_lab.routers import paper_encoders
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 QUERIES = ["Where was Alice born?", "Which river flows through Paris?", "Who wrote the novel Dracula?"]
