@@ -72,13 +72,14 @@ def test_a_pipeline_reads_only_its_own_parameters() -> None:
     own parameters file), which no other pipeline reads; ``packaging`` reads ``router_training.bundle``
     (:class:`~ragfolio.bundle_params.BundleParams`), the settings router training chose the served
     router under, kept under that name when the bundle moved to a stage of its own; ``router_evaluation``
-    reads the block it judges under (``seed``, ``logistic_c``, ``paper_router``, ``bundle``), kept
-    whole when router training's test half became a stage of its own (:mod:`ragfolio.router_params`).
+    reads the block it judges under (``seed``, ``logistic_c``, ``bundle``), kept whole when router
+    training's test half became a stage of its own (:mod:`ragfolio.router_params`), and the lab's
+    ``paper_router`` (its study of the paper's router, a block of its own).
     """
     from ragfolio.pipeline_registry import register_pipelines
 
     extra = {"candidate_scoring": {"candidate_grids"}, "packaging": {"router_training"},
-             "router_evaluation": {"router_training"}}
+             "router_evaluation": {"router_training", "paper_router"}}
 
     for name, pipe in register_pipelines().items():
         if name in ("portfolio", "__default__"):
