@@ -2,14 +2,18 @@
 
     PYTHONPATH=src python scripts/request_walk.py [--src src/ragfolio] [--json]
 
-Static counts (read with :mod:`ast`, nothing imported), over every module of ``--src``:
+Static counts (read with :mod:`ast`, nothing imported), over every module of ``--src`` and over the
+modules a request passes through (:data:`REQUEST_PATH`):
 
-- **defaults of l / num_docs**: expressions that put a default in place of a missing ``l`` or
-  ``num_docs`` (``x or default``, ``default if x is None else x``, ``if x is None: x = ...``) where
-  ``x`` is named ``l``, ``*.l``, ``num_docs``, ``*.num_docs``, ``default_l`` or ``.get("l")``.
-- **l or default_l fallbacks**: the ``x or default`` ones among them.
+- **defaults of l**, **of num_docs**, **of the default_l setting**: expressions that put a default in
+  place of a missing value (``x or default``, ``default if x is None else x``, ``if x is None: x =
+  ...``) where ``x`` is named ``l`` (``l``, ``*.l``, ``.get("l")``), ``num_docs`` (``num_docs``,
+  ``*.num_docs``) or ``default_l`` (``*.default_l``: the service's setting, None for the bundle's).
+- **or fallbacks**: the ``x or default`` ones among them (``l or default_l``).
 - **range checks of l**: comparisons of an ``l`` (``l``, ``*.l``, ``default_l``, ``*.default_l``) with
-  a bound of the portfolio (``k``, ``*.k``, ``len(...)``) or chained ``1 <= l <= ...``.
+  a bound of the portfolio (``k``, ``*.k``, ``len(...)``) or chained ``1 <= l <= ...`` (a ``while``
+  loop's test is not a check), and calls of a
+  range-checking helper named ``_check`` with ``"l"`` or ``"default_l"`` as its first argument.
 - **check_l calls**: calls of a function named ``check_l``.
 
 The walk (dynamic): a :class:`ragfolio.serving.engine.ServingEngine` on the tests' tiny bundles
@@ -18,10 +22,14 @@ calling thread. The walk keeps the calls of ragfolio functions handed the reques
 named ``l``, ``ls``, ``capped``, ``num_docs``, ``depth``, ``item(s)``, ``request(s)`` or
 ``plan(s)``), and every call of member execution (``PortfolioExecutor.run*``: walked into, its
 inside not walked), up to the last call of member execution; its **returns** are the returns
-before that call (the request went back up before it went down to the members), its **stays** the
-runs of consecutive events in one module, and **visits** per module.
-Scenarios: a query-only router at the bundle's ``num_docs`` and at another; a post-retrieval
-router at an unrouted l and at a routed l at another ``num_docs``.
+before that call (the request went back up before it went down to the members; also counted up to
+the first call of member execution, which for a post-retrieval router is the routing's own run of
+the k members), its **stays** the runs of consecutive events in one module, its **module returns**
+the stays less the modules (how often it went back into a module it had left), and **visits** per
+module. Scenarios: a query-only router at the bundle's ``num_docs`` and at another; a
+post-retrieval router at an unrouted l and at a routed l at another ``num_docs``; each from
+``engine.retrieve(query, l, num_docs)`` (the request resolved inside) and as the service runs it,
+``engine.retrieve_many(items)`` with the items made where the request was parsed.
 """
 
 from __future__ import annotations
@@ -32,12 +40,17 @@ import json
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+REQUEST_PATH = ("ragfolio/serving/", "ragfolio/core/system/", "ragfolio/core/routing/online.py",
+                "ragfolio/core/routing/base.py", "ragfolio/core/routing/routers/",
+                "ragfolio/core/retrieval/running/member_executor.py", "ragfolio/tracking/model.py")
 L_NAMES = {"l", "num_docs", "default_l"}
+KIND = {"l": "defaults_l", "num_docs": "defaults_num_docs", "default_l": "defaults_setting"}
 EXECUTION = "core/retrieval/running/member_executor.py"  # member execution: walked into, not through
 RUNS = "PortfolioExecutor.run"  # its entry points: run, run_batch, run_plans
 WALK_ARGS = {"l", "ls", "capped", "num_docs", "depth", "depths", "item", "items", "request", "requests", "plan",
@@ -72,21 +85,25 @@ def _bound(node: ast.AST) -> bool:
 
 def static_counts(src: Path) -> dict[str, list[str]]:
     """``{figure: ["path:line", ...]}`` (module docstring)."""
-    out: dict[str, list[str]] = {"defaults": [], "or_fallbacks": [], "range_checks_l": [], "check_l_calls": []}
+    out: dict[str, list[str]] = {"defaults_l": [], "defaults_num_docs": [], "defaults_setting": [], "or_fallbacks": [],
+                                 "range_checks_l": [], "check_l_calls": []}
     for path in sorted(src.rglob("*.py")):
         where = path.relative_to(src.parent).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        loops = {id(node.test) for node in ast.walk(tree) if isinstance(node, ast.While)}  # not checks
+        for node in ast.walk(tree):
             at = f"{where}:{getattr(node, 'lineno', 0)}"
             if (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and len(node.values) == 2
-                    and _name(node.values[0]) in L_NAMES):
-                out["defaults"].append(at)
+                    and (name := _name(node.values[0])) in L_NAMES):
+                out[KIND[name]].append(at)
                 out["or_fallbacks"].append(at)
-            elif isinstance(node, ast.IfExp) and (_is_none_test(node.test) in L_NAMES):
-                out["defaults"].append(at)
-            elif (isinstance(node, ast.If) and _is_none_test(node.test) in L_NAMES and node.body
+            elif isinstance(node, ast.IfExp) and (name := _is_none_test(node.test)) in L_NAMES:
+                out[KIND[name]].append(at)
+            elif (isinstance(node, ast.If) and (name := _is_none_test(node.test)) in L_NAMES and node.body
                   and isinstance(node.body[0], ast.Assign)):
-                out["defaults"].append(at)
-            elif isinstance(node, ast.Compare) and not isinstance(node.ops[0], ast.Is | ast.IsNot | ast.In | ast.NotIn):
+                out[KIND[name]].append(at)
+            elif (isinstance(node, ast.Compare) and id(node) not in loops
+                  and not isinstance(node.ops[0], ast.Is | ast.IsNot | ast.In | ast.NotIn)):
                 parts = [node.left, *node.comparators]
                 ls = [p for p in parts if _name(p) in {"l", "default_l"}]
                 chained = (len(parts) == 3 and isinstance(parts[0], ast.Constant) and parts[0].value == 1
@@ -95,6 +112,9 @@ def static_counts(src: Path) -> dict[str, list[str]]:
                     out["range_checks_l"].append(at)
             elif isinstance(node, ast.Call) and _name(node.func) == "check_l":
                 out["check_l_calls"].append(at)
+            elif (isinstance(node, ast.Call) and _name(node.func) == "_check" and node.args
+                  and isinstance(node.args[0], ast.Constant) and node.args[0].value in ("l", "default_l")):
+                out["range_checks_l"].append(at)
     return out
 
 
@@ -136,15 +156,28 @@ class Walk:
         self.events.append((event, module, frame.f_code.co_qualname))
 
     def figures(self) -> dict[str, Any]:
-        last_run = max((i for i, (e, m, q) in enumerate(self.events) if e == "call" and m.endswith(EXECUTION)),
-                       default=-1)
-        back = [f"{m}:{q}" for i, (e, m, q) in enumerate(self.events) if e == "return" and i < last_run]
-        self.events = self.events[: last_run + 1]
-        modules = [m for _, m, _ in self.events]
+        runs = [i for i, (e, m, q) in enumerate(self.events) if e == "call" and m.endswith(EXECUTION)
+                and q.startswith(RUNS)]
+        first, last = (runs[0], runs[-1]) if runs else (-1, -1)
+        back = [f"{m}:{q}" for i, (e, m, q) in enumerate(self.events) if e == "return" and i < last]
+        modules = [m for _, m, _ in self.events[: last + 1]]
         stays = [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
-        return {"returns": len(back), "stays": len(stays), "modules": len(set(modules)),
+        return {"returns": len(back), "returns_to_first_run": sum(1 for i, (e, _, _) in enumerate(self.events)
+                                                                 if e == "return" and i < first),
+                "stays": len(stays), "modules": len(set(modules)), "module_returns": len(stays) - len(set(modules)),
                 "visits": dict(Counter(stays).most_common()), "returned": back,
-                "calls": [f"{m}:{q}" for e, m, q in self.events if e == "call"]}
+                "calls": [f"{m}:{q}" for e, m, q in self.events[: last + 1] if e == "call"]}
+
+
+def _traced(src: Path, call: Callable[[], Any]) -> dict[str, Any]:
+    """The walk of ``call()`` (module docstring)."""
+    tracer = Walk(src)
+    sys.setprofile(tracer)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return tracer.figures()
 
 
 def walk(src: Path) -> dict[str, Any]:
@@ -153,7 +186,7 @@ def walk(src: Path) -> dict[str, Any]:
     from tiny_bundle import questions, write_tiny_bundle
 
     from ragfolio.serving.config import ServingConfig
-    from ragfolio.serving.engine import ServingEngine
+    from ragfolio.serving.engine import RetrievalItem, ServingEngine
 
     llm = {"kind": "openai", "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "none", "api": "completions"}}
     out: dict[str, Any] = {}
@@ -169,13 +202,10 @@ def walk(src: Path) -> dict[str, Any]:
             query = questions()[0]
             for name, (l, num_docs) in scenarios.items():  # noqa: E741
                 engine.retrieve(query, l, num_docs)  # the corpus parts and views built
-                tracer = Walk(src)
-                sys.setprofile(tracer)
-                try:
-                    engine.retrieve(query, l, num_docs)
-                finally:
-                    sys.setprofile(None)
-                out[name] = tracer.figures()
+                out[name] = _traced(src, lambda: engine.retrieve(query, l, num_docs))  # noqa: B023 - called at once
+                # the service's way: the item made where the request is parsed, then the batcher's call
+                items = [engine.item(query, l, num_docs) if hasattr(engine, "item") else RetrievalItem(query, l, num_docs)]
+                out[f"{name} (service: retrieve_many)"] = _traced(src, lambda: engine.retrieve_many(items))  # noqa: B023
             engine.close()
     return out
 
@@ -193,9 +223,11 @@ def main() -> None:
         print(json.dumps(figures, indent=1))
         return
     for name, places in figures["static"].items():
-        print(f"{name}: {len(places)}  {' '.join(places)}")
+        on_path = [p for p in places if p.startswith(REQUEST_PATH)]
+        print(f"{name}: {len(places)} ({len(on_path)} on the request path)  {' '.join(places)}")
     for name, w in figures.get("walk", {}).items():
-        print(f"walk [{name}]: returns {w['returns']}, stays {w['stays']} in {w['modules']} modules; "
+        print(f"walk [{name}]: returns {w['returns']} ({w['returns_to_first_run']} to the first member run), "
+              f"stays {w['stays']} in {w['modules']} modules ({w['module_returns']} back into a module); "
               f"visits {w['visits']}")
 
 
