@@ -240,7 +240,7 @@ class RoutedSystem:
         routes = [self.routes_at(request.l) for request in requests]
         routed = [i for i, yes in enumerate(routes) if yes]
         plans = dict(zip(routed, self._route([requests[i] for i in routed]), strict=True)) if routed else {}
-        alike = Counter((r.l, r.depth) for r, yes in zip(requests, routes, strict=True) if not yes)
+        alike = Counter((r.l, r.depth) for r, yes in zip(requests, routes, strict=True) if not yes)  # a batch each
         for i, request in enumerate(requests):  # unrouted: the single best member, l x depth passages
             if i not in plans:
                 plan = MemberPlan(request.query, [self.single_best], self.unrouted_depth(request.l, request.depth))
@@ -250,7 +250,8 @@ class RoutedSystem:
         return [p.retrieval(r) for p, r in zip(ordered, results, strict=True)]
 
     def _route(self, requests: Sequence[RetrievalRequest]) -> list[_Routed]:
-        """The plans of requests whose every l is routed, routed together at :attr:`depth`."""
+        """The routings of requests whose l the router routes: routed together at :attr:`depth`, each
+        planned at its own depth."""
         queries, ls, n = [r.query for r in requests], [r.l for r in requests], len(requests)
         if self.online is None:  # a query-only router
             start = time.perf_counter()
