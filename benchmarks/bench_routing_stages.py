@@ -29,6 +29,7 @@ from service_harness import load_average, machine, questions
 
 from ragfolio.core.bundle import load_bundle
 from ragfolio.core.routing.registry import load_router
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ def measure(system: RoutedSystem, texts: list[str], size: int, l: int, batches: 
         batch = texts[(b * size) % len(texts):][:size]
         system.runner.forget_queries()
         start = time.perf_counter()
-        routed = system.retrieve_batch(batch, [l] * len(batch))
+        routed = system.retrieve_batch([RetrievalRequest(q, l, system.depth) for q in batch])
         totals["total"] += 1000 * (time.perf_counter() - start)
         for stage in STAGES:
             totals[stage] += routed[0].stages_ms.get(stage, 0.0)
@@ -77,11 +78,11 @@ def main() -> None:
         if not path.is_dir():
             continue
         system = RoutedSystem.from_bundle(dataclasses.replace(bundle, router=load_router(path)), timeout_s=60.0)
-        system.retrieve("warm-up", bundle.k)  # corpus parts, encoders
+        system.warm_up()  # corpus parts, encoders
         check = texts[:16]
         system.runner.forget_queries()
-        same = [r.members for r in system.retrieve_batch(check, [args.l] * len(check))] == [
-            system.retrieve(q, args.l).members for q in check]
+        same = [r.members for r in system.retrieve_batch([RetrievalRequest(q, args.l, system.depth) for q in check])] == [
+            system.retrieve(RetrievalRequest(q, args.l, system.depth)).members for q in check]
         for size in args.batch_sizes:
             m = measure(system, texts, size, args.l, max(1, args.queries // size))
             lines.append(f"| {name} | {size} | " + " | ".join(f"{m[s]:.2f}" for s in (*STAGES, "routed_members", "total"))

@@ -155,6 +155,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     import pandas as pd
 
     from ragfolio.core.bundle import load_bundle
+    from ragfolio.core.system.request import RetrievalRequest
     from ragfolio.core.system.routed_system import RoutedSystem
 
     project, env, _ = portfolio_run
@@ -165,7 +166,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     bundle = load_bundle(project / "runs/tiny/06_models/bundle")
     system = RoutedSystem.from_bundle(bundle)
     for row, question in zip(predicted.itertuples(), questions, strict=True):
-        routed = system.retrieve(question, 2)
+        routed = system.retrieve(RetrievalRequest(question, 2, system.depth))
         assert row.members == [bundle.members[j].name for j in routed.members]
         assert row.passages == [[bundle.corpus.ids[d] for d in run.doc_ids] for run in routed.results.ok_runs]
 

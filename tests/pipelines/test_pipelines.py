@@ -11,6 +11,7 @@ from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 
 from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.core.timings import TIMING_KEYS
 from ragfolio.datasets.array_folders import ArrayFolderDataset
@@ -189,7 +190,7 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     texts = {q["id"]: q["question"] for q in catalog.load("questions")}
     for row in answers[answers["system"].str.startswith("served_l")].itertuples():
         served = RoutedSystem.from_bundle(bundles[row.dataset])
-        got = served.retrieve(texts[row.id], int(row.system.removeprefix("served_l")))
+        got = served.retrieve(RetrievalRequest(texts[row.id], int(row.system.removeprefix("served_l")), served.depth))
         assert [served.members[j].name for j in got.members] == list(row.members)
         served.close()
     # a second run reads every answer from the store: no LLM call, the same predictions

@@ -134,10 +134,11 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
     # A fresh process that imports nothing of the user's serves it: loading imports the module router.json names.
     serve = (
         "from ragfolio.core.bundle import load_bundle\n"
+        "from ragfolio.core.system.request import RetrievalRequest\n"
         "from ragfolio.core.system.routed_system import RoutedSystem\n"
         f"bundle = load_bundle({str(tmp_path / 'bundle')!r})\n"
         "system = RoutedSystem.from_bundle(bundle)\n"
-        "routed = system.retrieve('which river is the longest', 1)\n"
+        "routed = system.retrieve(RetrievalRequest('which river is the longest', 1, system.depth))\n"
         "print(type(bundle.router).__module__, bundle.router.name, routed.routed, len(routed.members))\n"
         "system.close()\n"
     )

@@ -16,6 +16,7 @@ from routed_portfolio import SWITCHING_NET
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.scoring.utility_index import datasets_of, split_questions
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.pipeline_registry import register_pipelines
 
@@ -111,7 +112,7 @@ def test_router_training_reports_the_retrieval_routers(catalog: DataCatalog) -> 
     bundle = catalog.load("bundle")  # router_training.bundle.router: post_retrieval is what is served
     assert bundle.router.name == "post_retrieval" and bundle.routing.retrieval_features.agreement_depth == 5
     system = RoutedSystem.from_bundle(bundle)
-    routed = system.retrieve("which river is the longest", 2)
+    routed = system.retrieve(RetrievalRequest("which river is the longest", 2, system.depth))
     assert len(routed.members) == 2 and all(run.ok for run in routed.results.runs)
     system.close()
 
@@ -170,7 +171,7 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, sw
         system = RoutedSystem.from_bundle(bundle)
         single = system.members[bundle.single_best].name
         for l in (1, 2):  # noqa: E741
-            unrouted = system.retrieve("which river is the longest", l)
+            unrouted = system.retrieve(RetrievalRequest("which river is the longest", l, system.depth))
             assert not unrouted.routed and [run.name for run in unrouted.results.runs] == [single]
             assert len(unrouted.results.runs[0].doc_ids) == l * metrics["num_docs"]
         system.close()
@@ -187,8 +188,8 @@ def test_auto_serves_the_winner_and_serves_what_the_report_measured(tmp_path, sw
         assert not selection[name]["fallback"], (name, selection[name])
         assert len(set(comparison.picks[name][:, 0].tolist())) > 1, name  # it switches members by question
         system = RoutedSystem.from_bundle(dataclasses.replace(bundle, router=router, routed_ls=None))
-        batched = [r.members for r in system.retrieve_batch(texts, [k] * len(texts))]
-        alone = [system.retrieve(text, k).members for text in texts]
+        batched = [r.members for r in system.retrieve_batch([RetrievalRequest(t, k, system.depth) for t in texts])]
+        alone = [system.retrieve(RetrievalRequest(text, k, system.depth)).members for text in texts]
         assert batched == alone == comparison.picks[name].tolist(), name
         system.close()
 
@@ -272,6 +273,6 @@ def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(
     loaded = load_bundle(tmp_path / "bundle")
     with one_thread():
         system = RoutedSystem.from_bundle(dataclasses.replace(loaded, router=router, routed_ls=None))
-        picks = [r.members for r in system.retrieve_batch(texts, [loaded.k] * len(texts))]
+        picks = [r.members for r in system.retrieve_batch([RetrievalRequest(t, loaded.k, system.depth) for t in texts])]
         system.close()
     assert picks == comparison.picks["post_retrieval"].tolist()

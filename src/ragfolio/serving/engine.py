@@ -5,13 +5,19 @@
 into the response models of :mod:`ragfolio.serving.schemas`. Its methods block (retrieval and LLM calls); the BentoML service
 runs them in its thread pools. It imports no BentoML, so it can be used and tested on its own.
 
+A request's ``l`` and ``num_docs`` are resolved once, here at the edge (:meth:`ServingEngine.item`,
+:class:`ragfolio.core.system.request.RequestRules`: the configured ``default_l`` and the bundle's
+``num_docs`` when it does not say, each checked against its range); what is below takes the
+resolved :class:`~ragfolio.core.system.request.RetrievalRequest` as it is.
+
 Retrieval works on batches (:meth:`ServingEngine.retrieve_many`, :meth:`ServingEngine.route_many`),
 for every router (:meth:`ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch`): the queries of a
 batch are encoded together (one call per encoder) or, for a router that sees the retrieval
 (``pre_retrieval``, ``post_retrieval``), ranked by the shared first stage together; post-retrieval
 every member runs once over the batch before routing; the features of the batch are computed in
-one call and routed with one predict call per distinct l; each member chosen by any query runs once
-over the batch (:meth:`ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_batch`). The service
+one call and routed with one predict call per distinct l; each member chosen by any query at a
+depth runs once over those queries
+(:meth:`ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_plans`). The service
 gathers concurrent requests into such batches (:class:`ragfolio.core.batching.MicroBatcher`),
 ``/answer``'s retrievals included. A query's passages and routing are the same whether it came
 alone or in a batch. Each response's ``latency_ms`` carries the routing's stages (``stage.<name>``,
@@ -29,13 +35,13 @@ path nor retrieval waits on it.
 
 ``num_docs`` per request: the members were selected, and the router trained, with the bundle's
 ``num_docs``, which is the default. A request may ask for 1..``max_num_docs`` passages per member;
-each distinct value gets a view of the runner that differs only in ``num_docs`` and shares every
-corpus part (indexes, passage graph, encoders) and query part (embeddings, first-stage rankings)
-with the default one, so nothing is built twice. The views are kept (at most ``max_num_docs``).
-Such a request is **routed at the bundle's** ``num_docs`` (the features the router was trained
-on: a post-retrieval router sees the k members' lists at that depth) and only then are its routed
-members run at the requested depth; the queries of a batch that share a depth share its routing
-and runs.
+each distinct value runs on the executor at that depth
+(:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.at_depth`: made once and
+kept, sharing every corpus part, such as indexes, passage graph and encoders, and query part, such
+as embeddings and first-stage rankings, with the default one, so nothing is built twice). Such a
+request is **routed at the bundle's** ``num_docs`` (the features the router was trained on: a
+post-retrieval router sees the k members' lists at that depth) and its routed members run at the
+requested depth; the queries of a batch share their routing, and those that share a depth their runs.
 
 Member errors: a response says only that a member timed out (with the deadline) or failed
 (:func:`public_error`); the exception's text, which may hold an internal URL or a credential
@@ -60,8 +66,8 @@ from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 from ragfolio.core.retrieval.running.member_executor import MemberResults
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedRetrieval, RoutedSystem
-from ragfolio.core.system.runner_depth import runner_at_depth
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
 from ragfolio.serving.schemas import (
@@ -95,11 +101,16 @@ def public_error(error: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class RetrievalItem:
-    """One query of a retrieval batch, with its request's settings (None: the defaults)."""
+    """One query of a retrieval batch (:meth:`ServingEngine.item`).
 
+    Attributes:
+        request: The request as resolved at the edge: what is routed and retrieved.
+        query: The query as sent (the response echoes it).
+        request_id: The request's id (the log's and the response's ``x-request-id``).
+    """
+
+    request: RetrievalRequest
     query: str
-    l: int | None = None  # noqa: E741 - the API's name
-    num_docs: int | None = None
     request_id: str | None = None
 
 
@@ -125,9 +136,6 @@ class ServingEngine:
             encoders = with_query_engine(bundle.scoring.encoders, config.query_engine)
             bundle = replace(bundle, scoring=replace(bundle.scoring, encoders=encoders))
         self.bundle: PortfolioBundle = bundle
-        self.default_l = config.default_l or bundle.default_l
-        if not 1 <= self.default_l <= bundle.k:
-            raise ValueError(f"default_l={self.default_l} must be in 1..{bundle.k} (the bundle's members)")
         self.llm_process: LLMProcess | None = None
         # the selector's order from the bundle's seed: the order answering evaluation measured
         self.answerer = Answerer(self._backend(config), **config.answerer.model_dump(), seed=bundle.selector_seed)
@@ -137,15 +145,16 @@ class ServingEngine:
         if config.fault_injection is not None:
             logger.warning("fault injection (benchmarks and tests only): member %s sleeps %.3g s per run",
                            config.fault_injection.member, config.fault_injection.delay_s)
-        self.num_docs = self.system.runner.num_docs
-        # A view shares the runner's first-stage rankings, which are prefilter_depth deep.
+        self.num_docs = self.system.depth
+        # the defaults and ranges of a request's l and num_docs; raises for a default_l outside 1..k
+        self.rules = self.system.rules(bundle.default_l if config.default_l is None else config.default_l)
+        self.default_l = self.rules.default_l
+        # Another depth shares the runner's first-stage rankings, which are prefilter_depth deep.
         max_num_docs = min(config.max_num_docs, self.system.runner.prefilter_depth)
         if max_num_docs < config.max_num_docs:
             logger.warning("max_num_docs=%d capped to the bundle's prefilter_depth=%d",
                            config.max_num_docs, max_num_docs)
         self.limits = Limits(bundle.k, config.max_query_chars, config.max_batch, max_num_docs)
-        self._views: dict[int, RoutedSystem] = {self.num_docs: self.system}
-        self._views_lock = threading.Lock()
         self.load_ms = 1000 * (time.perf_counter() - start)
         logger.info("bundle %s (version %s, k=%d, %d passages, corpus %s) loaded from %s in %.0f ms", bundle.name,
                     bundle.version, bundle.k, len(bundle.corpus), bundle.corpus.fingerprint, config.bundle,
@@ -154,7 +163,8 @@ class ServingEngine:
             why = (bundle.selection.get("served_router") or {}).get("reason", "")
             logger.warning("routing is off at the default l=%d: %s alone serves %d passages a request "
                            "(routes at l = %s). %s", self.default_l, bundle.members[bundle.single_best].name,
-                           self.system.unrouted_depth(self.default_l), list(bundle.routed_ls) or "none", why)
+                           self.system.unrouted_depth(self.default_l, self.num_docs), list(bundle.routed_ls) or "none",
+                           why)
 
     # --- start-up -----------------------------------------------------------------------------
     def _backend(self, config: ServingConfig) -> ChatBackend:
@@ -199,56 +209,34 @@ class ServingEngine:
     def close(self) -> None:
         if self.llm_process is not None:
             self.llm_process.stop()
-        for view in self._views.values():
-            view.close()
+        self.system.close()
 
     # --- requests -----------------------------------------------------------------------------
-    def _view(self, num_docs: int) -> RoutedSystem:
-        """The routed system returning ``num_docs`` passages per member (see the module docstring)."""
-        with self._views_lock:
-            if (view := self._views.get(num_docs)) is None:
-                system = self.system
-                view = RoutedSystem(runner_at_depth(system.runner, num_docs), system.members, system.router,
-                                    system.hasher, system.encoders, timeout_s=self.config.member_timeout_s,
-                                    retrieval_features=system.retrieval_features, routed_ls=system.routed_ls,
-                                    single_best=system.single_best)
-                inject_fault(view, self.config.fault_injection)
-                self._views[num_docs] = view
-            return view
+    def item(
+        self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None  # noqa: E741
+    ) -> RetrievalItem:
+        """The edge: ``query`` with ``l`` members and ``num_docs`` passages each (None: the defaults),
+        resolved and checked once (:meth:`ragfolio.core.system.request.RequestRules.request`).
+
+        Raises:
+            ValueError: ``l`` is outside 1..k or ``num_docs`` outside 1..``prefilter_depth``.
+        """
+        return RetrievalItem(self.rules.request(query.strip(), l, num_docs), query, request_id)
 
     def retrieve(
         self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None  # noqa: E741
     ) -> RetrieveResponse:
         """Route ``query`` to l members, run them concurrently and merge their passages (a batch of one)."""
-        return self.retrieve_many([RetrievalItem(query, l, num_docs, request_id)])[0]
+        return self.retrieve_many([self.item(query, l, num_docs, request_id)])[0]
 
     def route_many(self, items: Sequence[RetrievalItem]) -> list[RoutedRetrieval]:
         """Route and retrieve a batch of queries (see the module docstring); results in order.
 
-        The queries whose l the router routes are one
-        :meth:`~ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch` at the bundle's ``num_docs``,
-        and those asking for another depth then run their routed members again on that depth's
-        view (the routing's time, the first run included, stays their ``route_ms``). The others
-        go straight to their depth's view: the single best member at l x that depth.
+        One :meth:`~ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch` of the items'
+        requests: those whose l the router routes are routed together at the bundle's ``num_docs``
+        and run at their own depth; the others are the single best member at l x their depth.
         """
-        queries = [item.query.strip() for item in items]
-        ls = [item.l or self.default_l for item in items]
-        depths = [item.num_docs or self.num_docs for item in items]
-        out: dict[int, RoutedRetrieval] = {}
-        routed = [i for i, l in enumerate(ls) if self.system.routes_at(l)]
-        if routed:  # routed as trained: at the bundle's depth, the batch together
-            out.update(zip(routed, self.system.retrieve_batch([queries[i] for i in routed], [ls[i] for i in routed]),
-                           strict=True))
-        for depth in sorted(set(depths)):
-            view = self._view(depth)
-            if unrouted := [i for i, d in enumerate(depths) if d == depth and i not in out]:
-                out.update(zip(unrouted, view.retrieve_batch([queries[i] for i in unrouted], [ls[i] for i in unrouted]),
-                               strict=True))
-            if depth != self.num_docs and (rerun := [i for i in routed if depths[i] == depth]):
-                runs = view.executor.run_batch([queries[i] for i in rerun], [out[i].members for i in rerun])
-                for i, run in zip(rerun, runs, strict=True):
-                    out[i] = replace(out[i], results=run, route_ms=out[i].route_ms + out[i].results.latency_ms)
-        return [out[i] for i in range(len(items))]
+        return self.system.retrieve_batch([item.request for item in items])
 
     def retrieve_many(self, items: Sequence[RetrievalItem]) -> list[RetrieveResponse]:
         """Retrieve for a batch of queries at once (see the module docstring); responses in order.
@@ -261,18 +249,14 @@ class ServingEngine:
         start = time.perf_counter()
         routed = self.route_many(items)
         total_ms = 1000 * (time.perf_counter() - start)
-        return [
-            self._retrieve_response(item, item.l or self.default_l, item.num_docs or self.num_docs, r, total_ms)
-            for item, r in zip(items, routed, strict=True)
-        ]
+        return [self._retrieve_response(item, r, total_ms) for item, r in zip(items, routed, strict=True)]
 
-    def _retrieve_response(
-        self, item: RetrievalItem, l: int, depth: int, routed: RoutedRetrieval, total_ms: float  # noqa: E741
-    ) -> RetrieveResponse:
+    def _retrieve_response(self, item: RetrievalItem, routed: RoutedRetrieval, total_ms: float) -> RetrieveResponse:
         """The response of one routed retrieval (``total_ms``: the batch's, or the query's alone)."""
         results = routed.results
         return RetrieveResponse(
-            query=item.query, l=l, num_docs=depth, routed=routed.routed, members=self._members(routed, item.request_id),
+            query=item.query, l=item.request.l, num_docs=item.request.depth, routed=routed.routed,
+            members=self._members(routed, item.request_id),
             passages=self._merged(results), degraded=results.degraded, reasons=self._reasons(results),
             latency_ms=self._latency(routed, total_ms), batch_size=routed.batch_size,
         )
@@ -285,28 +269,21 @@ class ServingEngine:
                 "members": results.latency_ms - results.shared_ms, "total": total_ms,
                 **{f"stage.{name}": ms for name, ms in routed.stages_ms.items()}}
 
-    def answer(
-        self, query: str, l: int | None = None, request_id: str | None = None,  # noqa: E741
-        retrieval: RoutedRetrieval | None = None,
-    ) -> AnswerResponse:
+    def answer(self, item: RetrievalItem, retrieval: RoutedRetrieval | None = None) -> AnswerResponse:
         """Retrieve with l routed members, answer from each one's passages, select one answer.
 
-        ``retrieval``: the query's routed retrieval when it was made already, in a batch
-        (:meth:`route_many`; the service batches ``/answer``'s retrievals so). Member failures
-        are handled as in :meth:`retrieve`.
+        ``item``: the query, as :meth:`item` resolved it. ``retrieval``: the query's routed
+        retrieval when it was made already, in a batch (:meth:`route_many`; the service batches
+        ``/answer``'s retrievals so). Member failures are handled as in :meth:`retrieve`.
 
         Raises:
             ragfolio.core.llm.chat.LLMUnavailableError: The LLM cannot be reached.
             ragfolio.core.llm.chat.LLMRequestError: The LLM endpoint rejected a request.
         """
-        l = l or self.default_l  # noqa: E741
-        result: RAGAnswer = self.rag.answer(query.strip(), l, retrieval=retrieval)
-        return self._answer_response(query, l, result, request_id)
+        result: RAGAnswer = self.rag.answer(item.request, retrieval=retrieval)
+        return self._answer_response(item, result)
 
-    def answer_stream(
-        self, query: str, l: int | None = None, request_id: str | None = None,  # noqa: E741
-        retrieval: RoutedRetrieval | None = None,
-    ) -> Iterator[str | AnswerResponse]:
+    def answer_stream(self, item: RetrievalItem, retrieval: RoutedRetrieval | None = None) -> Iterator[str | AnswerResponse]:
         """:meth:`answer` as it is written: the answer's text in pieces, then the response.
 
         The pieces (some empty: one per token the reader writes, so that a consumer can stop the
@@ -316,19 +293,17 @@ class ServingEngine:
         before the response (:func:`ragfolio.core.answering.streaming.stream_answer`). Raises
         what :meth:`answer` raises, before the first piece or (the LLM lost mid-answer) after.
         """
-        l = l or self.default_l  # noqa: E741
-        result = yield from stream_answer(self.rag, query.strip(), l, retrieval=retrieval)
-        yield self._answer_response(query, l, result, request_id)
+        result = yield from stream_answer(self.rag, item.request, retrieval=retrieval)
+        yield self._answer_response(item, result)
 
-    def _answer_response(self, query: str, l: int, result: RAGAnswer,  # noqa: E741
-                         request_id: str | None) -> AnswerResponse:
+    def _answer_response(self, item: RetrievalItem, result: RAGAnswer) -> AnswerResponse:
         results = result.retrieval.results
         return AnswerResponse(
-            query=query, l=l, routed=result.retrieval.routed, answer=result.answer, chosen=result.chosen,
+            query=item.query, l=item.request.l, routed=result.retrieval.routed, answer=result.answer, chosen=result.chosen,
             chosen_member=result.candidates[result.chosen][0] if result.chosen >= 0 else None,
             fallback=result.fallback,
             candidates=[Candidate(member=name, answer=text) for name, text in result.candidates],
-            members=self._members(result.retrieval, request_id), passages=self._merged(results),
+            members=self._members(result.retrieval, item.request_id), passages=self._merged(results),
             degraded=results.degraded, reasons=self._reasons(results),
             latency_ms={**result.latency_ms, **{f"stage.{name}": ms for name, ms in result.retrieval.stages_ms.items()}},
             batch_size=result.retrieval.batch_size,

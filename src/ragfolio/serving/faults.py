@@ -16,6 +16,7 @@ the service logs a warning at start-up while it is on.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Sequence
@@ -45,12 +46,26 @@ class SlowMemberRunner:
             time.sleep(self.delay_s)
         return self.runner.run(candidate, queries)
 
-    def __getattr__(self, name: str) -> Any:  # prepare, num_docs, ...: the wrapped runner's
+    def __getattr__(self, name: str) -> Any:  # prepare, prefilter_depth, ...: the wrapped runner's
         return getattr(self.runner, name)
+
+    @property
+    def num_docs(self) -> int:
+        return int(self.runner.num_docs)
+
+    @num_docs.setter
+    def num_docs(self, value: int) -> None:
+        self.runner.num_docs = value
+
+    def __copy__(self) -> SlowMemberRunner:
+        """The same fault over a shallow copy of the wrapped runner: the executor at another depth
+        (:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.at_depth`) is slowed too."""
+        return SlowMemberRunner(copy.copy(self.runner), self.member, self.delay_s)
 
 
 def inject_fault(system: RoutedSystem, fault: FaultInjectionConfig | None) -> None:
-    """Slow ``fault.member`` down in ``system``'s executor (nothing when ``fault`` is None).
+    """Slow ``fault.member`` down in ``system``'s executor and the executors it makes at other depths
+    (nothing when ``fault`` is None).
 
     Raises:
         ValueError: ``fault.member`` is not one of ``system``'s members (the message lists them).

@@ -199,7 +199,7 @@ class RagfolioService:
         """Route the query to l members and return each one's passages and the merged list."""
         trace = self.tracing.start("/retrieve", current_request_id())  # the request's spans (tracing.py)
         request = self._validate(RetrieveRequest, query=query, l=l, num_docs=num_docs)
-        item = RetrievalItem(request.query, request.l, request.num_docs, current_request_id())
+        item = self.engine.item(request.query, request.l, request.num_docs, current_request_id())
         try:
             response = await asyncio.wait_for(self._batcher.submit(item), self.config.request_timeout_s)
         except TimeoutError:
@@ -219,7 +219,7 @@ class RagfolioService:
         self.metrics.batch_size.labels(endpoint="/batch_retrieve").observe(len(request.queries))
         loop = asyncio.get_running_loop()
         start = loop.time()
-        items = [RetrievalItem(q, request.l, request.num_docs, rid) for q in request.queries]
+        items = [self.engine.item(q, request.l, request.num_docs, rid) for q in request.queries]
         try:
             results = await asyncio.wait_for(self._batcher.submit_many(items), self.config.request_timeout_s)
         except TimeoutError:
@@ -255,18 +255,18 @@ class RagfolioService:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.answer_timeout_s
         try:
-            retrieval = trace.retrieved(await self._retrieval(request, rid))
-            call = functools.partial(self.engine.answer, request.query, request.l, request_id=rid, retrieval=retrieval)
+            item = self.engine.item(request.query, request.l, request_id=rid)
+            retrieval = trace.retrieved(await self._retrieval(item))
+            call = functools.partial(self.engine.answer, item, retrieval=retrieval)
             response: AnswerResponse = await self._in_pool(self._answer_pool, max(deadline - loop.time(), 1e-3), call)
         except Exception as exc:
             return trace.end(self._failure(endpoint, exc))
         self.metrics.observe_retrieval(endpoint, response.members, response.degraded)
         return trace.end(response)
 
-    async def _retrieval(self, request: AnswerRequest, rid: str | None) -> RoutedRetrieval:
-        """The request's routed retrieval, batched with concurrent answering requests' retrievals."""
-        return await asyncio.wait_for(self._answer_batcher.submit(RetrievalItem(request.query, request.l, None, rid)),
-                                      self.config.answer_timeout_s)
+    async def _retrieval(self, item: RetrievalItem) -> RoutedRetrieval:
+        """The item's routed retrieval, batched with concurrent answering requests' retrievals."""
+        return await asyncio.wait_for(self._answer_batcher.submit(item), self.config.answer_timeout_s)
 
     def _failure(self, endpoint: str, exc: Exception) -> Failure:
         """Why an answer failed (see :meth:`_answered`), logged under the request id and counted."""
@@ -347,10 +347,10 @@ class RagfolioService:
         trace = self.tracing.start(endpoint, rid := current_request_id())
         deadline = asyncio.get_running_loop().time() + self.config.answer_timeout_s
         try:
+            item = self.engine.item(request.query, request.l, request_id=rid)
             return await started_answer(
-                self._retrieval(request, rid),
-                lambda retrieval: self.engine.answer_stream(request.query, request.l, request_id=rid,
-                                                            retrieval=trace.retrieved(retrieval)),
+                self._retrieval(item),
+                lambda retrieval: self.engine.answer_stream(item, retrieval=trace.retrieved(retrieval)),
                 self._answer_pool, deadline,
                 lambda response: self.metrics.observe_retrieval(endpoint, trace.end(response).members, response.degraded))
         except Exception as exc:

@@ -206,7 +206,7 @@ class RequestTrace:
             retrieved_at, routed = self._retrieval
             recorded = _Retrieval.of_routed(routed)
             length = ns(recorded.route_ms + recorded.shared_ms + recorded.members_ms)
-            self._retrieval_spans(request, retrieved_at - length, recorded, None)
+            self._retrieval_spans(request, retrieved_at - length, recorded, self._num_docs)  # answered at the bundle's
             if isinstance(result, AnswerResponse):
                 self._answering_spans(request, retrieved_at, result)
 
@@ -224,10 +224,10 @@ class RequestTrace:
         return {**out, "ragfolio.chosen_member": result.chosen_member, "ragfolio.fallback": result.fallback,
                 "ragfolio.tokens.prompt": result.tokens.prompt, "ragfolio.tokens.completion": result.tokens.completion}
 
-    def _retrieval_spans(self, parent: tuple[Span, int, int], start: int, r: _Retrieval, num_docs: int | None) -> None:
+    def _retrieval_spans(self, parent: tuple[Span, int, int], start: int, r: _Retrieval, num_docs: int) -> None:
         """``route`` and ``retrieve`` (with a ``member`` span per routed member) from ``start``."""
         route_len, retrieve_len = ns(r.route_ms), ns(r.shared_ms + r.members_ms)
-        members_first = "members" in r.stages and num_docs in (None, self._num_docs)  # post-retrieval routing
+        members_first = "members" in r.stages and num_docs == self._num_docs  # post-retrieval routing
         route_at, retrieve_at = (start + retrieve_len, start) if members_first else (start, start + route_len)
         self._child("route", parent, route_at, route_len,
                     {"ragfolio.routed": r.routed, "ragfolio.members": [run.name for run in r.runs],
@@ -235,7 +235,7 @@ class RequestTrace:
                      **{f"ragfolio.stage.{name}_ms": ms for name, ms in r.stages.items()}})
         degraded = not all(run.ok for run in r.runs)
         retrieve = self._child("retrieve", parent, retrieve_at, retrieve_len,
-                               {"ragfolio.num_docs": num_docs or self._num_docs, "ragfolio.shared_ms": r.shared_ms,
+                               {"ragfolio.num_docs": num_docs, "ragfolio.shared_ms": r.shared_ms,
                                 "ragfolio.degraded": degraded})
         for rank, run in enumerate(r.runs):
             self._child(f"member {run.name}", retrieve, retrieve[1] + ns(r.shared_ms), ns(run.latency_ms),

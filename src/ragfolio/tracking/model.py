@@ -42,14 +42,16 @@ class RagfolioModel(PythonModel):
 
         self.bundle = load_bundle(context.artifacts["bundle"])
         self.system = RoutedSystem.from_bundle(self.bundle, timeout_s=60.0)
+        self.rules = self.system.rules(self.bundle.default_l)  # the edge: l resolved and checked once
 
     def predict(
         self, context: PythonModelContext, model_input: Any, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
         questions = list(model_input["question"]) if isinstance(model_input, pd.DataFrame) else list(model_input)
-        l = int((params or {}).get("l") or self.bundle.default_l)
+        l = (params or {}).get("l")  # noqa: E741 - None: the bundle's default_l
+        requests = [self.rules.request(str(q), l) for q in questions]
         rows = []
-        routings = self.system.retrieve_batch([str(q) for q in questions], [l] * len(questions)) if questions else []
+        routings = self.system.retrieve_batch(requests) if requests else []
         for question, routed in zip(questions, routings, strict=True):  # the batch routed together
             runs = {run.name: run for run in routed.results.ok_runs}
             members = [self.bundle.members[j].name for j in routed.members]

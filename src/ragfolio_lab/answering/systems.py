@@ -51,6 +51,7 @@ from ragfolio.core.retrieval.running.memo import COUNTERS
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.routing.registry import servable_names
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio_lab.answering.vendi_rag import VendiRAG
 from ragfolio_lab.answering.vendirag_loop import AuthorsVendiRAG
@@ -299,17 +300,17 @@ class SystemRunner:
         prefix, _, l_text = system.rpartition("_l")
         l = int(l_text)
         if prefix == "served":  # as /answer serves it: routed where the bundle routes at l, else unrouted
-            got = routed.retrieve(question, l)
+            got = routed.retrieve(RetrievalRequest(question, l, routed.depth))
             runs = dict(zip(got.members, got.results.runs, strict=True))
             return self._from_runs(got.members, runs, got.latency_ms, select=got.routed and l > 1)
         if prefix == "routed" and self.learned is not None:
             chosen, _, route_ms = self.learned.route(question, l)
             return self._members(question, chosen[:l], route_ms, select=l > 1)
-        route = self.retrieval_routers[prefix].route(question, l)
-        if route.results is None:
-            return self._members(question, route.members, route.route_ms, select=l > 1)
-        runs = {j: run for j, run in enumerate(route.results.runs)}  # post-retrieval: every member ran
-        return self._from_runs(route.members, runs, route.route_ms, select=l > 1)
+        route = self.retrieval_routers[prefix].route(question, l)  # its plan: the members routing ran and the rest
+        results = routed.executor.run_plans([route.plan])[0]
+        runs = dict(zip(route.members, results.runs, strict=True))
+        return self._from_runs(route.members, runs, route.route_ms + (results.latency_ms - route.plan.latency_ms),
+                               select=l > 1)
 
     def _members(self, question: str, chosen: list[int], route_ms: float, *, select: bool) -> Retrieved:
         results = self.rag.system.executor.run(question, chosen)

@@ -46,7 +46,6 @@ from torch import nn
 from ragfolio.core.routing.base import (
     Picks,
     RouteInputs,
-    check_l,
     check_training_data,
     member_names,
     ranked,
@@ -362,9 +361,8 @@ class PaperRouter(SavedRouter):
         self.net_.train(was_training)
         return out.numpy()
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, npt.NDArray[np.float32]]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, npt.NDArray[np.float32]]:
         """``(picks (n, l), scores (n, k))``: the top-l scored members (no fallback to a default)."""
-        check_l(l, len(self.members_))
         scores = self.scores({name: np.asarray(inputs.query[name].toarray() if sp.issparse(inputs.query[name])
                                                else inputs.query[name], dtype=np.float32) for name in self.inputs_})
         return ranked(scores, l), scores

@@ -16,6 +16,7 @@ from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturize
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio_lab.answering.scores import score_all
 from ragfolio_lab.answering.summary import summarize
@@ -55,7 +56,7 @@ def test_answer_routes_answers_each_member_and_selects(routed_parts) -> None:
     runner, members, router, hasher, queries = routed_parts
     backend = EchoBackend(selector_reply="2")
     rag = AdaptiveRAG(RoutedSystem(runner, members, router, hasher, ["minilm"]), Answerer(backend))
-    result = rag.answer(queries[0], 2)
+    result = rag.answer(RetrievalRequest(queries[0], 2, rag.system.depth))
     assert len(set(result.retrieval.members)) == 2 and set(result.retrieval.members) <= {0, 1, 2}
     assert [name for name, _ in result.candidates] == [members[j].name for j in result.retrieval.members]
     assert set(result.latency_ms) == {"route", "retrieve", "answer", "select", "total"}
@@ -72,7 +73,7 @@ def test_unmatched_selector_reply_falls_back_to_top_member(routed_parts) -> None
     answerer = Answerer(EchoBackend(selector_reply="no idea"))
     rag = AdaptiveRAG(RoutedSystem(runner, members, router, hasher, ["minilm"]), answerer)
     for query in queries:
-        result = rag.answer(query, 3)
+        result = rag.answer(RetrievalRequest(query, 3, rag.system.depth))
         if len({a.lower() for _, a in result.candidates}) > 1:
             assert result.fallback and result.chosen == 0 and result.answer == result.candidates[0][1]
             break
@@ -85,7 +86,7 @@ def test_failing_members_degrade_then_closed_book(routed_parts) -> None:
     runner, members, router, hasher, queries = routed_parts
     broken = [CandidateSpec(f"broken{i}", "sparse", {}) for i in range(3)]
     rag = AdaptiveRAG(RoutedSystem(runner, broken, router, hasher, ["minilm"]), Answerer(EchoBackend()))
-    result = rag.answer(queries[0], 2)
+    result = rag.answer(RetrievalRequest(queries[0], 2, rag.system.depth))
     assert result.retrieval.results.degraded and result.candidates == []
     assert result.answer == "none" and "answer:closed_book" in result.calls
 

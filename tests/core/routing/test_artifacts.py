@@ -20,6 +20,7 @@ from ragfolio.core.routing.routers.baseline_routers import TopAverageRouter
 from ragfolio.core.routing.routers.learned import Router
 from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.core.system.bundle_indexes import with_indexes
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 
 PASSAGES = [
@@ -79,7 +80,7 @@ def test_loaded_bundle_routes_like_the_saved_router_and_retrieves(saved: Path) -
     system, original = RoutedSystem.from_bundle(load_bundle(saved)), RoutedSystem.from_bundle(_bundle())
     for query in ("which river is long", "which mountain is high"):
         assert system.route(query, 2)[:2] == original.route(query, 2)[:2]
-    river = system.retrieve("which river is long", 2, members=[0])
+    river = system.retrieve(RetrievalRequest("which river is long", 2, system.depth), members=[0])
     (run,) = river.results.ok_runs
     assert not river.results.degraded and len(run.doc_ids) == 2
     assert {system.runner.titles[d] for d in run.doc_ids} == {"Danube", "Rhine"}
@@ -205,7 +206,8 @@ def test_a_bundle_serves_a_router_that_sees_the_retrieval(tmp_path: Path) -> Non
     assert loaded.router.name == "post_retrieval" and loaded.routing.retrieval_features.agreement_depth == 2
     served, original = RoutedSystem.from_bundle(loaded), RoutedSystem.from_bundle(bundle)
     for question in questions[:4]:
-        assert served.retrieve(question, 1).members == original.retrieve(question, 1).members
+        assert (served.retrieve(RetrievalRequest(question, 1, served.depth)).members
+                == original.retrieve(RetrievalRequest(question, 1, original.depth)).members)
     served.close()
     original.close()
 
@@ -222,7 +224,7 @@ def test_a_bundle_carries_its_corpus_indexes_checksummed_and_serves_from_them(tm
     assert isinstance(loaded.embeddings["fake"], np.memmap)  # mapped, not read
     system, fresh = RoutedSystem.from_bundle(loaded), RoutedSystem.from_bundle(original)
     for query in ("which river is long", "the highest mountain"):
-        got, want = system.retrieve(query, 2), fresh.retrieve(query, 2)
+        got, want = system.retrieve(RetrievalRequest(query, 2, system.depth)), fresh.retrieve(RetrievalRequest(query, 2, fresh.depth))
         assert [r.doc_ids for r in got.results.runs] == [r.doc_ids for r in want.results.runs]
     index = tmp_path / "indexed" / "indexes" / "bm25-1" / "data.csc.index.npy"
     index.write_bytes(index.read_bytes()[:-4] + b"\0\0\0\0")
@@ -238,7 +240,8 @@ def test_a_format_1_bundle_without_indexes_still_loads_and_builds_them(saved: Pa
     _resign(saved, as_format_1)
     loaded = load_bundle(saved)
     assert loaded.indexes == [] and loaded.manifest["format"] == 1
-    assert RoutedSystem.from_bundle(loaded).retrieve("which river is long", 1).results.ok_runs
+    system = RoutedSystem.from_bundle(loaded)
+    assert system.retrieve(RetrievalRequest("which river is long", 1, system.depth)).results.ok_runs
 
 
 @pytest.mark.slow

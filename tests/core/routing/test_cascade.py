@@ -132,14 +132,15 @@ def test_shortlist_and_ran_first_by_hand() -> None:
 
 
 def test_online_a_cascade_runs_only_its_shortlist(tiny_dir, small_grid, monkeypatch) -> None:
-    """Served, the cascade runs the m shortlisted members per query (and, routed to l > m, the picks
-    beyond them), and picks what the offline features of all k members give it."""
+    """Served, the cascade runs the m shortlisted members per query and picks what the offline
+    features of all k members give it; routed to l > m, its plan leaves the picks beyond the
+    shortlist to the executor, which runs only those."""
     from fake_encoders import install_hashing_encoder, tiny_runner
 
     from ragfolio.core.retrieval.pool import expand_grid
     from ragfolio.core.retrieval.running.member_executor import PortfolioExecutor
     from ragfolio.core.routing.features.retrieval_features import RetrievalFeaturizer
-    from ragfolio.core.routing.online import NOT_RUN, OnlineRetrievalRouting, routes_on_retrieval
+    from ragfolio.core.routing.online import OnlineRetrievalRouting, routes_on_retrieval
 
     install_hashing_encoder(monkeypatch)
     runner, queries = tiny_runner(tiny_dir)
@@ -164,13 +165,17 @@ def test_online_a_cascade_runs_only_its_shortlist(tiny_dir, small_grid, monkeypa
     routed = online.route_batch(batch, [2] * len(batch))
     assert asked == short  # one call for the batch: each query's two shortlisted members, nothing else
     assert [r.members for r in routed.routes] == expected[:, :2].tolist()
-    assert all(r.ran == sorted(s) and len(r.results.runs) == 3 for r, s in zip(routed.routes, short, strict=True))
-    assert all(r.results.runs[j].error == NOT_RUN for r, s in zip(routed.routes, short, strict=True)
-               for j in range(3) if j not in s)
+    assert all(sorted(r.plan.ran) == sorted(s) and not r.plan.missing for r, s in zip(routed.routes, short, strict=True))
     assert {"first_stage", "members", "features", "predict"} <= set(routed.stages_ms)
     asked.clear()
-    wide = online.route_batch(batch[:2], [3, 3])  # l > m: the third member runs after routing
-    assert asked == short[:2] + [[j for j in range(3) if j not in s] for s in short[:2]]
-    assert [r.members for r in wide.routes] == expected[:2].tolist()
-    assert all(r.ran == [0, 1, 2] and all(run.ok for run in r.results.runs) for r in wide.routes)
+    again = executor.run_plans([r.plan for r in routed.routes])  # the shortlist ran: nothing runs again
+    assert asked == [] and [[run.name for run in got.runs] for got in again] == [
+        [members[j].name for j in r.members] for r in routed.routes]
+    wide = online.route_batch(batch[:2], [3, 3])  # l > m: the third member is the plan's to run
+    assert asked == short[:2] and [r.members for r in wide.routes] == expected[:2].tolist()
+    assert [r.plan.missing for r in wide.routes] == [[j for j in range(3) if j not in s] for s in short[:2]]
+    results = executor.run_plans([r.plan for r in wide.routes])
+    assert asked == short[:2] + [[j for j in range(3) if j not in s] for s in short[:2]]  # only those, once
+    assert all([run.name for run in got.runs] == [members[j].name for j in r.members] and all(run.ok for run in got.runs)
+               for r, got in zip(wide.routes, results, strict=True))
     executor.close()

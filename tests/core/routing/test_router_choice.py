@@ -307,7 +307,7 @@ def test_members_ran_is_the_shortlist_for_the_cascade_all_for_post_retrieval_and
     from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
 
     cascade = CascadeRouter(members_run=3)
-    cascade.members_, cascade.members_run_ = [0, 1, 2, 3, 4], 3
+    cascade.members_, cascade.members_run_, cascade.fallback_ = [0, 1, 2, 3, 4], 3, False  # as fitted
     assert members_ran(cascade, 1, 5) == 3 and members_ran(cascade, 4, 5) == 4
     assert members_ran(PostRetrievalRouter(), 1, 5) == 5
     assert members_ran(PreRetrievalRouter(), 2, 5) == 2

@@ -11,6 +11,7 @@ from ragfolio.core.routing.features.router_features import RetrievalFeatureSetti
 from ragfolio.core.routing.routers.cascade import CascadeRouter
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS
 from ragfolio.core.routing.routers.retrieval_routers import PostRetrievalRouter, PreRetrievalRouter
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 
 
@@ -22,7 +23,7 @@ def routed_parts(tiny_dir, monkeypatch, small_grid):
 def test_a_routed_system_retrieves_for_the_router_it_was_given(routed_parts) -> None:
     runner, members, router, hasher, queries = routed_parts
     system = RoutedSystem(runner, members, router, hasher, ["minilm"])
-    assert len(system.retrieve(queries[0], 1).results.ok_runs) == 1
+    assert len(system.retrieve(RetrievalRequest(queries[0], 1, system.depth)).results.ok_runs) == 1
     system.close()
     with pytest.raises(ValueError, match="2 members for a router over 3"):
         RoutedSystem(runner, members[:2], router, hasher, ["minilm"])
@@ -63,7 +64,7 @@ def test_a_router_that_sees_the_retrieval_is_served_as_trained(switching, router
     for i, query in enumerate(queries[:8]):
         f, m = featurizer.compute(runner, [query], members)
         expected = router.route(RouteInputs({"first_stage": f}, {"members": m}), 2)[0][0].tolist()
-        got = system.retrieve(query, 2)
+        got = system.retrieve(RetrievalRequest(query, 2, system.depth))
         assert got.members == expected and [r.name for r in got.results.runs] == [members[j].name for j in expected]
         assert len(got.router_scores) == 2 and got.route_ms >= 0
         if router.reads == "members":
@@ -91,14 +92,14 @@ def test_a_batch_is_routed_together_as_each_query_is_alone(switching, router_cla
         assert router.switch_margin_ < max(SWITCH_MARGINS)
     system = RoutedSystem(runner, members, router, hasher, ["minilm"], retrieval_features=settings)
     batch = queries[:8]
-    alone = [system.retrieve(q, 2) for q in batch]
+    alone = [system.retrieve(RetrievalRequest(q, 2, system.depth)) for q in batch]
     assert len({r.members[0] for r in alone}) > 1, [r.members for r in alone]  # it switches members by question
     runs: list[int] = []
     predicts: list[int] = []
     run_batch, route = system.executor.run_batch, router.route
     monkeypatch.setattr(system.executor, "run_batch", lambda qs, chosen: runs.append(len(qs)) or run_batch(qs, chosen))
     monkeypatch.setattr(router, "route", lambda inputs, l: predicts.append(len(inputs)) or route(inputs, l))
-    together = system.retrieve_batch(batch, [2] * len(batch))
+    together = system.retrieve_batch([RetrievalRequest(q, 2, system.depth) for q in batch])
     assert runs == [len(batch)] and predicts == [len(batch)]  # one member run, one predict call, whole batch
     assert [r.members for r in together] == [r.members for r in alone]
     assert [[run.doc_ids for run in r.results.runs] for r in together] == [[run.doc_ids for run in r.results.runs]
@@ -110,7 +111,37 @@ def test_a_batch_is_routed_together_as_each_query_is_alone(switching, router_cla
         assert [r.members for r in together] == offline.tolist()
         assert "first_stage" in together[0].stages_ms
         assert ("members" in together[0].stages_ms) == (router_class.reads in ("shortlist", "members"))
-    mixed = system.retrieve_batch(batch[:3], [1, 2, 3])
+    mixed = system.retrieve_batch([RetrievalRequest(q, l, system.depth) for q, l in zip(batch[:3], [1, 2, 3], strict=True)])
     assert [len(r.members) for r in mixed] == [1, 2, 3]
     assert [r.members[0] for r in mixed] == [r.members[0] for r in alone[:3]]
+    system.close()
+
+
+@pytest.mark.parametrize("router_class", [PostRetrievalRouter, None])
+def test_a_request_at_another_depth_is_routed_at_the_bundles_and_run_at_its_own(switching, router_class,
+                                                                               monkeypatch) -> None:
+    """Routed as at the bundle's depth (post-retrieval: the k members run there, for the features),
+    its routed members run once at the request's depth; an unrouted l is the single best at l x depth."""
+    runner, members, U, router, hasher, queries = switching
+    settings = None
+    if router_class is not None:
+        router, featurizer = _fitted(router_class, runner, members, queries, U)
+        settings = RetrievalFeatureSettings(("minilm",), featurizer.agreement_depth)
+    system = RoutedSystem(runner, members, router, hasher, ["minilm"], retrieval_features=settings, routed_ls=(1, 2))
+    depth = system.depth + 2
+    batch = queries[:4]
+    at_bundle = system.retrieve_batch([RetrievalRequest(q, 2, system.depth) for q in batch])
+    asked: list[tuple[int, list[list[int]]]] = []
+    deeper = system.executor.at_depth(depth)
+    for executor in (system.executor, deeper):
+        monkeypatch.setattr(executor, "run_batch", lambda qs, chosen, e=executor, run=executor.run_batch: asked.append(
+            (e.runner.num_docs, [list(c) for c in chosen])) or run(qs, chosen))
+    got = system.retrieve_batch([RetrievalRequest(q, 2, depth) for q in batch] + [RetrievalRequest(batch[0], 3, depth)])
+    assert [r.members for r in got[:4]] == [r.members for r in at_bundle]  # routed at the bundle's depth
+    routing = [(system.depth, [[0, 1, 2]] * len(batch))] if router_class else []  # post-retrieval: all k, to route
+    assert asked == routing + [(depth, [r.members for r in at_bundle])]  # then the routed ones, once, at its depth
+    assert all(len(run.doc_ids) == depth for r in got[:4] for run in r.results.runs)
+    unrouted = got[4]
+    assert not unrouted.routed and unrouted.members == [system.single_best]
+    assert len(unrouted.results.runs[0].doc_ids) == min(3 * depth, runner.prefilter_depth)
     system.close()

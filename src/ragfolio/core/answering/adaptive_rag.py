@@ -19,6 +19,7 @@ import numpy as np
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.llm.chat import Completion
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedRetrieval, RoutedSystem
 
 if TYPE_CHECKING:
@@ -80,19 +81,22 @@ class AdaptiveRAG:
         return cls(RoutedSystem.from_bundle(bundle, timeout_s=timeout_s, num_docs=num_docs), answerer)
 
     def answer(
-        self, query: str, l: int, *, members: Sequence[int] | None = None, retrieval: RoutedRetrieval | None = None
+        self, request: RetrievalRequest, *, members: Sequence[int] | None = None,
+        retrieval: RoutedRetrieval | None = None,
     ) -> RAGAnswer:
-        """Retrieve with l routed members, answer from each member's passages, select one answer.
+        """Retrieve with ``request.l`` routed members (or the given ``members``), answer from each
+        member's passages, select one answer.
 
         ``retrieval``: the query's routed retrieval when it was already made (e.g. in a batch,
-        :meth:`~ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch`); then ``l`` and
-        ``members`` are not used.
+        :meth:`~ragfolio.core.system.routed_system.RoutedSystem.retrieve_batch`); then only
+        ``request.query`` is used.
 
         Raises:
             ragfolio.core.llm.chat.LLMUnavailableError: The LLM endpoint cannot be reached.
         """
+        query = request.query
         if retrieval is None:
-            retrieval = self.system.retrieve(query, l, members=members)
+            retrieval = self.system.retrieve(request, members=members)
         calls: dict[str, Completion] = {}
         candidates: list[tuple[str, str]] = []
         explanations: list[str] = []

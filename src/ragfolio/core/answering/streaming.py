@@ -19,13 +19,14 @@ from collections.abc import Generator
 
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.llm.chat import Completion
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedRetrieval
 
 
 def stream_answer(
-    rag: AdaptiveRAG, query: str, l: int, *, retrieval: RoutedRetrieval | None = None  # noqa: E741
+    rag: AdaptiveRAG, request: RetrievalRequest, *, retrieval: RoutedRetrieval | None = None
 ) -> Generator[str, None, RAGAnswer]:
-    """``rag.answer(query, l, retrieval=retrieval)``: the answer's text in pieces (see the module
+    """``rag.answer(request, retrieval=retrieval)``: the answer's text in pieces (see the module
     docstring; some may be empty, one per token the reader writes, so that a consumer can stop it
     anywhere), then the :class:`RAGAnswer`; the pieces join to its ``answer``.
 
@@ -33,12 +34,12 @@ def stream_answer(
         ragfolio.core.llm.chat.LLMUnavailableError: The LLM cannot be reached (before or while
             the pieces are yielded).
     """
-    answerer = rag.answerer
+    answerer, query = rag.answerer, request.query
     if retrieval is None:
-        retrieval = rag.system.retrieve(query, l)
+        retrieval = rag.system.retrieve(request)
     runs = retrieval.results.ok_runs
     if len(runs) > 1:
-        return rag.answer(query, l, retrieval=retrieval)
+        return rag.answer(request, retrieval=retrieval)
     start = time.perf_counter()
     said = yield from answerer.answer_stream(query, rag.system.passages(runs[0].doc_ids) if runs else [])
     reader_ms = 1000 * (time.perf_counter() - start)

@@ -199,8 +199,9 @@ class Family(ABC):
         """The shared parts that :meth:`run` with ``params`` reads."""
 
     @abstractmethod
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
-        """Rank for ``queries``: ``(n_queries, k)``, ``-1``-padded rows allowed (the runner completes them)."""
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
+        """Rank for ``queries``: ``(n_queries, depth)`` (``depth``: the runner's ``num_docs``, passages per
+        query), ``-1``-padded rows allowed (the runner completes them)."""
 
 
 _REGISTRY: dict[str, Family] = {}

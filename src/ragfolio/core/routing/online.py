@@ -18,8 +18,13 @@ with, as a service would:
   only those run, their lists are featurised (a member that did not run has an empty list, which
   the router does not read) and the router picks among them as post-retrieval, the members that
   did not run after those that did and failed ones last. Routed to more members than ran, the
-  picks that did not run run then, in one more call for the batch. ``OnlineRoute.ran`` says which
-  members ran for the query.
+  picks that did not run are left in the plan for the executor to run.
+
+Routing returns a plan per query (:class:`~ragfolio.core.retrieval.running.member_executor.MemberPlan`:
+the routed members at the runner's depth, with the runs routing made, ``ran``), and the caller has
+the executor run it
+(:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_plans`): the members
+routing ran are not run again, the others run then (before retrieval: all of them).
 
 A batch (:meth:`OnlineRetrievalRouting.route_batch`) is routed together: one first-stage ranking
 per base for the whole batch (one encoder call per encoder), post-retrieval every member once over
@@ -42,7 +47,7 @@ import numpy as np
 
 from ragfolio.core.retrieval.indexes.passage_graph import PassageGraph
 from ragfolio.core.retrieval.results import RetrievalResult
-from ragfolio.core.retrieval.running.member_executor import MemberResults, MemberRun, PortfolioExecutor
+from ragfolio.core.retrieval.running.member_executor import MemberPlan, MemberRun, PortfolioExecutor
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.list_judgements import ListJudge
 from ragfolio.core.routing.features.query_features import Features
@@ -56,22 +61,22 @@ class OnlineRoute:
     """The routing of one query.
 
     Attributes:
-        members: Member indices to answer from, best first, ``(l,)``.
+        plan: The members to answer from, best first, ``(l,)``, at the runner's depth, with the
+            runs routing made (``plan.ran``: all k post-retrieval, a cascade's shortlist, none
+            before retrieval) and their time.
         route_ms: Features and routing, first-stage rankings included (post-retrieval and cascade:
-            the members' retrieval too), in milliseconds.
-        results: Post-retrieval and cascade: one run per member of the portfolio, in its order (they
-            ran before routing; cascade: a member that did not run has a run with an error saying
-            so); None before retrieval.
-        scores: The router's score of each routed member, aligned with ``members``.
-        ran: The members that ran for the query (all k post-retrieval, the routed ones before
-            retrieval, the shortlist and any pick beyond it for a cascade).
+            the runs of ``plan.ran`` too), in milliseconds.
+        scores: The router's score of each routed member, aligned with ``plan.members``.
     """
 
-    members: list[int]
+    plan: MemberPlan
     route_ms: float
-    results: MemberResults | None
     scores: list[float] = field(default_factory=list)
-    ran: list[int] = field(default_factory=list)
+
+    @property
+    def members(self) -> list[int]:
+        """Member indices to answer from, best first, ``(l,)``."""
+        return self.plan.members
 
 
 @dataclass(frozen=True)
@@ -81,8 +86,8 @@ class BatchRouting:
     Attributes:
         routes: One :class:`OnlineRoute` per query, in order (``route_ms`` is the batch's).
         stages_ms: Milliseconds per stage, for the whole batch: ``members`` (post-retrieval: the
-            k members over the batch, shared parts included; cascade: the shortlisted ones and any
-            picks beyond them), ``first_stage`` (the first-stage
+            k members over the batch, shared parts included; cascade: the shortlisted ones),
+            ``first_stage`` (the first-stage
             rankings, after the members' shared parts when they ran), ``features`` (query and
             retrieval features), ``predict`` (the router's ``route`` calls).
     """
@@ -162,7 +167,7 @@ class OnlineRetrievalRouting:
         stages["features"] += 1000 * (time.perf_counter() - start)
         return RouteInputs(blocks, {"members": members})
 
-    def route(self, query: str, l: int) -> OnlineRoute:
+    def route(self, query: str, l: int) -> OnlineRoute:  # noqa: E741
         """Route ``query`` to ``min(l, k)`` members; post-retrieval runs all k members first, a cascade its shortlist."""
         return self.route_batch([query], [l]).routes[0]
 
@@ -174,7 +179,7 @@ class OnlineRetrievalRouting:
             ls: Members to route each to, ``(n,)``.
 
         Returns:
-            The routes, in order, and the time of each stage.
+            The routes (each with its plan, for the executor to run), in order, and the time of each stage.
         """
         if not queries or len(queries) != len(ls):
             raise ValueError(f"{len(queries)} queries and {len(ls)} values of l: need as many, at least one")
@@ -207,15 +212,15 @@ class OnlineRetrievalRouting:
                     picks[i] = [int(j) for j in chosen[i]]
                     scores[i] = [float(all_scores[i][j]) for j in picks[i]]
         stages["predict"] = 1000 * (time.perf_counter() - begin)
-        route_ms = 1000 * (time.perf_counter() - start)
-        routes = [OnlineRoute(picks[i], route_ms, None if results is None else results[i], scores[i],
-                              picks[i] if results is None else list(range(self.k)))
-                  for i in range(len(queries))]
-        return BatchRouting(routes, stages)
+        route_ms, depth = 1000 * (time.perf_counter() - start), self.executor.runner.num_docs
+        plans = [MemberPlan(q, picks[i], depth) if results is None else
+                 MemberPlan(q, picks[i], depth, dict(enumerate(results[i].runs)), results[i].shared_ms, results[i].latency_ms)
+                 for i, q in enumerate(queries)]
+        return BatchRouting([OnlineRoute(plan, route_ms, scores[i]) for i, plan in enumerate(plans)], stages)
 
     def _cascade_batch(self, queries: list[str], capped: list[int]) -> BatchRouting:
         """A cascade's :meth:`route_batch`: first stage, shortlist, its members, their features, one
-        ``route`` call, then the picks that did not run (module docstring)."""
+        ``route`` call (module docstring)."""
         start = time.perf_counter()
         stages: dict[str, float] = {}
         blocks, bases, graph = self._query_inputs(queries, stages)
@@ -234,22 +239,10 @@ class OnlineRetrievalRouting:
             failed = [j for j in order if j in runs[i] and not runs[i][j].ok]
             picks.append((ok + [j for j in order if j not in runs[i]] + failed)[: capped[i]])
         stages["predict"] = 1000 * (time.perf_counter() - begin)
-        shared_ms, latency_ms = [r.shared_ms for r in first], [r.latency_ms for r in first]
-        beyond = {i: missing for i, p in enumerate(picks) if (missing := [j for j in p if j not in runs[i]])}
-        if beyond:  # routed to more members than ran
-            begin = time.perf_counter()
-            more = self.executor.run_batch([queries[i] for i in beyond], list(beyond.values()))
-            for (i, missing), result in zip(beyond.items(), more, strict=True):
-                runs[i].update(zip(missing, result.runs, strict=True))
-                shared_ms[i], latency_ms[i] = shared_ms[i] + result.shared_ms, latency_ms[i] + result.latency_ms
-            stages["members"] += 1000 * (time.perf_counter() - begin)
-        route_ms = 1000 * (time.perf_counter() - start)
-        names = [m.name for m in self.executor.members]
-        routes = [
-            OnlineRoute(picks[i], route_ms,
-                        MemberResults(q, [runs[i].get(j, MemberRun(names[j], [], [], 0.0, NOT_RUN)) for j in range(self.k)],
-                                      shared_ms[i], latency_ms[i]),
-                        [float(all_scores[i][j]) for j in picks[i]], sorted(runs[i]))
+        route_ms, depth = 1000 * (time.perf_counter() - start), self.executor.runner.num_docs
+        routes = [  # picks beyond the shortlist (routed to more members than ran) are the plan's to run
+            OnlineRoute(MemberPlan(q, picks[i], depth, runs[i], first[i].shared_ms, first[i].latency_ms), route_ms,
+                        [float(all_scores[i][j]) for j in picks[i]])
             for i, q in enumerate(queries)
         ]
         return BatchRouting(routes, stages)

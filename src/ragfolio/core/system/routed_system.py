@@ -1,4 +1,4 @@
-"""The served system's retrieval: route a batch of queries -> run each query's top-l members concurrently.
+"""The served system's retrieval: route a batch of requests -> run each query's top-l members concurrently.
 
 :class:`RoutedSystem` ties together the router (:mod:`ragfolio.core.routing.routers.learned`, or any
 registered kind; :mod:`ragfolio.core.routing.online` for those that read the retrieval) and the
@@ -6,28 +6,36 @@ concurrent member execution (:mod:`ragfolio.core.retrieval.running.member_execut
 ``/retrieve`` and the MLflow model serve, and what :class:`~ragfolio.core.answering.adaptive_rag.AdaptiveRAG`
 answers from; it imports no LLM. Latency is recorded per stage, so a caller can report it per query.
 
+A request goes one way: it comes resolved (:class:`~ragfolio.core.system.request.RetrievalRequest`:
+query, l, depth), routing turns each into a plan (:class:`~ragfolio.core.retrieval.running.member_executor.MemberPlan`:
+the members, at the request's depth, with the runs routing made), and the executor runs the plans
+(:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_plans`). A request is
+routed at the bundle's ``num_docs``, the depth the router was trained at (a post-retrieval router
+sees the k members' lists at that depth), whatever its own depth; its members then run at its
+depth, reusing the runs routing made when the two are the same.
+
 Where routing was not shown to help (the bundle's ``routed_ls``, router training's do-no-harm
-rule), a request for l members is not routed: the single best member alone returns ``l * num_docs``
+rule), a request for l members is not routed: the single best member alone returns ``l * depth``
 passages (at most ``prefilter_depth``), the same passages' worth, and its
 :class:`RoutedRetrieval` says ``routed=False``.
 """
 
 from __future__ import annotations
 
-import threading
 import time
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.retrieval.running.member_executor import MemberResults, PortfolioExecutor
+from ragfolio.core.retrieval.running.member_executor import MemberPlan, MemberResults, PortfolioExecutor
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs, RouterProtocol
 from ragfolio.core.routing.features.query_features import Features, TextHasher, query_features
 from ragfolio.core.routing.features.router_features import RetrievalFeatureSettings
 from ragfolio.core.routing.online import OnlineRetrievalRouting, routes_on_retrieval
-from ragfolio.core.system.runner_depth import runner_at_depth
+from ragfolio.core.system.request import RequestRules, RetrievalRequest
 
 if TYPE_CHECKING:
     from ragfolio.core.bundle import PortfolioBundle
@@ -48,7 +56,7 @@ class RoutedRetrieval:
             retrieval, ``members`` (the k members' run) post-retrieval.
         batch_size: Queries in the batch it was routed and retrieved with.
         routed: False when the router does not route at this l (see the module docstring): the
-            single best member alone returned ``l * num_docs`` passages.
+            single best member alone returned ``l * depth`` passages.
     """
 
     members: list[int]
@@ -64,8 +72,24 @@ class RoutedRetrieval:
         return self.route_ms + self.results.latency_ms
 
 
+@dataclass(frozen=True)
+class _Routed:
+    """A request's routing: the plan the executor runs, and what its :class:`RoutedRetrieval` says of it."""
+
+    plan: MemberPlan
+    scores: list[float]
+    route_ms: float  # without the runs the plan reuses (their time is the results')
+    stages_ms: dict[str, float]
+    batch_size: int
+    routed: bool = True
+
+    def retrieval(self, results: MemberResults) -> RoutedRetrieval:
+        return RoutedRetrieval(self.plan.members, self.scores, results, self.route_ms, self.stages_ms,
+                               self.batch_size, self.routed)
+
+
 class RoutedSystem:
-    """A trained portfolio and router over one corpus, routing and retrieving a batch of queries (or one).
+    """A trained portfolio and router over one corpus, routing and retrieving a batch of requests (or one).
 
     Args:
         runner: The pool runner over the corpus (a disabled disk cache for online use).
@@ -78,7 +102,7 @@ class RoutedSystem:
             needed when ``router`` reads the retrieval (``pre_retrieval``: the first-stage rankings;
             ``post_retrieval``, ``cascade``: all k members', or its shortlist's, results: they run first).
         routed_ls: The l's at which the router routes; any other l is served by member
-            ``single_best`` alone at ``l * num_docs`` passages. None: every l is routed.
+            ``single_best`` alone at ``l * depth`` passages. None: every l is routed.
         single_best: The member with the best train mean (index into ``members``).
     """
 
@@ -102,8 +126,6 @@ class RoutedSystem:
         self.runner, self.members, self.router = runner, list(members), router
         self.routed_ls = None if routed_ls is None else frozenset(int(l) for l in routed_ls)
         self.single_best, self.timeout_s = single_best, timeout_s
-        self._deeper: dict[int, PortfolioExecutor] = {}  # the single best member's runs at l * num_docs
-        self._deeper_lock = threading.Lock()
         self.hasher, self.encoders = hasher, list(encoders)
         self.executor = PortfolioExecutor(runner, self.members, timeout_s=timeout_s)
         self.retrieval_features = retrieval_features
@@ -135,17 +157,28 @@ class RoutedSystem:
     def k(self) -> int:
         return len(self.members)
 
+    @property
+    def depth(self) -> int:
+        """Passages per member of the runner, the depth requests are routed at (the bundle's ``num_docs``)."""
+        return self.runner.num_docs
+
+    def rules(self, default_l: int) -> RequestRules:
+        """How an edge resolves a request to this system: ``default_l`` members and :attr:`depth`
+        passages each unless it says, l in 1..k, depth in 1..``prefilter_depth``."""
+        return RequestRules(default_l, self.depth, self.k, self.runner.prefilter_depth)
+
     def warm_up(self, query: str = "warm-up") -> RoutedRetrieval:
         """Build every corpus part: ``query`` routed to all k members, whatever ``routed_ls`` says."""
-        return self._routed_batch([query], [self.k])[0]
+        routed = self._route([RetrievalRequest(query, self.k, self.depth)])[0]
+        return routed.retrieval(self.executor.run_plans([routed.plan])[0])
 
     def routes_at(self, l: int) -> bool:  # noqa: E741 - members per query
         """Whether a request for ``l`` members is routed (else the single best member serves it)."""
         return self.routed_ls is None or l in self.routed_ls
 
-    def unrouted_depth(self, l: int) -> int:  # noqa: E741
-        """Passages the single best member returns for an unrouted request of ``l`` members."""
-        return min(l * self.runner.num_docs, self.runner.prefilter_depth)
+    def unrouted_depth(self, l: int, depth: int) -> int:  # noqa: E741
+        """Passages the single best member returns for an unrouted request of ``l`` members at ``depth``."""
+        return min(l * depth, self.runner.prefilter_depth)
 
     def features(self, queries: Sequence[str]) -> Features:
         """The router's input for ``queries`` (query embeddings are shared with the members; the
@@ -155,7 +188,7 @@ class RoutedSystem:
         embeddings = {name: future.result() for name, future in futures.items()}
         return query_features(list(queries), embeddings, self.hasher)
 
-    def route(self, query: str, l: int) -> tuple[list[int], list[float], float]:
+    def route(self, query: str, l: int) -> tuple[list[int], list[float], float]:  # noqa: E741
         """``(member indices, their scores, milliseconds)`` of the top-l routing of ``query``.
 
         A router that reads the retrieval computes its features from the first-stage rankings
@@ -167,28 +200,11 @@ class RoutedSystem:
         if self.online is not None:
             routed = self.online.route(query, l)
             return routed.members, routed.scores, routed.route_ms
-        start = time.perf_counter()
-        picks, scores, _ = self._route_by_query(self.features([query]), [l])
-        return picks[0], scores[0], 1000 * (time.perf_counter() - start)
+        by_query = self._route([RetrievalRequest(query, l, self.depth)])[0]
+        return by_query.plan.members, by_query.scores, by_query.route_ms
 
-    def _route_by_query(
-        self, features: Features, ls: Sequence[int]
-    ) -> tuple[list[list[int]], list[list[float]], float]:
-        """A query-only router's ``(picks, scores, predict ms)`` for each row of ``features`` (one
-        ``route`` call per distinct l)."""
-        start = time.perf_counter()
-        inputs = RouteInputs(features)
-        picks: list[list[int]] = [[] for _ in ls]
-        scores: list[list[float]] = [[] for _ in ls]
-        for l in sorted(set(ls)):  # noqa: E741 - one forward pass per distinct l (usually one)
-            chosen, all_scores = self.router.route(inputs, l)
-            for i in (i for i, li in enumerate(ls) if li == l):
-                picks[i] = [int(j) for j in chosen[i]]
-                scores[i] = [float(all_scores[i][j]) for j in picks[i]]
-        return picks, scores, 1000 * (time.perf_counter() - start)
-
-    def retrieve(self, query: str, l: int, *, members: Sequence[int] | None = None) -> RoutedRetrieval:
-        """Route ``query`` to l members (or use the given ``members``) and run them concurrently.
+    def retrieve(self, request: RetrievalRequest, *, members: Sequence[int] | None = None) -> RoutedRetrieval:
+        """Route ``request`` to its l members (or use the given ``members``) and run them concurrently.
 
         A batch of one (:meth:`retrieve_batch`). Post-retrieval, the routed members' results are
         those the router saw (nothing runs twice): ``route_ms`` is then the features and routing,
@@ -196,81 +212,68 @@ class RoutedSystem:
         """
         if members is not None:
             chosen = list(members)
-            return RoutedRetrieval(chosen, [float("nan")] * len(chosen), self.executor.run(query, chosen), 0.0)
-        return self.retrieve_batch([query], [l])[0]
+            results = self.executor.run_plans([MemberPlan(request.query, chosen, request.depth)])[0]
+            return RoutedRetrieval(chosen, [float("nan")] * len(chosen), results, 0.0)
+        return self.retrieve_batch([request])[0]
 
-    def retrieve_batch(self, queries: Sequence[str], ls: Sequence[int]) -> list[RoutedRetrieval]:
-        """Route each ``queries[i]`` to ``ls[i]`` members and run them, the whole batch together.
+    def retrieve_batch(self, requests: Sequence[RetrievalRequest]) -> list[RoutedRetrieval]:
+        """Route each request to its l members and run them at its depth, the whole batch together.
 
         Every router is batched: the query features (one encoder call per encoder) or, for a router
         that sees the retrieval, the first-stage rankings of the batch are computed once, the
-        features of all queries in one featurizer call, the router's ``route`` once per distinct l;
-        then each member chosen by any query runs once over the batch
-        (:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_batch`). Post-retrieval, all k
-        members run over the batch before routing, and each query keeps its routed members' runs.
-        A query is routed and retrieved as it would be alone (each row is featurised and ranked on
-        its own).
+        features of all queries in one featurizer call, the router's ``route`` once per distinct l.
+        The plans are then run together
+        (:meth:`~ragfolio.core.retrieval.running.member_executor.PortfolioExecutor.run_plans`): each
+        member chosen by any query at a depth runs once over those queries. Post-retrieval, all k
+        members run over the batch before routing, and each query at the routing's depth keeps its
+        routed members' runs. A query is routed and retrieved as it would be alone (each row is
+        featurised and ranked on its own).
 
         Args:
-            queries: The questions, ``(n,)``, n >= 1.
-            ls: Members per query, ``(n,)``, each in 1..k.
+            requests: The resolved requests (:meth:`rules`), ``(n,)``, n >= 1.
 
         Returns:
-            One :class:`RoutedRetrieval` per query, in order; ``stages_ms`` and ``route_ms`` are the batch's.
+            One :class:`RoutedRetrieval` per request, in order; ``stages_ms`` and ``route_ms`` are the batch's.
         """
-        if not queries or len(queries) != len(ls):
-            raise ValueError(f"{len(queries)} queries and {len(ls)} values of l: need as many, at least one")
-        queries, ls = list(queries), [int(l) for l in ls]
-        if all(self.routes_at(l) for l in ls):
-            return self._routed_batch(queries, ls)
-        out: dict[int, RoutedRetrieval] = {}
-        groups = {l: [i for i, li in enumerate(ls) if li == l] for l in dict.fromkeys(ls)}
-        routed = [i for l, rows in groups.items() if self.routes_at(l) for i in rows]
-        if routed:
-            out.update(zip(routed, self._routed_batch([queries[i] for i in routed], [ls[i] for i in routed]),
-                           strict=True))
-        for l, rows in groups.items():  # noqa: E741
-            if not self.routes_at(l):
-                out.update(zip(rows, self._single_best_batch([queries[i] for i in rows], l), strict=True))
-        return [out[i] for i in range(len(queries))]
+        if not requests:
+            raise ValueError("no requests: pass at least one")
+        routes = [self.routes_at(request.l) for request in requests]
+        routed = [i for i, yes in enumerate(routes) if yes]
+        plans = dict(zip(routed, self._route([requests[i] for i in routed]), strict=True)) if routed else {}
+        alike = Counter((r.l, r.depth) for r, yes in zip(requests, routes, strict=True) if not yes)  # a batch each
+        for i, request in enumerate(requests):  # unrouted: the single best member, l x depth passages
+            if i not in plans:
+                plan = MemberPlan(request.query, [self.single_best], self.unrouted_depth(request.l, request.depth))
+                plans[i] = _Routed(plan, [float("nan")], 0.0, {}, alike[request.l, request.depth], routed=False)
+        ordered = [plans[i] for i in range(len(requests))]
+        results = self.executor.run_plans([p.plan for p in ordered])
+        return [p.retrieval(r) for p, r in zip(ordered, results, strict=True)]
 
-    def _single_best_batch(self, queries: list[str], l: int) -> list[RoutedRetrieval]:  # noqa: E741
-        """The single best member alone, :meth:`unrouted_depth` passages per query (an unrouted l)."""
-        depth = self.unrouted_depth(l)
-        with self._deeper_lock:
-            if (executor := self._deeper.get(depth)) is None:
-                executor = self._deeper[depth] = PortfolioExecutor(
-                    runner_at_depth(self.runner, depth), self.members, timeout_s=self.timeout_s)
-        runs = executor.run_batch(queries, [[self.single_best]] * len(queries))
-        return [RoutedRetrieval([self.single_best], [float("nan")], run, 0.0, {}, len(queries), routed=False)
-                for run in runs]
-
-    def _routed_batch(self, queries: list[str], ls: list[int]) -> list[RoutedRetrieval]:
-        """:meth:`retrieve_batch` of queries whose every l is routed."""
-        n = len(queries)
-        if self.online is None:
+    def _route(self, requests: Sequence[RetrievalRequest]) -> list[_Routed]:
+        """The routings of requests whose l the router routes: routed together at :attr:`depth`, each
+        planned at its own depth."""
+        queries, ls, n = [r.query for r in requests], [r.l for r in requests], len(requests)
+        if self.online is None:  # a query-only router
             start = time.perf_counter()
             features = self.features(queries)  # one encoder call per encoder, for the batch
-            features_ms = 1000 * (time.perf_counter() - start)
-            picks, scores, predict_ms = self._route_by_query(features, ls)
-            stages = {"features": features_ms, "predict": predict_ms}
-            route_ms = features_ms + predict_ms
-            runs = self.executor.run_batch(queries, picks)
-            return [RoutedRetrieval(picks[i], scores[i], runs[i], route_ms, stages, n) for i in range(n)]
+            begin = time.perf_counter()
+            inputs = RouteInputs(features)
+            picks: list[list[int]] = [[] for _ in ls]
+            scores: list[list[float]] = [[] for _ in ls]
+            for l in sorted(set(ls)):  # noqa: E741 - one forward pass per distinct l (usually one)
+                chosen, all_scores = self.router.route(inputs, l)
+                for i in (i for i, li in enumerate(ls) if li == l):
+                    picks[i] = [int(j) for j in chosen[i]]
+                    scores[i] = [float(all_scores[i][j]) for j in picks[i]]
+            stages = {"features": 1000 * (begin - start), "predict": 1000 * (time.perf_counter() - begin)}
+            return [_Routed(MemberPlan(r.query, picks[i], r.depth), scores[i], stages["features"] + stages["predict"],
+                            stages, n) for i, r in enumerate(requests)]
         batch = self.online.route_batch(queries, ls)
         stages = dict(batch.stages_ms)
-        routes = batch.routes
-        if not self.online.reads_results:  # pre-retrieval: only the routed members run (on the batch's bases)
-            runs = self.executor.run_batch(queries, [r.members for r in routes])
-            return [RoutedRetrieval(r.members, r.scores, runs[i], r.route_ms, stages, n) for i, r in enumerate(routes)]
         out = []
-        for route in routes:
-            seen = route.results
-            if seen is None:  # a post-retrieval or cascade route always carries the members' runs
-                raise RuntimeError("a post-retrieval routing returned no member results")
-            results = MemberResults(seen.query, [seen.runs[j] for j in route.members], seen.shared_ms, seen.latency_ms)
-            out.append(RoutedRetrieval(route.members, route.scores, results,
-                                       max(0.0, route.route_ms - seen.latency_ms), stages, n))
+        for request, route in zip(requests, batch.routes, strict=True):
+            plan = route.plan.at(request.depth)  # the runs routing made are reused at their own depth
+            out.append(_Routed(plan, route.scores, max(0.0, route.route_ms - plan.latency_ms), stages, n))
         return out
 
     def passages(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]:
@@ -279,5 +282,3 @@ class RoutedSystem:
 
     def close(self) -> None:
         self.executor.close()
-        for executor in self._deeper.values():
-            executor.close()

@@ -26,7 +26,6 @@ from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.system.routed_system import RoutedSystem
-from ragfolio.core.system.runner_depth import runner_at_depth
 from ragfolio.param_blocks import kwargs_of
 from ragfolio_lab.answering.scores import score_all
 from ragfolio_lab.answering.store import AnswerStore, answer_all, settings_hash
@@ -225,7 +224,7 @@ def answer_test_questions(
             rag, bundle.members[bundle.single_best], VendiRAG(answerer, runner, num_docs=num_docs, **p.vendi_rag),
             authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
                 answerer, runner, num_docs=num_docs, **p.vendi_rag_authors),
-            wide_runner=runner_at_depth(runner, p.wide_factor * num_docs) if p.wide_factor else None,
+            wide_runner=served.executor.at_depth(p.wide_factor * num_docs).runner if p.wide_factor else None,
             retrieval_routers=online, learned=learned, ls=p.routed_l, cold_caches=p.cold_caches,
             only=_systems(p.systems), strict=isinstance(p.systems, list),
         )

@@ -9,7 +9,7 @@ import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
 from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid
-from ragfolio.core.retrieval.running.member_executor import MemberResults, MemberRun, PortfolioExecutor
+from ragfolio.core.retrieval.running.member_executor import MemberPlan, MemberResults, MemberRun, PortfolioExecutor
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 
@@ -149,3 +149,50 @@ def test_executor_validates_its_arguments(tiny_dir, calls, small_grid) -> None:
     executor.close()
     with pytest.raises(RuntimeError, match="closed"):
         executor.run(queries[0], [0])
+
+
+def test_at_depth_is_one_kept_executor_per_depth_sharing_the_runners_parts(tiny_dir, calls, small_grid) -> None:
+    members = expand_grid(small_grid)[:3]
+    runner, queries = tiny_runner(tiny_dir)
+    executor = PortfolioExecutor(runner, members)
+    deeper = executor.at_depth(2 * runner.num_docs)
+    assert executor.at_depth(runner.num_docs) is executor and executor.at_depth(2 * runner.num_docs) is deeper
+    assert deeper.at_depth(runner.num_docs) is executor  # one cache, whichever executor asks
+    assert deeper.runner.num_docs == 2 * runner.num_docs
+    assert deeper.runner._memo is runner._memo  # the corpus and query parts are shared
+    fresh, _ = tiny_runner(tiny_dir)
+    fresh.num_docs = 2 * runner.num_docs
+    want = fresh.run(members[0], [queries[0]]).doc_ids[0]
+    assert deeper.run(queries[0], [0]).runs[0].doc_ids == [int(i) for i in want if i >= 0]
+    with pytest.raises(ValueError, match="must be in 1..prefilter_depth"):
+        executor.at_depth(runner.prefilter_depth + 1)
+    executor.close()  # closes the executors at every depth
+    with pytest.raises(RuntimeError, match="closed"):
+        deeper.run(queries[0], [0])
+
+
+def test_run_plans_runs_only_what_routing_did_not_each_depth_once(tiny_dir, calls, small_grid, monkeypatch) -> None:
+    members = expand_grid(small_grid)[:3]
+    runner, queries = tiny_runner(tiny_dir)
+    executor = PortfolioExecutor(runner, members)
+    made = executor.run(queries[0], [0, 1])  # what a post-retrieval routing ran, at the runner's depth
+    asked: list[tuple[int, list[list[int]]]] = []
+    deeper = executor.at_depth(2 * runner.num_docs)
+    for ex in (executor, deeper):
+        monkeypatch.setattr(ex, "run_batch", lambda qs, chosen, ex=ex, run=ex.run_batch: asked.append(
+            (ex.runner.num_docs, [list(c) for c in chosen])) or run(qs, chosen))
+    plans = [
+        MemberPlan(queries[0], [1, 2, 0], runner.num_docs, dict(zip([0, 1], made.runs, strict=True)),
+                   made.shared_ms, made.latency_ms),  # member 2 is still to run
+        MemberPlan(queries[1], [2], 2 * runner.num_docs),
+        MemberPlan(queries[2], [0, 1], 2 * runner.num_docs),
+        MemberPlan(queries[0], [1, 0], runner.num_docs, dict(zip([0, 1], made.runs, strict=True))),  # all ran
+    ]
+    results = executor.run_plans(plans)
+    assert asked == [(runner.num_docs, [[2]]), (2 * runner.num_docs, [[2], [0, 1]])]  # one call per depth
+    assert [[run.name for run in r.runs] for r in results] == [[members[j].name for j in p.members] for p in plans]
+    assert results[0].runs[0] is made.runs[1] and results[0].runs[2] is made.runs[0]  # reused, not run again
+    assert results[0].latency_ms >= made.latency_ms and results[3].latency_ms == 0.0
+    assert [len(r.runs[0].doc_ids) for r in results[1:3]] == [2 * runner.num_docs] * 2
+    assert MemberPlan("q", [0], 3).at(3).depth == 3 and MemberPlan("q", [0], 3, {0: made.runs[0]}).at(6).ran == {}
+    executor.close()

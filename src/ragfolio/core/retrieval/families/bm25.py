@@ -26,5 +26,5 @@ class BM25Family(Family):
     def needs(self, params: Mapping[str, Any]) -> SharedParts:
         return SharedParts(bm25=(params,))
 
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
-        return parts.bm25(params).retrieve(queries, k)
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
+        return parts.bm25(params).retrieve(queries, depth)

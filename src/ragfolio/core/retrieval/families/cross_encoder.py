@@ -42,14 +42,14 @@ class CrossEncoderFamily(Family):
     def needs(self, params: Mapping[str, Any]) -> SharedParts:
         return SharedParts(bases=(params["prefilter"],), cross_encoder=True)
 
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         if int(params["depth"]) < 1:
             raise ValueError(f"cross_encoder: depth={params['depth']} must be >= 1")
         prefilter = parts.base(params["prefilter"], queries)
-        depth = min(int(params["depth"]), prefilter.k)
-        scores = parts.cross_scores(params["prefilter"], queries, depth)  # -inf on padding
-        top = RetrievalResult(prefilter.doc_ids[:, :depth], prefilter.scores[:, :depth])
-        return rerank(top, scores, k, params["fusion"])
+        reranked = min(int(params["depth"]), prefilter.k)  # the cross-encoder's own depth: passages it scores
+        scores = parts.cross_scores(params["prefilter"], queries, reranked)  # -inf on padding
+        top = RetrievalResult(prefilter.doc_ids[:, :reranked], prefilter.scores[:, :reranked])
+        return rerank(top, scores, depth, params["fusion"])
 
 
 def rerank(first: RetrievalResult, scores: npt.NDArray[np.float32], k: int, fusion: str = "none") -> RetrievalResult:

@@ -27,6 +27,6 @@ class DenseFamily(Family):
         index = DenseIndex(params["encoder"], params["index_type"], params["backend"])
         return SharedParts(query_encoders=(params["encoder"],), dense=(index,))
 
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         index = parts.dense(params["encoder"], params["index_type"], params["backend"])
-        return index.retrieve_embedded(parts.query_embeddings(params["encoder"], queries), k)
+        return index.retrieve_embedded(parts.query_embeddings(params["encoder"], queries), depth)

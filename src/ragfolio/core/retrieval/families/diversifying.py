@@ -15,7 +15,7 @@ class PrefilterDiversifier(Family):
 
     Subclasses set ``name``, ``params`` (``prefilter`` and ``encoder`` first), ``algorithm`` (a
     function of :mod:`ragfolio.core.retrieval.ranking.diversification` called as ``algorithm(prefilter, q_emb,
-    p_emb, k, **options)``) and ``options`` (parameter name -> the algorithm's keyword).
+    p_emb, depth, **options)``) and ``options`` (parameter name -> the algorithm's keyword).
     """
 
     algorithm: ClassVar[Callable[..., RetrievalResult]]
@@ -27,8 +27,8 @@ class PrefilterDiversifier(Family):
         encoder = params["encoder"]
         return SharedParts(bases=(params["prefilter"],), query_encoders=(encoder,), passage_encoders=(encoder,))
 
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         prefilter = parts.base(params["prefilter"], queries)
         q_emb, p_emb = parts.query_embeddings(params["encoder"], queries), parts.passage_embeddings(params["encoder"])
         options = {keyword: params[param] for param, keyword in self.options.items()}
-        return type(self).algorithm(prefilter, q_emb, p_emb, k, **options)
+        return type(self).algorithm(prefilter, q_emb, p_emb, depth, **options)

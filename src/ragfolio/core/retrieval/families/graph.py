@@ -34,12 +34,12 @@ class GraphFamily(Family):
         return SharedParts(bases=(params["seeds"],), query_encoders=encoders, passage_encoders=encoders,
                            graph=cap is None, entity_graphs=() if cap is None else (cap,))
 
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         encoder = params["encoder"]
         q_emb = parts.query_embeddings(encoder, queries) if encoder else None
         p_emb = parts.passage_embeddings(encoder) if encoder else None
         return graph_expand(
-            parts.base(params["seeds"], queries), parts.graph(params["max_entity_df"]), k, n_seeds=params["n_seeds"],
+            parts.base(params["seeds"], queries), parts.graph(params["max_entity_df"]), depth, n_seeds=params["n_seeds"],
             hops=params["hops"], rank=params["rank"], damping=params["damping"], query_emb=q_emb, passage_emb=p_emb,
             max_candidates=params["max_candidates"],
         )

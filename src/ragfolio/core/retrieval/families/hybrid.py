@@ -25,11 +25,11 @@ class HybridFamily(Family):
     def needs(self, params: Mapping[str, Any]) -> SharedParts:
         return SharedParts(bases=("bm25", f"dense:{params['encoder']}"))
 
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         ranked = [parts.base("bm25", queries), parts.base(f"dense:{params['encoder']}", queries)]
         weights = [1.0 - params["weight"], params["weight"]]
         if params["method"] == "rrf":
-            return reciprocal_rank_fusion(ranked, k, rrf_k=params["rrf_k"], weights=weights)
+            return reciprocal_rank_fusion(ranked, depth, rrf_k=params["rrf_k"], weights=weights)
         if params["method"] == "score":
-            return score_fusion(ranked, k, weights=weights)
+            return score_fusion(ranked, depth, weights=weights)
         raise ValueError(f"hybrid: method={params['method']!r} must be 'rrf' or 'score'")

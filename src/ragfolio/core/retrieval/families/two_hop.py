@@ -27,8 +27,8 @@ class TwoHopFamily(Family):
         expansion = Expansion(params["first"], params["append"], params["second"])
         return SharedParts(bases=(params["first"],), expansions=(expansion,))
 
-    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], k: int) -> RetrievalResult:
+    def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         first = parts.base(params["first"], queries)
         expanded = parts.expanded_queries(params["first"], params["append"], queries)
-        second = parts.retrieve_with(params["second"], expanded, 2 * k)
-        return merge_hops(first, second, k, rule=params["merge"])
+        second = parts.retrieve_with(params["second"], expanded, 2 * depth)
+        return merge_hops(first, second, depth, rule=params["merge"])

@@ -7,6 +7,12 @@ in a thread pool owned by :class:`PortfolioExecutor`. A batch of queries
 member once over it. A member that raises or misses the deadline is reported with its error and
 left out of the answer; the call never raises for a member's failure.
 
+What routing decided is a :class:`MemberPlan` per query: the members to run and the depth
+(passages per member) to run them at, with any runs routing made already (a post-retrieval
+router runs every member, a cascade its shortlist). :meth:`PortfolioExecutor.run_plans` runs a
+batch of plans: those at one depth together, on :meth:`PortfolioExecutor.at_depth`, the one place
+that gives the executor at another depth (kept, sharing every corpus and query part).
+
 For online use build the runner on a disabled disk cache, ``ArrayCache(path, enabled=False)``, so
 per-query embeddings, bases and results are not written to disk (the corpus parts are computed
 once per process and kept in memory; the runner's LRU bounds the per-query parts).
@@ -17,14 +23,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
+from ragfolio.core.retrieval.running.runner_depth import runner_at_depth
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +101,48 @@ class MemberResults:
         return list(merged)
 
 
+@dataclass(frozen=True)
+class MemberPlan:
+    """What to run for one query: the members a router chose, at a depth.
+
+    Attributes:
+        query: The question.
+        members: Member indices, in the order the runs are reported.
+        depth: Passages per member (the runner's ``num_docs``).
+        ran: Runs made already at ``depth`` while routing, by member index (a post-retrieval
+            router's k members, a cascade's shortlist; failed runs included); they are not run again.
+        shared_ms: Time of the shared parts of those runs, in milliseconds (0 when none).
+        latency_ms: Wall time of those runs, in milliseconds (0 when none).
+    """
+
+    query: str
+    members: list[int]
+    depth: int
+    ran: Mapping[int, MemberRun] = field(default_factory=dict)
+    shared_ms: float = 0.0
+    latency_ms: float = 0.0
+
+    @property
+    def missing(self) -> list[int]:
+        """The members still to run, in report order."""
+        return [j for j in self.members if j not in self.ran]
+
+    def at(self, depth: int) -> MemberPlan:
+        """The same members at ``depth`` (the runs made at another depth are not reused)."""
+        return self if depth == self.depth else MemberPlan(self.query, self.members, depth)
+
+
+def _joined(plan: MemberPlan, new: MemberResults | None) -> MemberResults:
+    """A plan's results: the runs routing made and ``new``, the run of its missing members (if any)."""
+    if new is None:
+        return MemberResults(plan.query, [plan.ran[j] for j in plan.members], plan.shared_ms, plan.latency_ms)
+    if not plan.ran:
+        return new
+    runs = {**plan.ran, **dict(zip(plan.missing, new.runs, strict=True))}
+    return MemberResults(plan.query, [runs[j] for j in plan.members], plan.shared_ms + new.shared_ms,
+                         plan.latency_ms + new.latency_ms)
+
+
 def _timeout_error(timeout_s: float) -> str:
     return f"timeout after {float(timeout_s)!r} s"
 
@@ -161,6 +210,28 @@ class PortfolioExecutor:
         self._pools: dict[int | None, ThreadPoolExecutor] = {}  # a member's index, or None: the shared parts
         self._closed = False
         self._lock = threading.Lock()
+        # this executor at every depth asked for (at_depth), shared by all of them
+        self._depths: dict[int, PortfolioExecutor] = {runner.num_docs: self}
+        self._depths_lock = threading.Lock()
+
+    def at_depth(self, depth: int) -> PortfolioExecutor:
+        """This executor returning ``depth`` passages per member, made on first use and kept.
+
+        The one place a runner at another depth is made: it shares every corpus part (indexes,
+        passage graph, encoders) and query part (embeddings, first-stage rankings) with this one,
+        so nothing is built twice; its members run in pools of their own. Every executor made here
+        shares the same cache (at most ``prefilter_depth`` of them).
+
+        Raises:
+            ValueError: ``depth`` is outside 1..``prefilter_depth``.
+        """
+        with self._depths_lock:
+            if (executor := self._depths.get(depth)) is None:
+                executor = PortfolioExecutor(runner_at_depth(self.runner, depth), self.members,
+                                             timeout_s=self.timeout_s, max_workers=self.max_workers)
+                executor._depths, executor._depths_lock = self._depths, self._depths_lock
+                self._depths[depth] = executor
+            return executor
 
     def _get_pool(self, member: int | None = None) -> ThreadPoolExecutor:
         """Member ``member``'s own pool, or (None) the pool of the shared parts; made on first use."""
@@ -255,6 +326,29 @@ class PortfolioExecutor:
             out.append(MemberResults(query, runs, shared_ms, total_ms))
         return out
 
+    def run_plans(self, plans: Sequence[MemberPlan]) -> list[MemberResults]:
+        """Run each plan's members at its depth; results in order.
+
+        The plans at one depth run together, as one :meth:`run_batch` of the members each has not
+        run yet (:attr:`MemberPlan.missing`), on :meth:`at_depth`; a plan whose members all ran
+        while routing runs nothing. A query's results list its members' runs in its plan's order,
+        and the time of the runs routing made plus the time of the new ones.
+
+        Args:
+            plans: One per query, ``(n,)``, n >= 1.
+
+        Returns:
+            One :class:`MemberResults` per plan, in order.
+        """
+        if not plans:
+            raise ValueError("no plans: pass at least one")
+        fresh: dict[int, MemberResults] = {}
+        for depth in sorted({plan.depth for plan in plans}):
+            if todo := [i for i, plan in enumerate(plans) if plan.depth == depth and plan.missing]:
+                runs = self.at_depth(depth).run_batch([plans[i].query for i in todo], [plans[i].missing for i in todo])
+                fresh.update(zip(todo, runs, strict=True))
+        return [_joined(plan, fresh.get(i)) for i, plan in enumerate(plans)]
+
     def _prepare(self, specs: list[CandidateSpec], queries: Sequence[str], pool: ThreadPoolExecutor | None) -> float:
         """Compute the shared parts; returns the milliseconds it took."""
         start = time.perf_counter()
@@ -285,12 +379,16 @@ class PortfolioExecutor:
         return runs
 
     def close(self) -> None:
-        """Shut the pools down without waiting for members still running (timed-out ones)."""
-        with self._lock:
-            self._closed = True
-            pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            pool.shutdown(wait=False, cancel_futures=True)
+        """Shut the pools down without waiting for members still running (timed-out ones), this
+        executor's and those of the executors :meth:`at_depth` made."""
+        with self._depths_lock:
+            family = list(dict.fromkeys([self, *self._depths.values()]))
+        for executor in family:
+            with executor._lock:
+                executor._closed = True
+                pools, executor._pools = list(executor._pools.values()), {}
+            for pool in pools:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> PortfolioExecutor:
         return self

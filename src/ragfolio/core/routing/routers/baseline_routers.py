@@ -24,7 +24,6 @@ from ragfolio.core.routing.base import (
     Picks,
     RouteInputs,
     Scores,
-    check_l,
     check_training_data,
     member_names,
     ranked,
@@ -61,9 +60,7 @@ class _FixedOrderRouter(_ConfigOnly):
         self.scores_ = self._member_scores(U)
         return self
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
-        self._check_fitted()
-        check_l(l, len(self.members_))
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         scores = np.tile(self.scores_, (len(inputs), 1))
         return ranked(scores, l), scores
 
@@ -114,10 +111,8 @@ class RandomRouter(_ConfigOnly):
         self.members_ = member_names(members, check_training_data(inputs, U).shape[1])
         return self
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """Scores uniform in [0, 1), drawn afresh from ``random_state`` on every call."""
-        self._check_fitted()
-        check_l(l, len(self.members_))
         scores = np.random.default_rng(self.random_state).random((len(inputs), len(self.members_)))
         return ranked(scores, l), scores
 
@@ -142,15 +137,13 @@ class OracleRouter(_ConfigOnly):
         self.members_ = member_names(members, check_training_data(inputs, U).shape[1])
         return self
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """Scores: the ``(n, k)`` utilities of ``inputs.results["utility"]``.
 
         Raises:
             ValueError: ``inputs`` carry no ``utility`` results block of shape ``(n, k)``.
         """
-        self._check_fitted()
         k = len(self.members_)
-        check_l(l, k)
         utility = (inputs.results or {}).get("utility")
         if utility is None or np.shape(utility) != (len(inputs), k):
             raise ValueError(f"the oracle routes by each member's utility on the query: pass "

@@ -51,7 +51,6 @@ from ragfolio.core.routing.base import (
     Picks,
     RouteInputs,
     Scores,
-    check_l,
     check_training_data,
     member_names,
 )
@@ -234,18 +233,15 @@ class CascadeRouter(SavedRouter):
 
     def members_ran(self, l: int) -> int:  # noqa: E741 - the routers' name for members per query
         """Members run per question to route it to ``l``: the shortlist, and the picks beyond it (``max(m, l)``)."""
-        check_l(l, len(self.members_))
-        return max(self.members_run_, l)
+        return max(self.members_run_, self.checked_l(l))
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """``(picks, scores)``: the cascade's ``(n, l)`` picks (module docstring) and ``(n, k)`` predicted
         utilities, by the post-retrieval stage where the member ran and by the shortlist stage elsewhere.
 
         Only the shortlisted members' rows of the results block are read.
         """
-        self._check_fitted()
         k = len(self.members_)
-        check_l(l, k)
         pre_scores = self.pre_.predict(inputs)
         ran = ran_mask(shortlist(pre_scores, self.default_, self.members_run_), k)
         post_scores = self.post_.predict(self._own(inputs, k, ran))

@@ -54,7 +54,6 @@ from ragfolio.core.routing.base import (
     LEARNED,
     Picks,
     RouteInputs,
-    check_l,
     check_training_data,
     member_names,
 )
@@ -291,11 +290,9 @@ class Router(SavedRouter):
         self.net_.train(was_training)
         return out.numpy()
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, npt.NDArray[np.float32]]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, npt.NDArray[np.float32]]:
         """``(picks, scores)``: ``(n, l)`` member indices, best first (the first member, then greedy
         completion), and the ``(n, k)`` cosine scores they came from."""
-        self._check_fitted()
-        check_l(l, len(self.members_))
         features = inputs.query
         scores = self.scores(features)
         first = self._first(scores, self.switch_margin_)

@@ -24,7 +24,6 @@ from ragfolio.core.routing.base import (
     Picks,
     RouteInputs,
     Scores,
-    check_l,
     check_training_data,
     member_names,
     ranked,
@@ -84,10 +83,8 @@ class LogisticRouter(SavedRouter):
             proba[:, self.classes_] = softmax(decision, axis=1)
         return proba
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """Members by decreasing predicted probability of being the best (the scores)."""
-        self._check_fitted()
-        check_l(l, len(self.members_))
         scores = self._proba(inputs.query)
         return ranked(scores, l), scores
 

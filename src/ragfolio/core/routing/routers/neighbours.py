@@ -25,7 +25,6 @@ from ragfolio.core.routing.base import (
     Picks,
     RouteInputs,
     Scores,
-    check_l,
     check_training_data,
     member_names,
     ranked,
@@ -66,10 +65,8 @@ class NearestNeighbourRouter(SavedRouter):
         self.keys_, self.utilities_ = _unit_rows(inputs.query), U
         return self
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """Members by decreasing mean utility on the query's nearest train questions (the scores)."""
-        self._check_fitted()
-        check_l(l, len(self.members_))
         similarity = np.asarray((_unit_rows(inputs.query) @ self.keys_.T).todense())  # (n, n_train)
         n = min(self.n_neighbours, similarity.shape[1])
         nearest = np.argsort(-similarity, axis=1, kind="stable")[:, :n]  # ties: the earlier train question

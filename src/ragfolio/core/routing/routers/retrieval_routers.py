@@ -51,7 +51,6 @@ from ragfolio.core.routing.base import (
     Picks,
     RouteInputs,
     Scores,
-    check_l,
     check_training_data,
     member_names,
 )
@@ -258,10 +257,8 @@ class _RetrievalRouter(SavedRouter):
         X = self._design(*self._raw(inputs, k))
         return X @ self.coef_ + self.intercept_
 
-    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:
         """``(picks, scores)``: the first member by the switch rule, then its completion; predicted utilities."""
-        self._check_fitted()
-        check_l(l, len(self.members_))
         scores = self.predict(inputs)
         first = (np.full(len(scores), self.default_, dtype=np.int64) if self.fallback_
                  else switch_first(scores, self.default_, self.margin_))

@@ -1,9 +1,11 @@
 """What every saved router shares: a folder with ``router.json`` and, when it has arrays, ``router.safetensors``.
 
-A router class derives from :class:`SavedRouter` and says three things: whether it is fitted
-(:meth:`~SavedRouter._check_fitted`), what it holds (:meth:`~SavedRouter._state`: the JSON config
-and the named arrays) and how to rebuild itself from them (:meth:`~SavedRouter._from_state`).
-``save`` and ``load`` are the base's: the name check of ``router.json``
+A router class derives from :class:`SavedRouter` and says four things: whether it is fitted
+(:meth:`~SavedRouter._check_fitted`), how it ranks the members (:meth:`~SavedRouter._route`), what
+it holds (:meth:`~SavedRouter._state`: the JSON config and the named arrays) and how to rebuild
+itself from them (:meth:`~SavedRouter._from_state`). ``route`` is the base's: it checks, once for
+every router, that the router is fitted and that ``l`` is in 1..k, then calls ``_route``.
+``save`` and ``load`` are the base's too: the name check of ``router.json``
 (:func:`~ragfolio.core.routing.base.read_config`), the missing-weights error and the safetensors
 flavour (:attr:`~SavedRouter.tensors`: ``numpy`` arrays or ``torch`` tensors) live here once. No
 pickles anywhere.
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
-from ragfolio.core.routing.base import read_config, write_config
+from ragfolio.core.routing.base import Picks, RouteInputs, Scores, check_l, read_config, write_config
 
 WEIGHTS_FILE = "router.safetensors"
 
@@ -26,10 +28,31 @@ class SavedRouter(ABC):
 
     name: ClassVar[str]
     tensors: ClassVar[Literal["numpy", "torch", "none"]] = "numpy"  # "none": the config is all it holds
+    members_: list[str]
 
     @abstractmethod
     def _check_fitted(self) -> None:
         """Raise ``RuntimeError`` when the router has not been fitted or loaded."""
+
+    @abstractmethod
+    def _route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:  # noqa: E741 - members per query
+        """:meth:`route` of a fitted router and an ``l`` in 1..k."""
+
+    def checked_l(self, l: int) -> int:  # noqa: E741
+        """``l`` after checking that the router is fitted and that ``1 <= l <= k``.
+
+        Raises:
+            RuntimeError: The router has not been fitted or loaded.
+            ValueError: ``l`` is outside 1..k.
+        """
+        self._check_fitted()
+        check_l(l, len(self.members_))
+        return l
+
+    def route(self, inputs: RouteInputs, l: int) -> tuple[Picks, Scores]:  # noqa: E741
+        """``(picks, scores)``: the ``(n, l)`` members to run, best first, and the ``(n, k)`` scores
+        they were ranked by (:meth:`_route`, after :meth:`checked_l`)."""
+        return self._route(inputs, self.checked_l(l))
 
     @abstractmethod
     def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
