@@ -59,10 +59,10 @@ def test_router_evaluation_on_its_own_writes_the_report_of_one_run(
 
 
 def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
-    from ragfolio.core.routing.judging.evaluation import COMPARED
+    from ragfolio.core.routing.judging.evaluation import compared
     from ragfolio.pipelines.router_evaluation.report_views import plot_router_curves
 
-    routers = [*COMPARED, "paper", "paper_universal", *servable_names(learned=False)]
+    routers = [*compared(), "paper", "paper_universal", *servable_names(learned=False)]
     entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers}
     entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}}
     fig = plot_router_curves({"k": 2, "datasets": {"hotpotqa": entry}})

@@ -23,7 +23,7 @@ from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
-from ragfolio.core.routing.judging.evaluation import RoutingComparison, compare_routers, gap_closed, report_order
+from ragfolio.core.routing.judging.evaluation import RoutingComparison, compare_routers, gap_closed
 from ragfolio.core.routing.judging.headroom import headroom
 from ragfolio.core.routing.judging.served import served_entry
 from ragfolio.core.routing.judging.splits import query_split
@@ -190,5 +190,6 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 def routed(entry: dict[str, Any]) -> list[str]:
-    """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in report_order("paper", "paper_universal") if name in entry]
+    """The routers of a report entry (its keys holding a ``best_of_l`` curve), in the entry's order:
+    the compared routers, then those a comparison added (the retrieval routers after the ablations)."""
+    return [name for name, value in entry.items() if isinstance(value, dict) and "best_of_l" in value]

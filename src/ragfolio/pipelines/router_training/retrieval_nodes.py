@@ -27,7 +27,7 @@ from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_tests
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
-from ragfolio.core.routing.judging.evaluation import RoutingComparison, route_all
+from ragfolio.core.routing.judging.evaluation import RoutingComparison, dev_baselines, route_all
 from ragfolio.core.routing.judging.splits import RoutersByKind, query_split, retrieval_split, routers_of
 from ragfolio.core.routing.registry import make_router, members_ran, servable_names
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
@@ -121,16 +121,14 @@ def train_retrieval_routers(
     return out
 
 
-DEV_BASELINES = ("top_average", "greedy_prefix", "oracle")  # what a dev comparison routes beside the served routers
-
-
 def compare_on_dev(
     router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
     utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
     retrieval_routers: RoutersByKind,
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with dev questions (``data_prep.dev_fraction``): the routers that can be served
-    and the fixed baselines (:data:`DEV_BASELINES`, fitted on train), routing its dev questions.
+    and the fixed baselines (:func:`~ragfolio.core.routing.judging.evaluation.dev_baselines`,
+    fitted on train), routing its dev questions.
 
     This is what ``bundle.router: auto`` chooses by and what the report's ``dev`` block shows; the
     test questions are not read.
@@ -143,7 +141,7 @@ def compare_on_dev(
         members = portfolios.members(key)
         train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
         baselines = {name: make_router(name).fit(train.inputs, train.utilities, sel.portfolio)
-                     for name in DEV_BASELINES}
+                     for name in dev_baselines()}
         dev_queries = query_split(router_inputs, utility_matrices, utility_index, key, members, "dev")
         picks = {**route_all({"learned": routers[key]}, dev_queries),  # the learned router reads query features only
                  **route_all({**routers_of(retrieval_routers, key), **baselines}, dev)}
