@@ -13,9 +13,12 @@ from ragfolio.pipelines import (
     router_training,
 )
 
+AGGREGATES = ("portfolio", "__default__")  # every stage, in order: not stages of their own
 
-def register_pipelines() -> dict[str, Pipeline]:
-    stages = {
+
+def stage_pipelines() -> dict[str, Pipeline]:
+    """One pipeline per stage, in the order they run."""
+    return {
         "data_prep": data_prep.create_pipeline(),
         "candidate_scoring": candidate_scoring.create_pipeline(),
         "portfolio_selection": portfolio_selection.create_pipeline(),
@@ -25,5 +28,9 @@ def register_pipelines() -> dict[str, Pipeline]:
         "packaging": packaging.create_pipeline(),
         "answering_evaluation": answering_evaluation.create_pipeline(),
     }
+
+
+def register_pipelines() -> dict[str, Pipeline]:
+    stages = stage_pipelines()
     portfolio = sum(stages.values(), Pipeline([]))
-    return {**stages, "portfolio": portfolio, "__default__": portfolio}
+    return {**stages, **dict.fromkeys(AGGREGATES, portfolio)}

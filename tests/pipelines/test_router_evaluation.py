@@ -12,6 +12,7 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
+from param_datasets import param_datasets
 from tiny_stages import tiny_stage_params
 
 from ragfolio.core.cache import ArrayCache
@@ -28,7 +29,7 @@ BEFORE = ("data_prep", "candidate_scoring", "portfolio_selection")
 
 def _catalog(root: Path, tiny_dir: Path, stored: dict[str, Any]) -> DataCatalog:
     params = tiny_stage_params(tiny_dir, GRID)
-    datasets: dict[str, Any] = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
+    datasets: dict[str, Any] = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
     for name in ("questions", "candidates", "router_metrics", "router_headline"):
         datasets[name] = JSONDataset(filepath=str(root / f"{name}.json"), save_args={"indent": 1})

@@ -11,19 +11,20 @@ from ragfolio.pipelines.answering_evaluation.report import (
     plot_selector_positions,
     summarize_answers,
 )
+from ragfolio.stage_records import trained_routers_node
 
 
 def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
+            trained_routers_node(),
             node(
                 answer_test_questions,
                 inputs={
                     "questions": "questions",
                     "utility_index": "utility_index",
                     "bundles": "bundles",  # packaging's: each dataset answers as its bundle serves
-                    "routers": "routers",
-                    "retrieval_routers": "retrieval_routers",
+                    "trained_routers": "trained_routers",  # the other routers, each routing over the same members
                     "answer_store": "answer_store",
                     "params": "params:answering_evaluation",
                 },
