@@ -17,7 +17,7 @@ from tiny_stages import tiny_stage_params
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
-from ragfolio.datasets import ArrayFolderDataset, RouterFolderDataset, RoutersByKindDataset
+from ragfolio.datasets import ArrayFolderDataset, RecordDataset, RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 GRID = {
@@ -34,6 +34,8 @@ def _catalog(root: Path, tiny_dir: Path, stored: dict[str, Any]) -> DataCatalog:
     for name in ("questions", "candidates", "router_metrics", "router_headline"):
         datasets[name] = JSONDataset(filepath=str(root / f"{name}.json"), save_args={"indent": 1})
     datasets["utility_matrices"] = ArrayFolderDataset(str(root / "utility"))
+    # read by candidate scoring's own nodes too, so Kedro releases it from memory at the end of that run
+    datasets["pool_settings"] = RecordDataset(str(root / "pool_settings.json"), "ragfolio.core.scoring.runners.PoolSettings")
     datasets["routers"] = RouterFolderDataset(str(root / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(root / "retrieval_routers"))
     return DataCatalog({**datasets, **stored})
@@ -64,8 +66,10 @@ def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
     from ragfolio.pipelines.router_evaluation.report_views import plot_router_curves
 
     routers = [*compared(), "paper", "paper_universal", *servable_names(learned=False)]
-    entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers}
-    entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}}
+    # as a report holds them: the comparison's routers, then the universal router's entry
+    entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers if name != "paper_universal"}
+    entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}, "cascade_curve": {"best_of_1": [0.5]},
+              "paper_universal": {"best_of_l": [0.5, 0.6]}}
     fig = plot_router_curves({"k": 2, "datasets": {"hotpotqa": entry}})
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert labels == [*routers, "single best, l x num_docs"]

@@ -221,7 +221,8 @@ def test_the_paper_router_on_the_gemma_block_and_its_universal_router(tmp_path, 
     params = _params(tiny_dir, "learned", 0.0)
     params["router_training"]["paper_router"] = {"encoders": ["gemma"], "universal": True, "width": 16,
                                                  "max_epochs": 3, "timing_queries": 8}
-    catalog.save("params:router_training", params["router_training"])
+    for name, dataset in param_datasets({"router_training": params["router_training"]}).items():
+        catalog[name] = dataset
     _run(catalog)
     metrics, timings = catalog.load("router_metrics"), catalog.load("router_timings")
     assert metrics["paper_router"]["encoders"] == ["gemma"] and metrics["paper_router"]["blocks"]["gemma"]["dim"] == 640

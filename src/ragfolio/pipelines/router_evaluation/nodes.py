@@ -22,7 +22,7 @@ from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
-from ragfolio.core.routing.judging.evaluation import RoutingComparison, compare_routers, gap_closed
+from ragfolio.core.routing.judging.evaluation import RoutingComparison, compare_routers, gap_closed, report_order
 from ragfolio.core.routing.judging.headroom import headroom
 from ragfolio.core.routing.judging.served import served_entry
 from ragfolio.core.routing.judging.splits import RoutingRows
@@ -216,6 +216,8 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 def routed(entry: dict[str, Any]) -> list[str]:
-    """The routers of a report entry (its keys holding a ``best_of_l`` curve), in the entry's order:
-    the compared routers, then those a comparison added (the retrieval routers after the ablations)."""
-    return [name for name, value in entry.items() if isinstance(value, dict) and "best_of_l" in value]
+    """The routers of a report entry (its keys holding a ``best_of_l`` curve), in report order: the compared
+    routers, the others it holds (the paper's), then the servable ones (:func:`~ragfolio.core.routing.judging.evaluation.report_order`)."""
+    curves = [name for name, value in entry.items() if isinstance(value, dict) and "best_of_l" in value]
+    servable = servable_names()
+    return [name for name in report_order(*(n for n in curves if n not in servable)) if name in curves]
