@@ -31,6 +31,7 @@ from kedro.framework.startup import bootstrap_project
 from service_harness import machine
 
 from ragfolio.core.routing.judging.splits import retrieval_split
+from ragfolio.core.scoring.runners import ScoredPool
 from ragfolio.core.stats import interval_text
 from ragfolio.pipelines.router_training.nodes import build_query_features
 from ragfolio.pipelines.router_training.retrieval_nodes import build_retrieval_features
@@ -82,9 +83,9 @@ def main() -> None:
     start = time.perf_counter()
     router_inputs = build_query_features(data["questions"], data["corpora"], data["utility_index"],
                                          data["pool_settings"], data["router_features"], data["retrieval_cache"])
-    retrieval_inputs, _ = build_retrieval_features(
-        data["questions"], data["corpora"], data["candidates"], data["utility_index"], data["portfolios"],
-        data["pool_settings"], params, data["retrieval_cache"])
+    pool = ScoredPool.of(data["corpora"], data["candidates"], data["pool_settings"], data["retrieval_cache"])
+    retrieval_inputs, _ = build_retrieval_features(data["questions"], data["utility_index"], data["portfolios"], pool,
+                                                   params)
     features_s = time.perf_counter() - start
     hyper = params["retrieval_routing"][args.mode]
     lines = [

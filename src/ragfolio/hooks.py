@@ -38,11 +38,10 @@ class RunGuardHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
-        from ragfolio.pipeline_registry import register_pipelines
+        from ragfolio.pipeline_registry import stage_pipelines
         from ragfolio.stage_inputs import check_inputs
 
-        stages = {name: p for name, p in register_pipelines().items() if name not in ("portfolio", "__default__")}
-        check_inputs(pipeline, catalog, stages)
+        check_inputs(pipeline, catalog, stage_pipelines())
 
 
 def export_credentials(section: Mapping[str, Any], environ: MutableMapping[str, str]) -> list[str]:

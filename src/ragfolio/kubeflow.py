@@ -27,8 +27,6 @@ from kedro.pipeline import Pipeline
 
 logger = logging.getLogger(__name__)
 
-# Aggregates of the registry, not steps of their own.
-AGGREGATES = ("portfolio", "__default__")
 PIPELINE_NAME = "ragfolio-portfolio"
 SCALARS = (str, int, float, bool)
 
@@ -109,7 +107,9 @@ def pipeline_parameter(dotted: str) -> str:
 
 
 def stages(pipelines: Mapping[str, Pipeline]) -> dict[str, Pipeline]:
-    """The registered pipelines that are steps (all but the aggregates)."""
+    """The registered pipelines that are steps (all but the registry's aggregates)."""
+    from ragfolio.pipeline_registry import AGGREGATES
+
     return {name: pipe for name, pipe in pipelines.items() if name not in AGGREGATES}
 
 

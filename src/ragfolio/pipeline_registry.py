@@ -20,9 +20,15 @@ from ragfolio.pipelines import (
 )
 
 PLUGIN_GROUP = "ragfolio.pipelines"
+AGGREGATES = ("portfolio", "__default__")  # every stage, in order: not stages of their own
 
 
-def register_pipelines() -> dict[str, Pipeline]:
+def stage_pipelines() -> dict[str, Pipeline]:
+    """One pipeline per stage, in the order they run: the product's, then the plugins' (the lab's).
+
+    Raises:
+        ValueError: A plugin names a stage of the product.
+    """
     stages = {
         "data_prep": data_prep.create_pipeline(),
         "candidate_scoring": candidate_scoring.create_pipeline(),
@@ -35,5 +41,10 @@ def register_pipelines() -> dict[str, Pipeline]:
         if plugin.name in stages:
             raise ValueError(f"pipeline {plugin.name!r} of {plugin.value} is a stage of ragfolio already")
         stages[plugin.name] = plugin.load()()
+    return stages
+
+
+def register_pipelines() -> dict[str, Pipeline]:
+    stages = stage_pipelines()
     portfolio = sum(stages.values(), Pipeline([]))
-    return {**stages, "portfolio": portfolio, "__default__": portfolio}
+    return {**stages, **dict.fromkeys(AGGREGATES, portfolio)}

@@ -1,8 +1,9 @@
 """Parameters of ``router_training`` (conf/base/parameters_router_training.yml), validated at the node boundary.
 
 Two stages read the block: ``router_training`` trains and chooses under it, ``router_evaluation`` judges
-on test with its ``seed``, ``logistic_c`` and ``bundle``; kept here so that neither
-pipeline imports the other (as :mod:`ragfolio.bundle_params` is for ``packaging``).
+on test with its ``seed``, ``logistic_c`` and ``bundle``, each read on its own
+(``params:router_training.seed``, ...); kept here so that neither pipeline imports the other (as
+:mod:`ragfolio.bundle_params` is for ``packaging``).
 """
 
 from __future__ import annotations

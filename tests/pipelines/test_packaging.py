@@ -12,6 +12,7 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
+from param_datasets import param_datasets
 from tiny_stages import tiny_stage_params
 
 from ragfolio.core.bundle import PortfolioBundle
@@ -54,8 +55,7 @@ class Trained:
         """Run ``packaging`` on ``selection`` (default: what router training wrote), with
         ``router_training.bundle`` settings ``bundle`` over the defaults."""
         self.catalog.save("router_selection", selection or self.selection)
-        params = PARAMS["router_training"]
-        self.catalog.save("params:router_training", {**params, "bundle": {**params["bundle"], **bundle}})
+        self.catalog.save("params:router_training.bundle", {**PARAMS["router_training"]["bundle"], **bundle})
         SequentialRunner().run(register_pipelines()["packaging"], self.catalog)
         return self.catalog.load("bundle")
 
@@ -63,7 +63,7 @@ class Trained:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory, handoffs: Callable[[Path], dict[str, Any]]) -> Trained:
     root = tmp_path_factory.mktemp("packaging")
-    datasets: dict[str, Any] = {f"params:{name}": MemoryDataset(value) for name, value in PARAMS.items()}
+    datasets: dict[str, Any] = {**param_datasets(PARAMS)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
     for name in ("questions", "candidates", "router_metrics"):
         datasets[name] = JSONDataset(filepath=str(root / f"{name}.json"))

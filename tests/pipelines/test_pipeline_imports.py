@@ -72,18 +72,17 @@ def test_a_pipeline_reads_only_its_own_parameters() -> None:
     own parameters file), which no other pipeline reads; ``packaging`` reads ``router_training.bundle``
     (:class:`~ragfolio.bundle_params.BundleParams`), the settings router training chose the served
     router under, kept under that name when the bundle moved to a stage of its own; ``router_evaluation``
-    reads the block it judges under (``seed``, ``logistic_c``, ``bundle``), kept whole when router
-    training's test half became a stage of its own (:mod:`ragfolio.router_params`), and the lab's
-    ``paper_router`` (its study of the paper's router, a block of its own).
+    reads the keys it judges under (``seed``, ``logistic_c``, ``encoders``, ``bundle``), each on its
+    own, kept there when router training's test half became a stage of its own (:mod:`ragfolio.router_params`),
+    and the lab's ``paper_router`` (its study of the paper's router, a block of its own).
     """
-    from ragfolio.pipeline_registry import register_pipelines
+    from ragfolio.pipeline_registry import stage_pipelines
 
-    extra = {"candidate_scoring": {"candidate_grids"}, "packaging": {"router_training"},
-             "router_evaluation": {"router_training", "paper_router"}}
+    judged_under = {f"params:router_training.{key}" for key in ("seed", "logistic_c", "encoders", "bundle")}
+    extra = {"candidate_scoring": {"params:candidate_grids"}, "packaging": {"params:router_training.bundle"},
+             "router_evaluation": judged_under | {"params:paper_router"}}
 
-    for name, pipe in register_pipelines().items():
-        if name in ("portfolio", "__default__"):
-            continue
-        groups = {i.removeprefix("params:").split(".")[0] for i in pipe.inputs() if i.startswith("params:")}
-        own = {name} | extra.get(name, set())
-        assert groups <= own, f"{name} reads the parameters of {sorted(groups - own)}"
+    for name, pipe in stage_pipelines().items():
+        read = {i for i in pipe.inputs() if i.startswith("params:")}
+        own = {i for i in read if i == f"params:{name}" or i.startswith(f"params:{name}.")} | extra.get(name, set())
+        assert read <= own, f"{name} reads the parameters {sorted(read - own)}"

@@ -8,6 +8,7 @@ from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
+from param_datasets import param_datasets
 
 from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
@@ -62,7 +63,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
             "vendi_rag": {"max_iterations": 2}, "seed": 0,
         },
     }
-    datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
+    datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     # Intermediate outputs persist to files (Kedro releases in-memory ones once consumed).
     for name in JSON_OUTPUTS:

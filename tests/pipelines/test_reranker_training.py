@@ -97,7 +97,7 @@ def test_trained_on_train_questions_only_cached_and_read_by_the_candidates(prepa
     with one_thread():
         again, _ = train_cross_encoder(questions, corpora, candidates, cache, params)  # from the retrieval cache
         assert again.info["report"]["from_cache"]
-        matrices, index = score_candidates(questions, corpora, candidates, cache, params, folder)
+        matrices, index = score_candidates(questions, corpora, candidates, cache, params, pool_settings(params, folder))
     assert [f for f in index.families] == ["bm25", "cross_encoder", "cross_encoder"]
     for U in matrices.values():
         assert U.shape[1] == 3 and np.isfinite(U).all()
@@ -127,8 +127,8 @@ def test_cross_fitted_no_train_question_is_scored_by_a_model_that_trained_on_it(
     recording = Recording(cross_scores.load_cross_encoder)
     monkeypatch.setattr(cross_scores, "load_cross_encoder", recording)
     with one_thread():
-        matrices, index = score_candidates(questions, corpora, candidates, cache, params, full_dataset.load(),
-                                           folds_dataset.load())
+        settings = pool_settings(params, full_dataset.load(), folds_dataset.load())
+        matrices, index = score_candidates(questions, corpora, candidates, cache, params, settings)
     text_of = {q["id"]: q["question"] for q in questions}
     scored = recording.scored
     assert set(scored) == set(models.models)

@@ -13,6 +13,7 @@ from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pickle import PickleDataset
+from param_datasets import param_datasets
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing import registry
@@ -111,7 +112,7 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "router_training": router_training,
     }
-    datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
+    datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     datasets["router_metrics"] = JSONDataset(filepath=str(tmp_path / "router_metrics.json"))
     datasets["dev_same_budget"] = PickleDataset(filepath=str(tmp_path / "dev_same_budget.pkl"))

@@ -11,6 +11,7 @@ from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pickle import PickleDataset
+from param_datasets import param_datasets
 from routed_portfolio import SWITCHING_NET
 
 from ragfolio.core.cache import ArrayCache
@@ -57,7 +58,7 @@ def _params(tiny_dir, router: str, dev_fraction: float, net: dict = TINY_NET) ->
 
 def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0, net: dict = TINY_NET) -> DataCatalog:
     params = _params(tiny_dir, router, dev_fraction, net)
-    datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
+    datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     for name in ("router_metrics", "router_timings"):
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))

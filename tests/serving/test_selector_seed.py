@@ -15,6 +15,7 @@ import pytest
 from conftest import write_config
 
 from ragfolio.core.bundle import SELECTOR_SEED, load_bundle, save_bundle
+from ragfolio.core.routing.judging.splits import TrainedRouters
 from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import ServingEngine
 from ragfolio_lab.pipelines.answering_evaluation import nodes
@@ -43,8 +44,8 @@ def _evaluation_seed(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(nodes, "Answerer", answerer)
     params = {"llm": {"kind": "openai", "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}}
     with pytest.raises(_Stop):
-        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(bundle)}, {}, {},
-                                    None, params)  # type: ignore[arg-type]
+        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(bundle)},
+                                    TrainedRouters({}, {}), None, params)  # type: ignore[arg-type]
     return seeds[0]
 
 

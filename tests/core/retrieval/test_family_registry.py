@@ -14,7 +14,7 @@ from ragfolio.core.data.loading import load_folder
 from ragfolio.core.data.records import build_corpus
 from ragfolio.core.retrieval import family
 from ragfolio.core.retrieval.family import Family, Parts, SharedParts, families, get_family, register
-from ragfolio.core.retrieval.pool import count_by_family, expand_grid, make_candidate
+from ragfolio.core.retrieval.pool import count_by_family, encoders_used, expand_grid, make_candidate
 from ragfolio.core.retrieval.results import RetrievalResult, pad_rows
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
@@ -139,6 +139,64 @@ def test_contradictory_declarations_raise_naming_them() -> None:
     with pytest.raises(ValueError, match="broken: required parameter 'depth' .*; parameter 'depth' is in both"):
         register(Broken)
     assert "broken" not in families()
+
+
+class ReverseBase(ReverseBM25):
+    """A base of its own, named ``reverse_base:<encoder>``: the encoder's dense base, worst first."""
+
+    name = "reverse_base"
+    base = True
+    base_encoder = True
+
+    def base_needs(self, encoder: str) -> SharedParts:
+        return SharedParts(query_encoders=(encoder,), bases=(f"dense:{encoder}",))
+
+    def rank_base(self, parts, encoder, queries, depth, inputs) -> RetrievalResult:  # type: ignore[no-untyped-def]
+        rows = [[int(d) for d in row[::-1] if d >= 0] for row in inputs[0].doc_ids]
+        return pad_rows(rows, [[-float(rank) for rank in range(len(row))] for row in rows], depth)
+
+
+def test_the_bases_are_what_the_families_declare() -> None:
+    assert [name for name, f in families().items() if f.base] == ["bm25", "dense", "hybrid"]
+    assert family.base_family("dense:e5")[1] == "e5" and family.base_parts("hybrid:e5").bases == ("bm25", "dense:e5")
+    assert family.base_parts("bm25") == SharedParts() and family.base_parts("dense") == SharedParts()  # no encoder
+    with pytest.raises(ValueError, match=r"base='nope' must be 'bm25', 'dense:<encoder>' or 'hybrid:<encoder>'"):
+        family.base_family("nope")
+
+
+def test_a_registered_base_is_ranked_prepared_and_named_like_the_built_ins(tiny_dir) -> None:
+    register(ReverseBase)
+    try:
+        runner, queries = tiny_runner(tiny_dir, CountingRunner)
+        mmr = make_candidate("mmr", {"prefilter": "reverse_base:minilm", "encoder": "minilm"})
+        assert encoders_used([mmr]) == ["minilm"]
+        runner.prepare([mmr], queries)
+        assert runner.retrievals == ["dense:minilm"]  # the base it fuses, computed once, in prepare
+        dense = runner.base("dense:minilm", queries)
+        mine = runner.base("reverse_base:minilm", queries)
+        assert mine.doc_ids[0, 0] == [d for d in dense.doc_ids[0] if d >= 0][-1] and runner.retrievals == ["dense:minilm"]
+        fresh = runner.retrieve_with("reverse_base:minilm", queries, 5)
+        assert fresh.doc_ids[0].tolist() == dense.doc_ids[0, :5][::-1].tolist()
+        with pytest.raises(ValueError, match=r"'hybrid:<encoder>' or 'reverse_base:<encoder>'"):
+            runner.retrieve_with("reverse_base", queries, 5)  # its name needs an encoder
+    finally:
+        unregister("reverse_base")
+
+
+def test_a_base_declaration_without_its_ranking_is_refused() -> None:
+    class Unnamed(ReverseBM25):
+        name = "unnamed"
+        base_encoder = True  # but not a base
+
+    class Unranked(ReverseBM25):
+        name = "unranked"
+        base = True  # but no rank_base
+
+    with pytest.raises(ValueError, match="unnamed: base_encoder=True needs base=True"):
+        register(Unnamed)
+    with pytest.raises(ValueError, match="unranked: base=True needs rank_base"):
+        register(Unranked)
+    assert "unnamed" not in families() and "unranked" not in families()
 
 
 def test_an_unknown_family_in_a_grid_names_the_registered_ones() -> None:

@@ -1,18 +1,24 @@
 """Routing ablations, the measures routers are judged by, and the same-budget check, on hand-worked cases."""
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.query_features import TextHasher, query_features
+from ragfolio.core.routing.judging import evaluation
 from ragfolio.core.routing.judging.budget import BudgetRuns, question_judge, same_budget_recall
 from ragfolio.core.routing.judging.evaluation import (
-    COMPARED,
     RoutingComparison,
     RoutingSplit,
     best_of_l,
     compare_routers,
+    compared,
+    dev_baselines,
     gap_closed,
+    summarized,
 )
 from ragfolio.core.routing.routers.baseline_routers import (
     GreedyPrefixRouter,
@@ -88,12 +94,32 @@ def test_compare_routers_reports_every_router() -> None:
     train, test = RoutingSplit(rows.take(range(40)), Um[:40]), RoutingSplit(rows.take(range(40, 60)), Um[40:])
     learned = Router(hidden=8, embedding_dim=4, max_epochs=5, random_state=0).fit(train.inputs, train.utilities)
     comparison = compare_routers(learned, train, test, seed=0, logistic_c=1.0)
-    assert list(comparison.picks) == list(COMPARED) and all(p.shape == (20, 2) for p in comparison.picks.values())
+    assert list(comparison.picks) == compared() and all(p.shape == (20, 2) for p in comparison.picks.values())
     report = comparison.report()
     assert report["oracle"]["best_of_l"] == [1.0, 1.0]
     assert report["single_best_member"] == report["top_average"]["best_of_l"][0] == 0.5
     summarized = ("learned", "greedy_prefix", "top_average", "logistic")
     assert set(report["summary"]) == {f"{name}_l{l}" for name in summarized for l in (1, 2)}
+
+
+def test_the_judged_lists_are_what_the_router_classes_declare() -> None:
+    """The orders the reports were written in (router_metrics.json's keys depend on them)."""
+    assert compared() == ["learned", "random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle"]
+    assert summarized() == ["learned", "greedy_prefix", "top_average", "logistic"]
+    assert dev_baselines() == ["top_average", "greedy_prefix", "oracle"]
+
+
+def test_a_router_class_declaring_a_place_joins_that_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    class MedianRouter(TopAverageRouter):
+        name: ClassVar[str] = "median"
+        judged_as: ClassVar[Mapping[str, int]] = {"ablation": 3, "dev_baseline": 9}
+
+    classes = {name: evaluation.router_class(name) for name in evaluation.router_names()} | {"median": MedianRouter}
+    monkeypatch.setattr(evaluation, "router_names", lambda: list(classes))
+    monkeypatch.setattr(evaluation, "router_class", classes.__getitem__)
+    assert evaluation.ablations() == ["random", "top_average", "greedy_prefix", "median", "logistic",
+                                      "nearest_neighbour", "oracle"]  # by place; a tie by registration order
+    assert evaluation.dev_baselines()[-1] == "median" and "median" not in evaluation.summarized()
 
 
 def test_report_bootstraps_learned_minus_single_best_paired() -> None:
@@ -102,7 +128,7 @@ def test_report_bootstraps_learned_minus_single_best_paired() -> None:
     right = np.array([[0, 1]] * 30 + [[1, 0]] * 10)
     learned = right.copy()
     learned[[30, 31]] = learned[[30, 31], ::-1]  # 2 mistakes, where the single best is wrong too
-    picks = {name: right for name in COMPARED} | {"learned": learned, "top_average": np.array([[0, 1]] * 40)}
+    picks = {name: right for name in compared()} | {"learned": learned, "top_average": np.array([[0, 1]] * 40)}
     report = RoutingComparison(picks, Ut).report()
     l1, l2 = report["learned_minus_single_best"]["l1"], report["learned_minus_single_best"]["l2"]
     assert l1["estimate"] == pytest.approx(38 / 40 - 30 / 40) and l1["n"] == 40
@@ -114,9 +140,9 @@ def test_every_router_gets_paired_intervals_to_the_single_best_and_the_greedy_pr
     """The retrieval routers' routings (added after the ablations) get the same intervals as learned."""
     Ut = np.array([[1.0, 0.0]] * 30 + [[0.0, 1.0]] * 10, dtype=np.float32)
     right, single = np.array([[0, 1]] * 30 + [[1, 0]] * 10), np.array([[0, 1]] * 40)
-    picks = {name: single for name in COMPARED} | {"learned": right, "post_retrieval": right, "pre_retrieval": single}
+    picks = {name: single for name in compared()} | {"learned": right, "post_retrieval": right, "pre_retrieval": single}
     report = RoutingComparison(picks, Ut).report()
-    for name in (*COMPARED, "pre_retrieval", "post_retrieval"):
+    for name in (*compared(), "pre_retrieval", "post_retrieval"):
         if name == "top_average":  # the baseline itself
             assert "minus_single_best" not in report[name]
             continue

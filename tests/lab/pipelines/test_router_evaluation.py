@@ -12,11 +12,13 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
+from param_datasets import param_datasets
 from tiny_stages import tiny_stage_params
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
 from ragfolio.datasets.array_folders import ArrayFolderDataset
+from ragfolio.datasets.record_files import RecordDataset
 from ragfolio.datasets.router_folders import RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
 
@@ -29,11 +31,13 @@ BEFORE = ("data_prep", "candidate_scoring", "portfolio_selection")
 
 def _catalog(root: Path, tiny_dir: Path, stored: dict[str, Any]) -> DataCatalog:
     params = tiny_stage_params(tiny_dir, GRID)
-    datasets: dict[str, Any] = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
+    datasets: dict[str, Any] = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
     for name in ("questions", "candidates", "router_metrics", "router_headline"):
         datasets[name] = JSONDataset(filepath=str(root / f"{name}.json"), save_args={"indent": 1})
     datasets["utility_matrices"] = ArrayFolderDataset(str(root / "utility"))
+    # read by candidate scoring's own nodes too, so Kedro releases it from memory at the end of that run
+    datasets["pool_settings"] = RecordDataset(str(root / "pool_settings.json"), "ragfolio.core.scoring.runners.PoolSettings")
     datasets["routers"] = RouterFolderDataset(str(root / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(root / "retrieval_routers"))
     return DataCatalog({**datasets, **stored})
@@ -60,12 +64,14 @@ def test_router_evaluation_on_its_own_writes_the_report_of_one_run(
 
 
 def test_the_router_plot_draws_a_line_for_every_router_of_the_report() -> None:
-    from ragfolio.core.routing.judging.evaluation import COMPARED
+    from ragfolio.core.routing.judging.evaluation import compared
     from ragfolio_lab.pipelines.router_evaluation.report_views import plot_router_curves
 
-    routers = [*COMPARED, "paper", "paper_universal", *servable_names(learned=False)]
-    entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers}
-    entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}}
+    routers = [*compared(), "paper", "paper_universal", *servable_names(learned=False)]
+    # as a report holds them: the comparison's routers, then the universal router's entry
+    entry = {name: {"best_of_l": [0.5, 0.6]} for name in routers if name != "paper_universal"}
+    entry |= {"n_test": 3, "same_budget": {"single_best_recall": [0.5, 0.55]}, "cascade_curve": {"best_of_1": [0.5]},
+              "paper_universal": {"best_of_l": [0.5, 0.6]}}
     fig = plot_router_curves({"k": 2, "datasets": {"hotpotqa": entry}})
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert labels == [*routers, "single best, l x num_docs"]

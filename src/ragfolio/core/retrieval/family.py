@@ -7,6 +7,12 @@ candidate that reads them. Adding a family is one module: subclass :class:`Famil
 class with :func:`register`, and import the module before the grid is expanded. The built-in
 families (:mod:`ragfolio.core.retrieval.families`) are registered before any other, in a fixed
 order.
+
+A family may also rank as a *base*, a shared first-stage ranking that other candidates name in
+a parameter (``bm25``, ``dense:<encoder>``, ``hybrid:<encoder>``): it says so (``base``,
+``base_encoder``), what ranking as one reads (:meth:`Family.base_needs`) and how it ranks
+(:meth:`Family.rank_base`); the runner reads the names through :func:`base_family` and
+:func:`base_parts`, so no list of base names is kept anywhere else.
 """
 
 from __future__ import annotations
@@ -180,6 +186,8 @@ class Family(ABC):
             (``tests/core/test_cache_versions.py`` fails when they change and it does not).
         first_stage: The parameter naming the base the family reorders, whose ranking completes
             the family's short rows first; None when the family ranks the corpus itself.
+        base: Whether the family also ranks as a base (:meth:`rank_base`), named by its ``name``.
+        base_encoder: Whether its base is named ``<name>:<encoder>`` and reads that encoder.
     """
 
     name: ClassVar[str]
@@ -189,6 +197,8 @@ class Family(ABC):
     choices: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
     result_version: ClassVar[int] = 1
     first_stage: ClassVar[str | None] = None
+    base: ClassVar[bool] = False
+    base_encoder: ClassVar[bool] = False
 
     def full_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """A candidate's ``params`` with the optional parameters it leaves out at their defaults."""
@@ -202,6 +212,26 @@ class Family(ABC):
     def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         """Rank for ``queries``: ``(n_queries, depth)`` (``depth``: the runner's ``num_docs``, passages per
         query), ``-1``-padded rows allowed (the runner completes them)."""
+
+    def base_needs(self, encoder: str) -> SharedParts:
+        """What ranking as base ``<name>[:<encoder>]`` reads, for whichever queries it ranks: query
+        embeddings and indexes, and in ``bases`` the other bases it fuses (their rankings are the
+        ``inputs`` of :meth:`rank_base`). None by default."""
+        return SharedParts()
+
+    def rank_base(
+        self, parts: Parts, encoder: str, queries: Sequence[str], depth: int, inputs: Sequence[RetrievalResult]
+    ) -> RetrievalResult:
+        """Rank ``queries`` as a base, ``(n_queries, depth)``, at the runner's default settings.
+
+        Args:
+            parts: The runner's shared parts.
+            encoder: What follows ``:`` in the base's name (empty without ``base_encoder``).
+            queries: The queries to rank (the batch's, or expanded ones).
+            depth: Passages per query.
+            inputs: The rankings of the bases :meth:`base_needs` names, in order, as deep.
+        """
+        raise NotImplementedError(f"family {self.name!r} ranks as no base")
 
 
 _REGISTRY: dict[str, Family] = {}
@@ -250,6 +280,10 @@ def _contradictions(family: Family) -> list[str]:
         problems.append(f"first_stage={family.first_stage!r} is not in params {sorted(params)}")
     if not isinstance(family.result_version, int) or family.result_version < 1:
         problems.append(f"result_version={family.result_version!r} must be an int >= 1")
+    if family.base_encoder and not family.base:
+        problems.append("base_encoder=True needs base=True")
+    if family.base and type(family).rank_base is Family.rank_base:
+        problems.append("base=True needs rank_base")
     return problems
 
 
@@ -286,3 +320,27 @@ def import_families(modules: Sequence[str]) -> None:
 def families() -> dict[str, Family]:
     """Every registered family by name, in registration order (the built-ins first)."""
     return dict(_registry())
+
+
+def base_family(base: str) -> tuple[Family, str]:
+    """The family that ranks base ``base`` (``bm25``, ``dense:<encoder>``, ...) and the encoder it names.
+
+    Raises:
+        ValueError: ``base`` names no base of a registered family (the message lists the base names).
+    """
+    name, _, encoder = base.partition(":")
+    family = _registry().get(name)
+    if family is None or not family.base or family.base_encoder != bool(encoder):
+        names = [f"'{f.name}:<encoder>'" if f.base_encoder else f"'{f.name}'" for f in _registry().values() if f.base]
+        listed = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise ValueError(f"base={base!r} must be {listed}")
+    return family, encoder
+
+
+def base_parts(base: str) -> SharedParts:
+    """What ranking with base ``base`` reads (:meth:`Family.base_needs`); nothing when it names no base."""
+    try:
+        family, encoder = base_family(base)
+    except ValueError:  # a candidate naming no base fails when it runs, alone
+        return SharedParts()
+    return family.base_needs(encoder)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragfolio.core.retrieval.family import families, get_family
+from ragfolio.core.retrieval.family import base_parts, families, get_family
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,15 @@ def make_candidate(family: str, params: Mapping[str, Any]) -> CandidateSpec:
 
 
 def encoders_used(candidates: Sequence[CandidateSpec]) -> list[str]:
-    """Encoders whose embeddings some candidate reads: its ``encoder``, or a ``dense:<enc>`` / ``hybrid:<enc>`` base."""
+    """Encoders whose embeddings some candidate reads: its ``encoder``, or the encoder of a base it
+    names (``dense:<enc>``, ``hybrid:<enc>``: :func:`~ragfolio.core.retrieval.family.base_parts`)."""
     names: dict[str, None] = {}  # a dict as an ordered set
     for candidate in candidates:
         for key, value in candidate.params.items():
             if key == "encoder" and value:
                 names[str(value)] = None
-            elif isinstance(value, str) and value.partition(":")[0] in ("dense", "hybrid") and ":" in value:
-                names[value.partition(":")[2]] = None
+            elif isinstance(value, str):
+                names.update(dict.fromkeys(base_parts(value).query_encoders))
     return list(names)
 
 

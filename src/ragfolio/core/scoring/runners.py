@@ -3,6 +3,8 @@
 Candidate scoring writes the settings its runners used (:class:`PoolSettings`, the catalog's
 ``pool_settings``); every later stage builds its runners from that record rather than from
 candidate scoring's parameters, so what they retrieve, and what a bundle claims, is what was scored.
+A stage that runs the pool again reads it as one :class:`ScoredPool` (corpora, candidates, those
+settings and the retrieval cache).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.record_checks import checked_fields
 from ragfolio.core.retrieval.family import import_families
+from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 
 # What a utility matrix measures (ragfolio.core.scoring.utility computes each; the settings name one)
@@ -162,6 +165,33 @@ class CorpusRunners:
     def for_dataset(self, dataset: str, num_docs: int | None = None) -> PoolRunner:
         """The runner over the corpus ``dataset`` retrieves from."""
         return self.get(self.corpora.name_for(dataset), num_docs)
+
+
+@dataclass(frozen=True)
+class ScoredPool:
+    """The candidate pool as candidate scoring ran it, for a later stage to run again.
+
+    Attributes:
+        corpora: The run's corpora (``corpora``).
+        candidates: The candidates, in utility-matrix column order (``candidates``).
+        settings: How candidate scoring configured its runners (``pool_settings``).
+        cache: The retrieval cache candidate scoring filled (``retrieval_cache``).
+    """
+
+    corpora: Corpora
+    candidates: tuple[CandidateSpec, ...]
+    settings: PoolSettings
+    cache: ArrayCache
+
+    @classmethod
+    def of(cls, corpora: Corpora, candidates: Sequence[Mapping[str, Any]], settings: PoolSettings,
+           cache: ArrayCache) -> ScoredPool:
+        """The pool of the catalog's records (``candidates`` as candidate scoring wrote them)."""
+        return cls(corpora, tuple(CandidateSpec.from_record(c) for c in candidates), settings, cache)
+
+    def runners(self, *, read_only: bool = False) -> CorpusRunners:
+        """New runners over the pool's corpora (``read_only``: on a read-only view of the cache)."""
+        return CorpusRunners(self.corpora, self.cache.reader() if read_only else self.cache, self.settings)
 
 
 def served_corpus(

@@ -134,8 +134,7 @@ def score_candidates(
     candidates: list[dict[str, Any]],
     cache: ArrayCache,
     params: dict[str, Any],
-    cross_encoder: CrossEncoderInput = None,
-    cross_encoder_folds: CrossEncoderFoldsInput = None,
+    pool_settings: PoolSettings | None = None,
 ) -> tuple[dict[str, np.ndarray], UtilityIndex]:
     """Run every candidate over the corpus each dataset retrieves from and score it per question.
 
@@ -146,10 +145,11 @@ def score_candidates(
 
     Args:
         corpora: ``data_prep``'s corpora (:meth:`ragfolio.core.data.corpora.Corpora.to_json`).
-        cross_encoder: The folder :func:`~ragfolio.pipelines.candidate_scoring.reranker_training.train_cross_encoder`
-            wrote (the ``cross_encoder`` family's model, when it trained one).
-        cross_encoder_folds: Its fold models (``cross_encoder_folds``): the train questions the
-            cross-encoder trained on are scored by the fold model that did not (cross-fitting).
+        pool_settings: The settings the runners run with (:func:`pool_settings`, the record later
+            stages build theirs from): with the folder of the cross-encoder
+            :func:`~ragfolio.pipelines.candidate_scoring.reranker_training.train_cross_encoder` wrote (the
+            ``cross_encoder`` family's model) and of its fold models (the train questions it trained on
+            are scored by the fold model that did not: cross-fitting). None: ``params``' without them.
 
     Returns:
         ``{dataset: U}`` with ``U`` of shape ``(n_questions, n_candidates)`` float32, and an index
@@ -166,7 +166,7 @@ def score_candidates(
         targets = score_targets(p.score, qs, corpus)
         jobs.append(ScoringJob(dataset, parts[corpora.name_for(dataset)], tuple(q.question for q in qs), targets))
         rows[dataset] = DatasetRows(tuple(q.id for q in qs), tuple(splits), tuple(q.type or "unknown" for q in qs))
-    start, config = time.perf_counter(), p.pool_settings(cross_encoder, cross_encoder_folds).runner_config(cache)
+    start, config = time.perf_counter(), (pool_settings or p.pool_settings()).runner_config(cache)
     if p.scheduler_address:
         matrices = score_on_cluster(jobs, specs, config, p.score, p.query_block_size, p.scheduler_address)
     else:

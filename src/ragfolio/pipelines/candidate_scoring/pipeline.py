@@ -35,8 +35,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "candidates": "candidates",
                     "cache": "retrieval_cache",
                     "params": "params:candidate_scoring",
-                    "cross_encoder": "cross_encoder",
-                    "cross_encoder_folds": "cross_encoder_folds",
+                    "pool_settings": "pool_settings",  # with the cross-encoder's folders: what later stages run with
                 },
                 outputs=["utility_matrices", "utility_index"],
                 name="score_candidates",

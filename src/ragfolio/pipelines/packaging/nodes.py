@@ -2,11 +2,11 @@
 (``build_bundles``) and the one the service loads (``served_bundle``).
 
 Each bundle serves the router that router training chose for its portfolio (the ``router_selection``
-record: the router, where it routes and why) and holds one portfolio, its router and every corpus
-index its service searches. ``answering_evaluation`` answers each dataset from its dataset's
+record: the router, where it routes and why; :func:`served_routers` finds it among the
+``trained_routers``) and holds one portfolio, its router and every corpus index its service searches. ``answering_evaluation`` answers each dataset from its dataset's
 bundle, and ``bentoml serve`` and the MLflow model load ``router_training.bundle.portfolio``'s: what
 is evaluated is what is served. It reads the settings the choice was made under, ``router_training.bundle``
-(:class:`~ragfolio.bundle_params.BundleParams`); router training validated the rest of that block.
+(:class:`~ragfolio.bundle_params.BundleParams`), and no other parameter.
 It reads router training's outputs only: the test report (``router_metrics``, router evaluation's)
 is not needed to package, so the bundle records what the choice was made on, not test numbers.
 """
@@ -14,11 +14,11 @@ is not needed to package, so the bundle records what the choice was made on, not
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from ragfolio.bundle_params import BundleParams
 from ragfolio.core.bundle import PortfolioBundle
-from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
@@ -26,7 +26,8 @@ from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.core.routing.judging.evaluation import RoutingComparison
 from ragfolio.core.routing.judging.served import served_choice
-from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_corpus
+from ragfolio.core.routing.judging.splits import TrainedRouters
+from ragfolio.core.scoring.runners import CorpusRunners, ScoredPool, served_corpus
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.system.bundle_indexes import with_indexes
@@ -40,38 +41,66 @@ def _member_index(members: list[int], candidate: int) -> int:
     return members.index(candidate) if candidate in members else 0
 
 
+@dataclass(frozen=True)
+class ServedRouter:
+    """What a portfolio's bundle serves: router training's ``choice`` and the fitted ``router`` it names."""
+
+    choice: RouterChoice
+    router: RouterProtocol
+
+
+def served_routers(
+    portfolios: Portfolios, router_selection: RouterSelection, trained_routers: TrainedRouters, bundle: dict[str, Any],
+) -> dict[str, ServedRouter]:
+    """Per portfolio key, the router router training chose for it (``served_routers``), among those it
+    trained by kind (:meth:`~ragfolio.core.routing.judging.splits.TrainedRouters.by_kind`).
+
+    Raises:
+        ValueError: No router was chosen for a portfolio, it was chosen under another ``bundle.router``
+            than this one, or it was not trained for the portfolio.
+    """
+    settings, by_kind, out = BundleParams(**bundle), trained_routers.by_kind(), {}
+    for key in portfolios.keys:
+        if (choice := router_selection.choices.get(key)) is None:
+            raise ValueError(f"router training chose no router for portfolio {key!r} (it chose for "
+                             f"{sorted(router_selection.choices)}): rerun router_training")
+        if choice.requested != settings.router:  # the setting changed after router training chose
+            raise ValueError(f"router_training.bundle.router={settings.router!r}, but router training chose under "
+                             f"{choice.requested!r}: rerun router_training")
+        if key not in (trained := by_kind.get(choice.router, {})):
+            raise ValueError(f"no {choice.router} router was trained for portfolio {key!r}")
+        out[key] = ServedRouter(choice, trained[key])
+    return out
+
+
 def build_bundles(
-    corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios, router_selection: RouterSelection,
-    routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
-    dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures, pool_settings: PoolSettings,
-    cache: ArrayCache, params: dict[str, Any],
+    scored_pool: ScoredPool, portfolios: Portfolios, served_routers: dict[str, ServedRouter],
+    dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures, bundle: dict[str, Any],
 ) -> dict[str, PortfolioBundle]:
     """One bundle per portfolio key (:func:`build_bundle`), the served portfolio's first.
 
     Raises:
         ValueError: ``bundle.portfolio`` is no portfolio, or a bundle cannot be built (:func:`build_bundle`).
     """
-    settings = BundleParams(**(params.get("bundle") or {}))  # the block router training chose under
+    settings = BundleParams(**bundle)  # the block router training chose under
     if settings.portfolio not in portfolios.keys:
         raise ValueError(f"router_training.bundle.portfolio={settings.portfolio!r} is not one of {sorted(portfolios.keys)}")
     keys = [settings.portfolio, *(k for k in portfolios.keys if k != settings.portfolio)]
-    runners = CorpusRunners(corpora, cache.reader(), pool_settings)
-    specs = [CandidateSpec.from_record(c) for c in candidates]  # parsed once for every bundle
-    return {key: build_bundle(key, settings, corpora, specs, portfolios, router_selection, routers,
-                              retrieval_routers, dev_router_comparison, router_features, runners)
+    runners = scored_pool.runners(read_only=True)
+    return {key: build_bundle(key, settings, scored_pool.corpora, list(scored_pool.candidates), portfolios,
+                              served_routers[key], dev_router_comparison, router_features, runners)
             for key in keys}
 
 
-def served_bundle(bundles: dict[str, PortfolioBundle], params: dict[str, Any]) -> PortfolioBundle:
+def served_bundle(bundles: dict[str, PortfolioBundle], bundle: dict[str, Any]) -> PortfolioBundle:
     """The bundle ``bentoml serve`` and the MLflow model load: ``router_training.bundle.portfolio``'s."""
-    return bundles[BundleParams(**(params.get("bundle") or {})).portfolio]
+    return bundles[BundleParams(**bundle).portfolio]
 
 
 def build_bundle(
     key: str, settings: BundleParams, corpora: Corpora, specs: list[CandidateSpec], portfolios: Portfolios,
-    router_selection: RouterSelection, routers: dict[str, RouterProtocol],
-    retrieval_routers: dict[str, dict[str, RouterProtocol]], dev_router_comparison: dict[str, RoutingComparison],
-    router_features: RouterFeatures, runners: CorpusRunners,
+    served: ServedRouter, dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures,
+    runners: CorpusRunners,
 ) -> PortfolioBundle:
     """Portfolio ``key`` and its router over the corpus its datasets retrieved from.
 
@@ -84,39 +113,30 @@ def build_bundle(
     the one ``router_selection.choices`` holds for the portfolio (``bundle.router``: ``auto`` chose
     it on dev or validation values of train questions, or it was named), routing at its
     ``routed_ls`` with its ``default_l`` (the smallest routed l, else ``bundle.default_l``; a choice
-    recorded before it held one: ``bundle.default_l``): the learned one of ``routers`` (query features only), or one of
-    ``retrieval_routers`` (by kind: ``pre_retrieval``, ``post_retrieval`` and a user's servable
-    routers; the bundle's ``routing`` carries the retrieval featurizer). ``selection.served_router``
+    recorded before it held one: ``bundle.default_l``): ``served``, the learned one (query features only)
+    or another servable router (``pre_retrieval``, ``post_retrieval``, a user's; the bundle's
+    ``routing`` carries the retrieval featurizer). ``selection.served_router``
     records the choice, its reason, the values and dev evidence compared, and the router's dev
     best-of-l as served (``dev_router_comparison``; :func:`~ragfolio.core.routing.judging.served.served_choice`);
     its test numbers are in the router report, which packaging does not read. The bundle carries every corpus
     index its service searches, built here once (:func:`~ragfolio.core.system.bundle_indexes.with_indexes`).
 
     Raises:
-        ValueError: ``bundle.default_l`` is above its k, no router was chosen (under ``bundle.router``)
-            or trained for it.
+        ValueError: ``bundle.default_l`` is above its k.
     """
     sel = portfolios.selection(key)
     members = [specs[i] for i in portfolios.members(key)]
     if settings.default_l > len(members):
         raise ValueError(f"router_training.bundle.default_l={settings.default_l} is above portfolio {key!r}'s "
                          f"k={len(members)}: set it to at most {len(members)}")
-    if (choice := router_selection.choices.get(key)) is None:
-        raise ValueError(f"router training chose no router for portfolio {key!r} (it chose for "
-                         f"{sorted(router_selection.choices)}): rerun router_training")
-    if choice.requested != settings.router:  # the setting changed after router training chose
-        raise ValueError(f"router_training.bundle.router={settings.router!r}, but router training chose under "
-                         f"{choice.requested!r}: rerun router_training")
-    served = {"learned": routers, **retrieval_routers}.get(choice.router, {})
-    if key not in served:
-        raise ValueError(f"no {choice.router} router was trained for portfolio {key!r}")
+    choice = served.choice
     encoders = list(dict.fromkeys([*encoders_used(members), *router_features.encoders]))
     names = corpora.names_for(corpora.datasets if key == ALL else [key])
     corpus, embeddings = served_corpus(runners, names, encoders)
     dev = dev_router_comparison[key].dev_report() if key in dev_router_comparison else None
     selection = _selection_record(key, portfolios, corpora, choice, dev, settings, runners.settings.num_docs)
     bundle = PortfolioBundle(
-        name=key, corpus=corpus, members=members, router=served[key], scoring=runners.settings.served(),
+        name=key, corpus=corpus, members=members, router=served.router, scoring=runners.settings.served(),
         routing=router_features,
         embeddings=embeddings, default_l=choice.served_default_l(settings.default_l), routed_ls=choice.routed_ls,
         single_best=_member_index(portfolios.members(key), sel.single_best), selection=selection,

@@ -10,6 +10,7 @@ from ragfolio.pipelines.router_training.retrieval_nodes import (
     routing_selection,
     train_retrieval_routers,
 )
+from ragfolio.stage_records import scored_pool_node, trained_routers_node
 
 ROWS = {
     "router_inputs": "router_inputs",
@@ -37,12 +38,12 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 outputs="router_inputs",
                 name="build_query_features",
             ),
+            scored_pool_node(),
             node(
                 build_retrieval_features,
                 inputs={
-                    "questions": "questions", "corpora": "corpora", "candidates": "candidates",
-                    "utility_index": "utility_index", "portfolios": "portfolios", "pool_settings": "pool_settings",
-                    "params": "params:router_training", "cache": "retrieval_cache",
+                    "questions": "questions", "utility_index": "utility_index", "portfolios": "portfolios",
+                    "scored_pool": "scored_pool", "params": "params:router_training",
                 },
                 outputs=["retrieval_inputs", "retrieval_feature_cost"],
                 name="build_retrieval_features",
@@ -57,21 +58,18 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 outputs="retrieval_routers",
                 name="train_retrieval_routers",
             ),
+            trained_routers_node(),
             node(
                 compare_on_dev,
-                inputs={
-                    **ROWS, "retrieval_inputs": "retrieval_inputs", "routers": "routers",
-                    "retrieval_routers": "retrieval_routers",
-                },
+                inputs={**ROWS, "retrieval_inputs": "retrieval_inputs", "trained_routers": "trained_routers"},
                 outputs="dev_router_comparison",
                 name="compare_on_dev",
             ),
             node(  # the do-no-harm rule's evidence: routed unions against the single best, same passages
                 judge_on_dev,
                 inputs={
-                    "dev_comparison": "dev_router_comparison", "questions": "questions", "corpora": "corpora",
-                    "candidates": "candidates", "utility_index": "utility_index", "portfolios": "portfolios",
-                    "pool_settings": "pool_settings", "cache": "retrieval_cache",
+                    "dev_comparison": "dev_router_comparison", "questions": "questions", "utility_index": "utility_index",
+                    "portfolios": "portfolios", "scored_pool": "scored_pool",
                 },
                 outputs="dev_same_budget",
                 name="judge_on_dev",
@@ -79,9 +77,8 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(
                 routing_selection,
                 inputs={
-                    "routers": "routers", "retrieval_routers": "retrieval_routers",
-                    "dev_comparison": "dev_router_comparison", "params": "params:router_training",
-                    "dev_same_budget": "dev_same_budget",
+                    "trained_routers": "trained_routers", "dev_comparison": "dev_router_comparison",
+                    "params": "params:router_training", "dev_same_budget": "dev_same_budget",
                 },
                 outputs="router_selection",
                 name="routing_selection",

@@ -4,7 +4,7 @@ see the retrieval (``pre_retrieval``, ``post_retrieval``) and any a user registe
 ``retrieval_routers`` mapping ``{router kind: {portfolio: router}}``.
 
 Features of the shared first stage (per dataset) and of each portfolio member's results (per
-portfolio and dataset) are computed from the pool runners built from ``pool_settings``, in blocks
+portfolio and dataset) are computed from the pool runners of the ``scored_pool`` record, in blocks
 of ``retrieval_routing.query_block_size`` questions: with candidate scoring's block size the
 rankings come from the retrieval cache it filled, so the features cost only their arithmetic.
 """
@@ -18,20 +18,16 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.list_judgements import ListJudge
 from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_tests
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection, choose_router
-from ragfolio.core.routing.judging.evaluation import RoutingComparison, route_all
-from ragfolio.core.routing.judging.splits import RoutersByKind, query_split, retrieval_split, routers_of
+from ragfolio.core.routing.judging.evaluation import RoutingComparison, dev_baselines, route_all
+from ragfolio.core.routing.judging.splits import RoutersByKind, TrainedRouters, query_split, retrieval_split, routers_of
 from ragfolio.core.routing.registry import make_router, members_ran, servable_names
 from ragfolio.core.routing.routers.learned import SWITCH_MARGINS, Router
-from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
+from ragfolio.core.scoring.runners import ScoredPool
 from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, row_questions, split_questions
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.timings import Stopwatch
@@ -41,9 +37,8 @@ logger = logging.getLogger(__name__)
 
 
 def build_retrieval_features(
-    questions: list[dict[str, Any]], corpora: Corpora, candidates: list[dict[str, Any]],
-    utility_index: UtilityIndex, portfolios: Portfolios, pool_settings: PoolSettings,
-    params: dict[str, Any], cache: ArrayCache,
+    questions: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios, scored_pool: ScoredPool,
+    params: dict[str, Any],
 ) -> tuple[RetrievalInputs, dict[str, Any]]:
     """Retrieval features of every utility-matrix row, in row order (``retrieval_inputs``), and what
     computing them cost (``retrieval_feature_cost``, a timings file: ``08_reporting/timings/``).
@@ -56,9 +51,8 @@ def build_retrieval_features(
     """
     p = RouterTrainingParams(**params)
     r = p.retrieval_routing
-    runners = CorpusRunners(corpora, cache, pool_settings)
-    featurizer = p.retrieval_features(pool_settings.cross_encoder).featurizer(pool_settings.num_docs)
-    specs = [CandidateSpec.from_record(c) for c in candidates]
+    runners, specs, settings = scored_pool.runners(), scored_pool.candidates, scored_pool.settings
+    featurizer = p.retrieval_features(settings.cross_encoder).featurizer(settings.num_docs)
     names = {"first_stage": featurizer.first_stage_names(), "members": featurizer.member_names()}
     clock, n_queries, n_member_rows = Stopwatch(), 0, 0
     first: dict[str, npt.NDArray[np.float32]] = {}
@@ -121,16 +115,13 @@ def train_retrieval_routers(
     return out
 
 
-DEV_BASELINES = ("top_average", "greedy_prefix", "oracle")  # what a dev comparison routes beside the served routers
-
-
 def compare_on_dev(
     router_inputs: dict[str, Features], retrieval_inputs: RetrievalInputs, utility_matrices: dict[str, np.ndarray],
-    utility_index: UtilityIndex, portfolios: Portfolios, routers: dict[str, RouterProtocol],
-    retrieval_routers: RoutersByKind,
+    utility_index: UtilityIndex, portfolios: Portfolios, trained_routers: TrainedRouters,
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with dev questions (``data_prep.dev_fraction``): the routers that can be served
-    and the fixed baselines (:data:`DEV_BASELINES`, fitted on train), routing its dev questions.
+    and the fixed baselines (:func:`~ragfolio.core.routing.judging.evaluation.dev_baselines`,
+    fitted on train), routing its dev questions.
 
     This is what ``bundle.router: auto`` chooses by and what the report's ``dev`` block shows; the
     test questions are not read.
@@ -143,18 +134,18 @@ def compare_on_dev(
         members = portfolios.members(key)
         train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
         baselines = {name: make_router(name).fit(train.inputs, train.utilities, sel.portfolio)
-                     for name in DEV_BASELINES}
+                     for name in dev_baselines()}
         dev_queries = query_split(router_inputs, utility_matrices, utility_index, key, members, "dev")
-        picks = {**route_all({"learned": routers[key]}, dev_queries),  # the learned router reads query features only
-                 **route_all({**routers_of(retrieval_routers, key), **baselines}, dev)}
+        learned = trained_routers.learned[key]  # it reads query features only
+        picks = {**route_all({learned.name: learned}, dev_queries),
+                 **route_all({**routers_of(trained_routers.retrieval, key), **baselines}, dev)}
         out[key] = RoutingComparison(picks, dev.utilities)
     return out
 
 
 def judge_on_dev(
-    dev_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], corpora: Corpora,
-    candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
-    pool_settings: PoolSettings, cache: ArrayCache,
+    dev_comparison: dict[str, RoutingComparison], questions: list[dict[str, Any]], utility_index: UtilityIndex,
+    portfolios: Portfolios, scored_pool: ScoredPool,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per portfolio with dev questions, per servable router: the dev same-budget test at l = 1..k
     (``dev_same_budget``), the evidence the do-no-harm rule of ``bundle.router: auto`` reads
@@ -167,14 +158,14 @@ def judge_on_dev(
         the family is fixed before the choice) at every l one family under Holm's step-down, each
         with its interval at its Holm level (:func:`~ragfolio.core.routing.judging.budget.same_budget_tests`).
     """
-    runners, specs = CorpusRunners(corpora, cache, pool_settings), [CandidateSpec.from_record(c) for c in candidates]
+    runners, specs = scored_pool.runners(), scored_pool.candidates
     out: dict[str, dict[str, dict[str, Any]]] = {}
     servable = servable_names()
     for key, comparison in dev_comparison.items():
         sel = portfolios.selection(key)
         members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
         devs = {d: split_questions(questions, utility_index, d, "dev") for d in datasets_of(utility_index, key)}
-        runs = BudgetRuns.concatenate([BudgetRuns.retrieve(runners, corpora.name_for(d), qs, members, single)
+        runs = BudgetRuns.concatenate([BudgetRuns.retrieve(runners, scored_pool.corpora.name_for(d), qs, members, single)
                                        for d, qs in devs.items() if qs])
         routers = {name: picks for name, picks in comparison.picks.items() if name in servable}
         out[key] = same_budget_tests(runs, routers, range(1, portfolios.k + 1))
@@ -191,8 +182,7 @@ def dev_values(comparison: RoutingComparison) -> dict[str, dict[str, float]]:
 
 
 def routing_selection(
-    routers: dict[str, RouterProtocol], retrieval_routers: RoutersByKind,
-    dev_comparison: dict[str, RoutingComparison], params: dict[str, Any],
+    trained_routers: TrainedRouters, dev_comparison: dict[str, RoutingComparison], params: dict[str, Any],
     dev_same_budget: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> RouterSelection:
     """What validation on train questions chose per portfolio and router, and which router each
@@ -211,10 +201,11 @@ def routing_selection(
     bundle = RouterTrainingParams(**params).bundle
     validation: dict[str, dict[str, Any]] = {}  # per portfolio
     choices: dict[str, RouterChoice] = {}
-    for key, learned in routers.items():
+    retrieval_routers, by_kind = trained_routers.retrieval, trained_routers.by_kind()
+    for key, learned in trained_routers.learned.items():
         entry: dict[str, Any] = {}
         if isinstance(learned, Router):
-            entry["learned"] = {"fallback": learned.switch_margin_ >= max(SWITCH_MARGINS),
+            entry[learned.name] = {"fallback": learned.switch_margin_ >= max(SWITCH_MARGINS),
                                 "val_best_of_1": learned.val_routed_best_of_1_,
                                 "val_best_of_1_top_scored": learned.val_best_of_1_,
                                 "val_default": learned.val_default_, "switch_margin": learned.switch_margin_}
@@ -225,8 +216,8 @@ def routing_selection(
             for name, values in dev_values(dev_comparison[key]).items():
                 entry[name] = {**entry.get(name, {}), **values}
         validation[key] = entry
-        k = len(routers[key].members_)
-        ran = {LEARNED: 1} | {kind: members_ran(trained[key], 1, k) for kind, trained in retrieval_routers.items()}
+        k = len(learned.members_)
+        ran = {kind: members_ran(trained[key], 1, k) for kind, trained in by_kind.items()}
         choices[key] = choose_router(entry, bundle.router, evidence=(dev_same_budget or {}).get(key),
                                      ls=tuple(range(1, k + 1)), members_ran=ran, max_members_run=bundle.max_members_run,
                                      default_l=bundle.default_l)

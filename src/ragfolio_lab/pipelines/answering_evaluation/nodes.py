@@ -23,6 +23,7 @@ from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.running.pool_runner import BASE_VERSION, COMPLETION_VERSION, PoolRunner
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
+from ragfolio.core.routing.judging.splits import TrainedRouters
 from ragfolio.core.routing.online import OnlineRetrievalRouting
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.system.routed_system import RoutedSystem
@@ -177,15 +178,14 @@ def _retrieval_routings(
 
 def answer_test_questions(
     questions: list[dict[str, Any]], utility_index: UtilityIndex, bundles: Mapping[str, PortfolioBundle],
-    routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
-    answer_store: AnswerStore, params: dict[str, Any],
+    trained_routers: TrainedRouters, answer_store: AnswerStore, params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
 
     Each dataset is answered from its own bundle (packaging's ``bundles``: the portfolio, its
     served router, the corpus it retrieved from and its indexes, as ``bentoml serve`` would load
     it), so ``served_l<l>`` is by construction what the service answers with; the other routers
-    (``routers``, ``retrieval_routers``) route over the same members and runner. Every system
+    (``trained_routers``: the learned ones and the retrieval routers) route over the same members and runner. Every system
     computes its own query parts with cold caches, in the order ``system_order`` gives per
     question. A question whose records the ``answer_store`` holds under the same settings is not
     answered again; new ones are stored as each question ends.
@@ -203,7 +203,8 @@ def answer_test_questions(
     if unknown := set(p.datasets or []) - set(datasets):
         raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a bundle "
                          f"{sorted(datasets)}")
-    trained = retrieval_routers if p.retrieval_routers else {}
+    routers = trained_routers.learned
+    trained = trained_routers.retrieval if p.retrieval_routers else {}
     rows: list[dict[str, Any]] = []
     orders: dict[str, Any] = {}
     for dataset in datasets:

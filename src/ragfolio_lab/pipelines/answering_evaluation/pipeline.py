@@ -3,6 +3,7 @@ from typing import Any
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.core.timings import split_row_timings
+from ragfolio.stage_records import trained_routers_node
 from ragfolio_lab.pipelines.answering_evaluation.nodes import answer_test_questions
 from ragfolio_lab.pipelines.answering_evaluation.report import (
     em_vs_tokens_table,
@@ -16,14 +17,14 @@ from ragfolio_lab.pipelines.answering_evaluation.report import (
 def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
+            trained_routers_node(),
             node(
                 answer_test_questions,
                 inputs={
                     "questions": "questions",
                     "utility_index": "utility_index",
                     "bundles": "bundles",  # packaging's: each dataset answers as its bundle serves
-                    "routers": "routers",
-                    "retrieval_routers": "retrieval_routers",
+                    "trained_routers": "trained_routers",  # the other routers, each routing over the same members
                     "answer_store": "answer_store",
                     "params": "params:answering_evaluation",
                 },

@@ -1,10 +1,14 @@
 """Nodes of ``router_evaluation``: every router on the test questions, and the router report.
 
-It reads what ``router_training`` wrote (the routers, their inputs, the dev routings and the
-``router_selection`` record) and routes each portfolio's test questions: the learned router beside
-every ablation (:func:`compare_on_test`), then the paper router (``paper_comparison``) and the
-routers that see the retrieval (``retrieval_comparison``), then :func:`evaluate_routers` writes
-``router_metrics``. Runners are built from candidate scoring's ``pool_settings``.
+It reads what ``router_training`` wrote (the routers, their inputs as one ``routing_rows`` record,
+the dev routings and the ``router_selection`` record) and routes each portfolio's test questions:
+the learned router beside every ablation (:func:`compare_on_test`), then the paper router
+(``paper_comparison``) and the routers that see the retrieval (``retrieval_comparison``). The report
+is written in parts: the same-budget check of the test routings (:func:`same_budget_on_test`, from
+runners built of the ``scored_pool`` record), each portfolio's entry (:func:`portfolio_reports`),
+what the routers' features are and cost (:func:`router_feature_report`), then :func:`evaluate_routers`
+puts them together as ``router_metrics``. It reads ``seed``, ``logistic_c``, ``encoders`` and ``bundle`` of
+``router_training``'s parameters, each on its own, and the lab's ``paper_router``.
 """
 
 from __future__ import annotations
@@ -13,23 +17,17 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.retrieval.pool import CandidateSpec
-from ragfolio.core.routing.base import RouterProtocol
-from ragfolio.core.routing.features.query_features import Features
+from ragfolio.bundle_params import BundleParams
+from ragfolio.core.routing.base import LEARNED, RouterProtocol
 from ragfolio.core.routing.features.retrieval_features import RetrievalInputs
 from ragfolio.core.routing.judging.budget import BudgetRuns, same_budget_comparison, same_budget_recall
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.core.routing.judging.evaluation import RoutingComparison, compare_routers, gap_closed, report_order
 from ragfolio.core.routing.judging.served import served_entry
-from ragfolio.core.routing.judging.splits import query_split
+from ragfolio.core.routing.judging.splits import RoutingRows
 from ragfolio.core.routing.registry import servable_names
-from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings
-from ragfolio.core.scoring.utility_index import ALL, UtilityIndex, datasets_of, split_questions
-from ragfolio.core.selection.portfolios import Portfolios
+from ragfolio.core.scoring.runners import ScoredPool
+from ragfolio.core.scoring.utility_index import ALL, datasets_of, split_questions
 from ragfolio.core.stats import interval_text
 from ragfolio.router_params import RouterTrainingParams
 from ragfolio_lab.judging.headroom import headroom
@@ -39,31 +37,87 @@ logger = logging.getLogger(__name__)
 
 
 def compare_on_test(
-    router_inputs: dict[str, Features], utility_matrices: dict[str, np.ndarray], utility_index: UtilityIndex,
-    portfolios: Portfolios, routers: dict[str, RouterProtocol], params: dict[str, Any],
+    routing_rows: RoutingRows, routers: dict[str, RouterProtocol], seed: int, logistic_c: float,
 ) -> dict[str, RoutingComparison]:
     """Per portfolio with test questions: the learned router and every ablation on them
-    (``query_router_comparison``; the paper router is added after, by ``compare_paper_routers``)."""
-    p = RouterTrainingParams(**params)
+    (``query_router_comparison``; the paper router is added after, by ``compare_paper_routers``),
+    the random ablation seeded with ``router_training.seed``, the logistic one at ``router_training.logistic_c``."""
+    p = RouterTrainingParams(seed=seed, logistic_c=logistic_c)  # checked as router training checks them
     out = {}
-    for key in portfolios.keys:
-        members = portfolios.members(key)
-        test = query_split(router_inputs, utility_matrices, utility_index, key, members, "test")
+    for key in routing_rows.portfolios.keys:
+        test = routing_rows.query_split(key, "test")
         if len(test.utilities):
-            train = query_split(router_inputs, utility_matrices, utility_index, key, members, "train")
+            train = routing_rows.query_split(key, "train")
             out[key] = compare_routers(routers[key], train, test, seed=p.seed, logistic_c=p.logistic_c)
     return out
 
-def evaluate_routers(
-    router_comparison: dict[str, RoutingComparison], dev_comparison: dict[str, RoutingComparison],
-    questions: list[dict[str, Any]], corpora: Corpora,
-    candidates: list[dict[str, Any]], utility_index: UtilityIndex, portfolios: Portfolios,
-    pool_settings: PoolSettings, router_selection: RouterSelection, retrieval_inputs: RetrievalInputs,
-    cache: ArrayCache, params: dict[str, Any] | None = None, universal_routing: UniversalRouting | None = None,
-    paper_encoders: dict[str, Any] | None = None, cascade_curves: dict[str, dict[str, Any]] | None = None,
-    retrieval_feature_cost: Mapping[str, Any] | None = None, paper_block_cost: Mapping[str, Any] | None = None,
+
+def same_budget_on_test(
+    router_comparison: dict[str, RoutingComparison], router_selection: RouterSelection,
+    questions: list[dict[str, Any]], routing_rows: RoutingRows, scored_pool: ScoredPool,
+) -> dict[str, dict[str, Any]]:
+    """Per portfolio with test questions, the same-budget check of its test routings (``test_same_budget``):
+    ``same_budget`` of the learned router's routed unions, and for the router router training chose
+    (when the comparison holds it) ``chosen_router`` and ``chosen_same_budget``."""
+    runners, specs, portfolios = scored_pool.runners(), scored_pool.candidates, routing_rows.portfolios
+    out: dict[str, dict[str, Any]] = {}
+    for key, comparison in router_comparison.items():
+        sel = portfolios.selection(key)
+        members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
+        tests = {d: split_questions(questions, routing_rows.utility_index, d, "test")
+                 for d in datasets_of(routing_rows.utility_index, key)}
+        runs = BudgetRuns.concatenate([BudgetRuns.retrieve(runners, scored_pool.corpora.name_for(d), qs, members, single)
+                                       for d, qs in tests.items()])
+        out[key] = {"same_budget": same_budget_recall(runs, comparison.picks[LEARNED])}
+        if (choice := router_selection.choices.get(key)) is not None and choice.router in comparison.picks:
+            out[key]["chosen_router"] = choice.to_dict()
+            out[key]["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[choice.router])
+    return out
+
+
+def portfolio_reports(
+    router_comparison: dict[str, RoutingComparison], test_same_budget: dict[str, dict[str, Any]],
+    dev_comparison: dict[str, RoutingComparison], router_selection: RouterSelection,
+    cascade_curves: dict[str, dict[str, Any]] | None = None, universal_routing: UniversalRouting | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Each portfolio's report entry on its test questions (``portfolio_reports``): ``n_test``, every
+    router's entry (:meth:`~ragfolio.core.routing.judging.evaluation.RoutingComparison.report`), the
+    same-budget check (``test_same_budget``), ``dev`` where it has dev questions, ``cascade_curve``,
+    ``paper_universal``, then :func:`_with_headroom`'s additions (:func:`evaluate_routers` adds the members)."""
+    out = {}
+    for key, comparison in router_comparison.items():
+        entry = {"n_test": len(comparison.utilities), **comparison.report(), **test_same_budget[key]}
+        if key in dev_comparison:
+            entry["dev"] = dev_comparison[key].dev_report()
+        if key in (cascade_curves or {}):
+            entry["cascade_curve"] = cascade_curves[key]  # type: ignore[index]
+        if universal_routing is not None and key != ALL and key in universal_routing.picks:
+            entry["paper_universal"] = judge_universal(universal_routing, key, comparison)
+        out[key] = _with_headroom(entry, comparison, router_selection.validation.get(key, {}))
+    return out
+
+
+def router_feature_report(
+    retrieval_inputs: RetrievalInputs, retrieval_feature_cost: Mapping[str, Any] | None = None,
+    paper_encoders: dict[str, Any] | None = None, paper_block_cost: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``).
+    """What the routers read and what it costs (``router_feature_report``): ``retrieval_features``, the
+    retrieval features' names (``retrieval_inputs``) and cost (``retrieval_feature_cost``, measured by
+    router training; none when its timings file is absent), and with ``paper_router``
+    set, ``paper_router``: its query blocks and what each costs a query (``paper_block_cost``)."""
+    out: dict[str, Any] = {"retrieval_features": {"names": retrieval_inputs.names, **(retrieval_feature_cost or {})}}
+    if paper_encoders:
+        out["paper_router"] = {**paper_encoders, **(paper_block_cost or {})}
+    return out
+
+
+def evaluate_routers(
+    portfolio_reports: dict[str, dict[str, Any]], routing_rows: RoutingRows, scored_pool: ScoredPool,
+    router_selection: RouterSelection, router_feature_report: dict[str, Any], bundle: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Best-of-l of every router per portfolio, gap closed, and the same-budget check (``router_metrics``):
+    ``k``, ``num_docs``, the ``corpus`` retrieved from (or the per-dataset corpora), each portfolio's
+    entry (``portfolio_reports``, its ``members`` second), ``router_feature_report``'s parts and ``served``.
 
     ``served`` names the router the bundle serves (``router_training.bundle``: its portfolio, the
     router :func:`~ragfolio.core.routing.judging.choice.choose_router` picked and why, the validation values
@@ -81,56 +135,28 @@ def evaluate_routers(
     (``router_selection``). Where the portfolio has dev questions, ``dev`` holds the servable
     routers' and the baselines' best-of-l there, their gap closed and intervals minus the single
     best member (what ``auto`` chose by); every other number is on test.
-    ``retrieval_features`` names the retrieval features (``retrieval_inputs``) and their cost
-    (``retrieval_feature_cost``, measured by router training; none when its timings file is absent).
-    The report's ``corpus`` names the corpus (or per-dataset corpora) retrieved from.
-    With ``router_training.paper_router`` set, ``paper_router`` names its query blocks and what each
-    costs a query (``cost``: ``paper_block_cost``, split off into the timings file again), and with
-    its ``universal`` each dataset's entry has ``paper_universal``, the router trained over every dataset's train
-    questions (:func:`~ragfolio_lab.routers.universal.judge_universal`).
+    With ``paper_router.universal``, each dataset's entry has ``paper_universal``, the
+    router trained over every dataset's train questions (:func:`~ragfolio_lab.routers.universal.judge_universal`).
     With a cascade router, each portfolio's ``cascade_curve`` is its test best-of-1 at m = 1..k
     members run (``cascade_curves``; its best-of-l at the m chosen is its entry like any router's).
     """
-    p = RouterTrainingParams(**(params or {}))
-    runners, specs = CorpusRunners(corpora, cache, pool_settings), [CandidateSpec.from_record(c) for c in candidates]
-    choices = router_selection.choices
+    portfolios = routing_rows.portfolios
     report: dict[str, Any] = {
-        "k": portfolios.k, "num_docs": pool_settings.num_docs, "corpus": corpora.describe(), "datasets": {},
-        "retrieval_features": {"names": retrieval_inputs.names, **(retrieval_feature_cost or {})},
+        "k": portfolios.k, "num_docs": scored_pool.settings.num_docs, "corpus": scored_pool.corpora.describe(),
+        "datasets": {key: {"n_test": entry["n_test"], "members": portfolios.selection(key).portfolio, **entry}
+                     for key, entry in portfolio_reports.items()},
+        **router_feature_report,
     }
-    for key, comparison in router_comparison.items():
-        sel = portfolios.selection(key)
-        members, single = [specs[i] for i in portfolios.members(key)], specs[sel.single_best]
-        tests = {d: split_questions(questions, utility_index, d, "test") for d in datasets_of(utility_index, key)}
-        runs = BudgetRuns.concatenate(
-            [BudgetRuns.retrieve(runners, corpora.name_for(d), qs, members, single) for d, qs in tests.items()])
-        entry = {
-            "n_test": len(comparison.utilities), "members": sel.portfolio, **comparison.report(),
-            "same_budget": same_budget_recall(runs, comparison.picks["learned"]),
-        }
-        if (choice := choices.get(key)) is not None and choice.router in comparison.picks:
-            entry["chosen_router"] = choice.to_dict()
-            entry["chosen_same_budget"] = same_budget_comparison(runs, comparison.picks[choice.router])
-        if key in dev_comparison:
-            entry["dev"] = dev_comparison[key].dev_report()
-        if key in (cascade_curves or {}):
-            entry["cascade_curve"] = cascade_curves[key]  # type: ignore[index]
-        if universal_routing is not None and key != ALL and key in universal_routing.picks:
-            entry["paper_universal"] = judge_universal(universal_routing, key, comparison)
-        report["datasets"][key] = _with_headroom(entry, comparison, router_selection.validation.get(key, {}))
-    if paper_encoders:
-        report["paper_router"] = {**paper_encoders, **(paper_block_cost or {})}
-    report["served"] = _served(report, p, choices)
+    report["served"] = _served(report, BundleParams(**(bundle or {})), router_selection.choices)
     _log_summary(report)
     return report
 
-def _served(report: dict[str, Any], p: RouterTrainingParams, choices: Mapping[str, RouterChoice]) -> dict[str, Any] | None:
+def _served(report: dict[str, Any], bundle: BundleParams, choices: Mapping[str, RouterChoice]) -> dict[str, Any] | None:
     """What the bundle serves (its portfolio's chosen router) and what the report measured of it on test."""
-    key = p.bundle.portfolio
-    if (choice := choices.get(key)) is None:
+    if (choice := choices.get(bundle.portfolio)) is None:
         return None
-    return served_entry(key, choice, report["datasets"].get(key, {}), default_l=p.bundle.default_l,
-                        num_docs=report["num_docs"], corpus=report["corpus"])
+    return served_entry(bundle.portfolio, choice, report["datasets"].get(bundle.portfolio, {}),
+                        default_l=bundle.default_l, num_docs=report["num_docs"], corpus=report["corpus"])
 
 def _with_headroom(entry: dict[str, Any], comparison: RoutingComparison, selection: Mapping[str, Any]) -> dict[str, Any]:
     """``entry`` with every router's gap closed at l = 1, the retrieval routers' summary scalars,
@@ -190,5 +216,8 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 def routed(entry: dict[str, Any]) -> list[str]:
-    """The routers of a report entry, in report order (the retrieval routers after the ablations)."""
-    return [name for name in report_order("paper", "paper_universal") if name in entry]
+    """The routers of a report entry (its keys holding a ``best_of_l`` curve), in report order: the compared
+    routers, the others it holds (the paper's), then the servable ones (:func:`~ragfolio.core.routing.judging.evaluation.report_order`)."""
+    curves = [name for name, value in entry.items() if isinstance(value, dict) and "best_of_l" in value]
+    servable = servable_names()
+    return [name for name in report_order(*(n for n in curves if n not in servable)) if name in curves]

@@ -17,7 +17,6 @@ from ragfolio.core.routing.features.query_features import Features
 from ragfolio.core.routing.features.router_features import RouterFeatures
 from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions
-from ragfolio.router_params import RouterTrainingParams
 from ragfolio_lab.routers.paper_encoders import (
     PAPER_ENCODERS,
     block_identity,
@@ -38,7 +37,7 @@ def _own_blocks(paper: PaperRouterParams, router_features: RouterFeatures) -> li
 
 def build_paper_blocks(
     questions: list[dict[str, Any]], utility_index: UtilityIndex, pool_settings: PoolSettings,
-    router_features: RouterFeatures, paper_router: dict[str, Any] | None, params: dict[str, Any], cache: ArrayCache,
+    router_features: RouterFeatures, paper_router: dict[str, Any] | None, cache: ArrayCache,
 ) -> tuple[dict[str, Features], dict[str, Any], dict[str, Any]]:
     """The paper router's own query blocks of every utility-matrix row, per dataset, in row order
     (``paper_query_blocks``), what its blocks are (``paper_encoders``) and what they cost
@@ -53,7 +52,7 @@ def build_paper_blocks(
     Raises:
         ImportError: A block's package is missing (one line naming what to install), before any encoding.
     """
-    paper = paper_router_params(paper_router, RouterTrainingParams(**params).encoders)
+    paper = paper_router_params(paper_router, router_features.encoders)
     if paper is None:
         return {}, {}, {}
     own = _own_blocks(paper, router_features)

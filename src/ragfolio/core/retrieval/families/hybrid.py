@@ -1,7 +1,8 @@
 """``hybrid``: the shared ``bm25`` and ``dense:<encoder>`` bases fused by weighted RRF or scores.
 
 ``weight`` is the dense side's weight (BM25 gets ``1 - weight``); ``rrf_k`` is the RRF constant
-(:mod:`ragfolio.core.retrieval.ranking.fusion`), unused by ``method=score``.
+(:mod:`ragfolio.core.retrieval.ranking.fusion`), unused by ``method=score``. As a base,
+``hybrid:<encoder>`` is the RRF of the two bases with equal weights.
 """
 
 from __future__ import annotations
@@ -21,9 +22,19 @@ class HybridFamily(Family):
     name = "hybrid"
     params = {"encoder": None, "method": "rrf", "rrf_k": 60, "weight": 0.5}
     required = ("encoder",)
+    base = True
+    base_encoder = True
 
     def needs(self, params: Mapping[str, Any]) -> SharedParts:
         return SharedParts(bases=("bm25", f"dense:{params['encoder']}"))
+
+    def base_needs(self, encoder: str) -> SharedParts:
+        return SharedParts(query_encoders=(encoder,), bases=("bm25", f"dense:{encoder}"))
+
+    def rank_base(
+        self, parts: Parts, encoder: str, queries: Sequence[str], depth: int, inputs: Sequence[RetrievalResult]
+    ) -> RetrievalResult:
+        return reciprocal_rank_fusion(inputs, depth)
 
     def run(self, parts: Parts, params: Mapping[str, Any], queries: Sequence[str], depth: int) -> RetrievalResult:
         ranked = [parts.base("bm25", queries), parts.base(f"dense:{params['encoder']}", queries)]

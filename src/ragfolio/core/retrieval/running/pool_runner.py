@@ -5,8 +5,9 @@ passage embeddings per encoder, and deep first-stage rankings ("bases", ``prefil
 :class:`PoolRunner` computes each base part once, keeps it in memory and in an
 :class:`~ragfolio.core.cache.ArrayCache` on disk across runs, and derives every candidate from them.
 
-Base names: ``bm25`` (the pool's default BM25), ``dense:<encoder>``, ``hybrid:<encoder>`` (RRF of
-the two, equal weights).
+Base names are those the families declare (:func:`~ragfolio.core.retrieval.family.base_family`):
+``bm25`` (the pool's default BM25), ``dense:<encoder>``, ``hybrid:<encoder>`` (RRF of the two,
+equal weights); each family ranks its own (:meth:`~ragfolio.core.retrieval.family.Family.rank_base`).
 
 Memory and threads: corpus parts (tokens, indexes, passage embeddings, the graph) stay for the
 runner's lifetime (the indexes among them, :meth:`PoolRunner.corpus_indexes`, are what a bundle
@@ -33,7 +34,7 @@ from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
-from ragfolio.core.retrieval.family import Family, families
+from ragfolio.core.retrieval.family import Family, base_family, families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex, index_key, indexes_among, stored_vectors
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
@@ -41,7 +42,6 @@ from ragfolio.core.retrieval.indexes.elasticsearch_settings import Elasticsearch
 from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever, resolved_index_type
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.ranking.completion import check_full, complete_rows
-from ragfolio.core.retrieval.ranking.fusion import reciprocal_rank_fusion
 from ragfolio.core.retrieval.ranking.graph_expansion import PassageGraph
 from ragfolio.core.retrieval.ranking.hops import expand_queries
 from ragfolio.core.retrieval.results import RetrievalResult
@@ -252,16 +252,11 @@ class PoolRunner:
         return RetrievalResult(arrays["doc_ids"], arrays["scores"])
 
     def retrieve_with(self, base: str, queries: Sequence[str], depth: int) -> RetrievalResult:
-        """Rank the corpus for ``queries`` with a base retriever (``bm25`` or ``dense:<encoder>``)."""
-        if base == "bm25":
-            return self.bm25({}).retrieve(queries, depth)
-        family, _, encoder = base.partition(":")
-        if family == "dense" and encoder:
-            return self.dense(encoder).retrieve_embedded(self.query_embeddings(encoder, queries), depth)
-        if family == "hybrid" and encoder:
-            parts = [self.retrieve_with("bm25", queries, depth), self.retrieve_with(f"dense:{encoder}", queries, depth)]
-            return reciprocal_rank_fusion(parts, depth)
-        raise ValueError(f"base={base!r} must be 'bm25', 'dense:<encoder>' or 'hybrid:<encoder>'")
+        """Rank the corpus for ``queries`` with a base retriever (``bm25``, ``dense:<encoder>``, ...),
+        the bases it fuses ranked afresh too."""
+        family, encoder = base_family(base)
+        fused = [self.retrieve_with(name, queries, depth) for name in family.base_needs(encoder).bases]
+        return family.rank_base(self, encoder, queries, depth, fused)
 
     def base(self, name: str, queries: Sequence[str]) -> RetrievalResult:
         """A shared first-stage ranking ``prefilter_depth`` deep, cached in memory and on disk."""
@@ -270,10 +265,10 @@ class PoolRunner:
                "encoders": self.encoder_ids, "version": BASE_VERSION}
 
         def compute() -> RetrievalResult:
-            family, _, encoder = name.partition(":")
-            if family == "hybrid" and encoder:  # the same fusion as retrieve_with, from the shared parts
-                parts = [self.base("bm25", queries), self.base(f"dense:{encoder}", queries)]
-                return reciprocal_rank_fusion(parts, self.prefilter_depth)
+            family, encoder = base_family(name)
+            if fused := family.base_needs(encoder).bases:  # the same fusion as retrieve_with, from the shared bases
+                return family.rank_base(self, encoder, queries, self.prefilter_depth,
+                                        [self.base(other, queries) for other in fused])
             return self.retrieve_with(name, queries, self.prefilter_depth)
 
         return self._remember(("base", name), lambda: self._cached_result("base", key, compute), qkey)

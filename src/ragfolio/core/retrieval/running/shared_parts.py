@@ -13,7 +13,7 @@ from concurrent.futures import Executor
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ragfolio.core.retrieval.family import Expansion, SharedParts, families
+from ragfolio.core.retrieval.family import Expansion, SharedParts, base_parts, families
 from ragfolio.core.retrieval.pool import CandidateSpec
 
 if TYPE_CHECKING:
@@ -23,19 +23,17 @@ if TYPE_CHECKING:
 def shared_part_calls(
     runner: PoolRunner, candidates: Sequence[CandidateSpec], queries: Sequence[str]
 ) -> list[Callable[[], object]]:
-    """One call per shared part ``candidates`` read for ``queries``: query embeddings (a dense or
-    hybrid base's encoder included), bases, two-hop expansions, the corpus parts they search, and
-    the cross-encoder they score with."""
+    """One call per shared part ``candidates`` read for ``queries``: query embeddings (those a base
+    reads included, :func:`~ragfolio.core.retrieval.family.base_parts`), bases, two-hop expansions,
+    the corpus parts they search, and the cross-encoder they score with."""
     registered = families()  # a candidate of an unknown family fails in run, alone
     needed = SharedParts.union(
         registered[c.family].needs(registered[c.family].full_params(c.params)) for c in candidates
         if c.family in registered
     )
     encoders = dict.fromkeys(needed.query_encoders)  # a dict as an ordered set
-    for base in needed.bases:  # a dense or hybrid base needs its encoder's query embeddings too
-        family, _, encoder = base.partition(":")
-        if family in ("dense", "hybrid") and encoder:
-            encoders[encoder] = None
+    for base in needed.bases:  # a base that reads an encoder (dense:<encoder>) needs its query embeddings too
+        encoders.update(dict.fromkeys(base_parts(base).query_encoders))
     parts: list[Callable[[], object]] = [partial(runner.query_embeddings, encoder, queries) for encoder in encoders]
     parts += [partial(runner.base, base, queries) for base in needed.bases]
     parts += [partial(_expand_and_embed, runner, expansion, queries) for expansion in needed.expansions]
@@ -69,8 +67,11 @@ def run_parts(parts: Sequence[Callable[[], object]], executor: Executor | None) 
 
 
 def _expand_and_embed(runner: PoolRunner, expansion: Expansion, queries: Sequence[str]) -> None:
+    """The expanded queries, and what the second hop's base reads of them (its dense indexes, then the
+    expanded queries' embeddings)."""
     expanded = runner.expanded_queries(expansion.first, expansion.append, queries)
-    family, _, encoder = expansion.second.partition(":")
-    if family == "dense" and encoder:
-        runner.dense(encoder)
+    second = base_parts(expansion.second)
+    for index in second.dense:
+        runner.dense(index.encoder, index.index_type, index.backend)
+    for encoder in second.query_encoders:
         runner.query_embeddings(encoder, expanded)

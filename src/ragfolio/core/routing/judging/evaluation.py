@@ -6,6 +6,12 @@ every ablation on a portfolio's train questions and routes its test questions wi
 the learned router; the oracle reads the test utilities (it bounds what any router can reach).
 ``gap closed`` at l = 1 is ``(learned - single) / (oracle - single)``, where ``single`` is the
 member with the best train mean, scored on test.
+
+**Which routers are judged** is declared by each registered router class (``judged_as``: a list's
+name -> the router's place in it), read here through the router registry: ``ablation`` (fitted on
+train and compared with the learned router, :func:`ablations`), ``summary`` (the report's
+``summary`` scalars, :func:`summarized`) and ``dev_baseline`` (routed on dev beside the servable
+routers, :func:`dev_baselines`). A new ablation is its class, registered, with ``judged_as``.
 """
 
 from __future__ import annotations
@@ -17,20 +23,43 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.routing.base import Picks, RouteInputs, RouterProtocol
-from ragfolio.core.routing.registry import make_router, servable_names
+from ragfolio.core.routing.base import LEARNED, Picks, RouteInputs, RouterProtocol
+from ragfolio.core.routing.registry import make_router, router_class, router_names, servable_names
 from ragfolio.core.routing.routers.baseline_routers import OracleRouter
 from ragfolio.core.stats import paired_differences
 
-ABLATIONS = ("random", "top_average", "greedy_prefix", "logistic", "nearest_neighbour", "oracle")
-COMPARED = ("learned", *ABLATIONS)  # the order of the routers in a report
+
+def judged(role: str) -> list[str]:
+    """The registered routers whose class puts them in list ``role`` (``judged_as``), by their place there."""
+    places = {name: judged_as[role] for name in router_names()
+              if role in (judged_as := getattr(router_class(name), "judged_as", {}))}
+    return sorted(places, key=places.__getitem__)
+
+
+def ablations() -> list[str]:
+    """The routers :func:`compare_routers` fits on train beside the learned one, in report order."""
+    return judged("ablation")
+
+
+def compared() -> list[str]:
+    """The routers of every comparison, in report order: the learned one, then :func:`ablations`."""
+    return [LEARNED, *ablations()]
+
+
+def summarized() -> list[str]:
+    """The routers whose best-of-l at l = 1, 2 the report's ``summary`` holds (for ``dvc metrics``), in order."""
+    return judged("summary")
+
+
+def dev_baselines() -> list[str]:
+    """The fixed baselines a dev comparison routes beside the servable routers (fitted on train)."""
+    return judged("dev_baseline")
 
 
 def report_order(*extra: str) -> list[str]:
-    """Every router a report may hold, in report order: :data:`COMPARED`, then ``extra`` (e.g. the
+    """Every router a report may hold, in report order: :func:`compared`, then ``extra`` (e.g. the
     paper's), then the other servable routers (:func:`~ragfolio.core.routing.registry.servable_names`)."""
-    return list(dict.fromkeys([*COMPARED, *extra, *servable_names()]))
-SUMMARIZED = ("learned", "greedy_prefix", "top_average", "logistic")  # scalars at l = 1, 2 for `dvc metrics`
+    return list(dict.fromkeys([*compared(), *extra, *servable_names()]))
 
 
 @dataclass(frozen=True)
@@ -72,11 +101,11 @@ def gap_closed(router: float, single: float, oracle: float) -> float | None:
 def fit_ablations(
     train: RoutingSplit, members: Sequence[str], *, seed: int, logistic_c: float
 ) -> dict[str, RouterProtocol]:
-    """Every ablation of :data:`ABLATIONS`, fitted on ``train`` (random ones seeded with ``seed``)."""
+    """Every router of :func:`ablations`, fitted on ``train`` (random ones seeded with ``seed``)."""
     params: dict[str, dict[str, Any]] = {"random": {"random_state": seed}, "logistic": {"C": logistic_c}}
     return {
         name: make_router(name, **params.get(name, {})).fit(train.inputs, train.utilities, members)
-        for name in ABLATIONS
+        for name in ablations()
     }
 
 
@@ -85,7 +114,7 @@ class RoutingComparison:
     """Every router's full routing of a portfolio's test questions, and its best-of-l curve.
 
     Attributes:
-        picks: Router name -> ``(n_test, k)`` routing, in :data:`COMPARED` order.
+        picks: Router name -> ``(n_test, k)`` routing, in :func:`compared` order.
         utilities: ``(n_test, k)`` the members' test utilities.
     """
 
@@ -126,7 +155,7 @@ class RoutingComparison:
             "gap_closed_l1": gap_closed(curves["learned"][0], single, curves["oracle"][0]),
             "learned_minus_single_best": to_single.get("learned", {}),
             "summary": {  # scalars for `dvc metrics show/diff`, which skips lists
-                f"{name}_l{l}": curves[name][l - 1] for name in SUMMARIZED for l in (1, 2) if l <= k
+                f"{name}_l{l}": curves[name][l - 1] for name in summarized() for l in (1, 2) if l <= k
             },
         }
 
@@ -183,7 +212,7 @@ def compare_routers(
 ) -> RoutingComparison:
     """Route ``test`` with the ``learned`` router and every ablation fitted on ``train``, and with
     each ``extra`` router (registry name -> hyperparameters, e.g. ``{"paper": {...}}``) fitted there too."""
-    routers = {"learned": learned, **fit_ablations(train, learned.members_, seed=seed, logistic_c=logistic_c)}
+    routers = {LEARNED: learned, **fit_ablations(train, learned.members_, seed=seed, logistic_c=logistic_c)}
     for name, params in (extra or {}).items():
         routers[name] = make_router(name, **{"random_state": seed, **params}).fit(
             train.inputs, train.utilities, learned.members_)

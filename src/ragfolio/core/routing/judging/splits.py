@@ -2,10 +2,15 @@
 utility matrices that split holds, their router inputs and the members' utilities.
 
 Router training fits on the train split and judges on dev; router evaluation routes the test split
-with the same functions, so both read the rows in the same order.
+with the same functions, so both read the rows in the same order. :class:`RoutingRows` holds what
+those functions read, for a stage to pass as one record; :class:`TrainedRouters` the servable
+routers router training fitted, kept in two datasets.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -17,6 +22,25 @@ from ragfolio.core.scoring.utility_index import UtilityIndex, datasets_of, split
 from ragfolio.core.selection.portfolios import Portfolios
 
 RoutersByKind = dict[str, dict[str, RouterProtocol]]  # router kind -> portfolio -> fitted router
+
+
+@dataclass(frozen=True)
+class TrainedRouters:
+    """The servable routers router training fitted per portfolio, as it stores them: the learned one,
+    fitted on query features (``routers``), and the others by kind, fitted on query and retrieval
+    features (``retrieval_routers``)."""
+
+    learned: dict[str, RouterProtocol]
+    retrieval: RoutersByKind
+
+    def by_kind(self) -> RoutersByKind:
+        """Every one by kind (its router's registry ``name``), then portfolio, the learned ones first."""
+        kinds: RoutersByKind = {}
+        for key, router in self.learned.items():
+            kinds.setdefault(router.name, {})[key] = router
+        for kind, trained in self.retrieval.items():
+            kinds.setdefault(kind, {}).update(trained)
+        return kinds
 
 
 def routers_of(retrieval_routers: RoutersByKind, key: str) -> dict[str, RouterProtocol]:
@@ -47,3 +71,44 @@ def retrieval_split(
     members = np.concatenate([retrieval_inputs.members[key][d][r] for d, r in rows.items()])
     inputs = RouteInputs({**base.inputs.query, "first_stage": first}, {"members": members})
     return RoutingSplit(inputs, base.utilities)
+
+
+@dataclass(frozen=True)
+class RoutingRows:
+    """What routers read and are judged by, utility-matrix row by row: the arguments of
+    :func:`query_split` and :func:`retrieval_split`, as one record.
+
+    Attributes:
+        router_inputs: Per dataset, the query features of every row (``router_inputs``).
+        utility_matrices: Per dataset, the ``(n_questions, n_candidates)`` utilities.
+        utility_index: What the rows and columns are (question ids and splits, candidates).
+        portfolios: Each portfolio's members (columns).
+        retrieval_inputs: The retrieval features of every row (``retrieval_inputs``); None: not read.
+    """
+
+    router_inputs: dict[str, Features]
+    utility_matrices: dict[str, np.ndarray]
+    utility_index: UtilityIndex
+    portfolios: Portfolios
+    retrieval_inputs: RetrievalInputs | None = None
+
+    def query_split(self, key: str, split: str, members: list[int] | None = None) -> RoutingSplit:
+        """:func:`query_split` of portfolio (or dataset) ``key``, over ``members`` (default: ``key``'s)."""
+        members = self.portfolios.members(key) if members is None else members
+        return query_split(self.router_inputs, self.utility_matrices, self.utility_index, key, members, split)
+
+    def retrieval_split(self, key: str, split: str) -> RoutingSplit:
+        """:func:`retrieval_split` of portfolio ``key``.
+
+        Raises:
+            ValueError: These rows carry no retrieval features.
+        """
+        if self.retrieval_inputs is None:
+            raise ValueError("these routing rows carry no retrieval_inputs")
+        return retrieval_split(self.router_inputs, self.retrieval_inputs, self.utility_matrices, self.utility_index,
+                               self.portfolios, key, split)
+
+    def with_query_blocks(self, blocks: Mapping[str, Features]) -> RoutingRows:
+        """The same rows with more query blocks per dataset (``{dataset: {block: (n, dim)}}``)."""
+        return replace(self, router_inputs={d: {**features, **blocks.get(d, {})}
+                                            for d, features in self.router_inputs.items()})

@@ -8,6 +8,8 @@
   ``RouteInputs.results["utility"]``; the best any router can do, for evaluation only.
 
 Each saves ``router.json`` only (its name, members and, for fixed orders, the k member scores).
+``judged_as`` places each in the lists of routers the reports judge
+(:mod:`ragfolio.core.routing.judging.evaluation`: ``ablation``, ``summary``, ``dev_baseline``).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class TopAverageRouter(_FixedOrderRouter):
     """Every query gets the members by decreasing mean train utility (``scores_``: those means)."""
 
     name: ClassVar[str] = "top_average"
+    judged_as: ClassVar[Mapping[str, int]] = {"ablation": 2, "summary": 3, "dev_baseline": 1}
 
     def _member_scores(self, U: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         return U.mean(axis=0)
@@ -89,6 +92,7 @@ class GreedyPrefixRouter(_FixedOrderRouter):
     """Every query gets the members in portfolio order (``scores_``: ``(k - j) / k`` for member j)."""
 
     name: ClassVar[str] = "greedy_prefix"
+    judged_as: ClassVar[Mapping[str, int]] = {"ablation": 3, "summary": 2, "dev_baseline": 2}
 
     def _member_scores(self, U: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         k = U.shape[1]
@@ -104,6 +108,7 @@ class RandomRouter(_ConfigOnly):
     """
 
     name: ClassVar[str] = "random"
+    judged_as: ClassVar[Mapping[str, int]] = {"ablation": 1}
     random_state: int = 0
     members_: list[str] = field(default_factory=list, init=False, repr=False)
 
@@ -131,6 +136,7 @@ class OracleRouter(_ConfigOnly):
     """Each query's members by decreasing utility on that query (needs ``results["utility"]``)."""
 
     name: ClassVar[str] = "oracle"
+    judged_as: ClassVar[Mapping[str, int]] = {"ablation": 6, "dev_baseline": 3}
     members_: list[str] = field(default_factory=list, init=False, repr=False)
 
     def fit(self, inputs: RouteInputs, U: npt.NDArray[np.floating[Any]], members: Sequence[str] | None = None) -> Self:

@@ -162,6 +162,7 @@ class Router(SavedRouter):
 
     name: ClassVar[str] = LEARNED
     reads: ClassVar[Literal["query"]] = "query"  # servable, from query features alone
+    judged_as: ClassVar[Mapping[str, int]] = {"summary": 1}  # first in the report's summary
     tensors: ClassVar[Literal["numpy", "torch", "none"]] = "torch"
     hidden: int = 128
     embedding_dim: int = 64

@@ -48,6 +48,7 @@ class LogisticRouter(SavedRouter):
     """
 
     name: ClassVar[str] = "logistic"
+    judged_as: ClassVar[Mapping[str, int]] = {"ablation": 4, "summary": 4}  # ragfolio.core.routing.judging
     C: float = 1.0
     max_iter: int = 1000
     members_: list[str] = field(default_factory=list, init=False, repr=False)

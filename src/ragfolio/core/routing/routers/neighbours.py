@@ -50,6 +50,7 @@ class NearestNeighbourRouter(SavedRouter):
     """
 
     name: ClassVar[str] = "nearest_neighbour"
+    judged_as: ClassVar[Mapping[str, int]] = {"ablation": 5}  # ragfolio.core.routing.judging
     n_neighbours: int = 20
     members_: list[str] = field(default_factory=list, init=False, repr=False)
 
