@@ -35,7 +35,7 @@ def test_each_stage_makes_the_records_it_reads() -> None:
         assert not set(RECORDS) & pipe.inputs(), f"{name} reads {sorted(set(RECORDS) & pipe.inputs())} without making it"
     made = {record: [name for name, pipe in stage_pipelines().items() if record in pipe.all_outputs()]
             for record in RECORDS}
-    assert made == {"scored_pool": ["router_training", "router_evaluation", "packaging"],
+    assert made == {"scored_pool": ["router_training", "packaging", "router_evaluation"],
                     "routing_rows": ["router_evaluation"],
                     "trained_routers": ["router_training", "packaging", "answering_evaluation"]}
     nodes = [node.name for node in pipelines["portfolio"].nodes]
