@@ -13,6 +13,11 @@ A bundle is an inspectable folder; nothing in it is a pickle::
                          family or the routing features judge the members' lists with it
                          (``scoring.cross_encoder`` then names it relative to the bundle)
 
+Packaging writes one bundle per portfolio key (``06_models/bundles/<key>/``) and, beside them, a
+pointer to the served one (``06_models/served.json``, :func:`save_served`: ``{"portfolio": <key>,
+"bundle": "bundles/<key>"}``), not a copy. :func:`resolve_bundle` is the one way from what a
+user names (a bundle folder, that pointer, or a folder holding it) to the bundle's folder.
+
 The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
 the sha256 of every file, so changing any byte of the bundle is caught by :func:`load_bundle`
 (:class:`BundleIntegrityError` names the file). ``version`` is the checksum's first 12 hex digits:
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -71,6 +77,7 @@ ROUTER = "router"
 EMBEDDINGS = "embeddings"
 CROSS_ENCODER = "cross_encoder"
 INDEXES = "indexes"
+SERVED = "served.json"  # packaging's pointer to the served bundle (save_served, resolve_bundle)
 SELECTOR_SEED = 42  # a manifest without selector_seed: the seed answering evaluation measured with then
 
 
@@ -259,6 +266,41 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
         if actual[name] != manifest["files"][name]:
             raise BundleIntegrityError(f"{folder / name} does not match its recorded sha256 checksum")
     return manifest
+
+
+def save_served(path: str | Path, bundle: str | Path, portfolio: str) -> None:
+    """Write the pointer file ``path`` naming the bundle folder ``bundle`` (portfolio ``portfolio``'s)
+    as the served one; it records the folder relative to the pointer's own, so the pair moves together."""
+    pointer, folder = Path(path), Path(bundle)
+    relative = Path(os.path.relpath(folder, pointer.parent)).as_posix()
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    pointer.write_text(json.dumps({"portfolio": portfolio, "bundle": relative}, indent=1) + "\n")
+
+
+def resolve_bundle(path: str | Path) -> Path:
+    """The bundle folder ``path`` names: a bundle folder (it holds ``manifest.json``) as it is; a
+    pointer file (:func:`save_served`: packaging's ``06_models/served.json``) or a folder holding one
+    (``06_models``) as the bundle it points at. Anything else is returned as it is, for
+    :func:`load_bundle` to say it holds no bundle.
+
+    Raises:
+        FileNotFoundError: The pointer names a folder that holds no bundle.
+        ValueError: The file is not a pointer (no ``bundle`` entry).
+    """
+    target = Path(path)
+    if target.is_dir() and not (target / MANIFEST).is_file() and (target / SERVED).is_file():
+        target = target / SERVED
+    if not target.is_file():
+        return target
+    pointer = json.loads(target.read_text())
+    if not isinstance(pointer, dict) or not isinstance(pointer.get("bundle"), str):
+        raise ValueError(f"{target} is not a served-bundle pointer (no 'bundle' entry): name a bundle folder or the "
+                         f"{SERVED} the packaging pipeline writes")
+    folder = target.parent / pointer["bundle"]
+    if not (folder / MANIFEST).is_file():
+        raise FileNotFoundError(f"{target} names {folder} (portfolio {pointer.get('portfolio')!r}), which holds no "
+                                "bundle: run the packaging pipeline")
+    return folder
 
 
 def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> None:

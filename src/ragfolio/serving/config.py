@@ -212,7 +212,9 @@ class ServingConfig(BaseModel):
     """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
 
     Attributes:
-        bundle: Folder of the portfolio bundle (relative paths: to the working directory).
+        bundle: The portfolio bundle: its folder, or the pointer to the served one that packaging writes
+            (``06_models/served.json``) or a folder holding that pointer
+            (:func:`~ragfolio.core.bundle.resolve_bundle`); relative paths: to the working directory.
         default_l: Members a query is routed to when the request does not say; None: the bundle's.
         max_query_chars: Longest query accepted, in characters (at most the schemas' ceiling,
             ``QUERY_CHARS_CEILING``).
@@ -244,7 +246,7 @@ class ServingConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    bundle: Path = Path("data/06_models/bundle")
+    bundle: Path = Path("data/06_models/served.json")
     default_l: int | None = Field(None, ge=1)
     max_query_chars: int = Field(2000, ge=1, le=QUERY_CHARS_CEILING)
     max_batch: int = Field(64, ge=1, le=BATCH_CEILING)

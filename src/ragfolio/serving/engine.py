@@ -54,7 +54,7 @@ from typing import Any
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.streaming import stream_answer
-from ragfolio.core.bundle import PortfolioBundle, load_bundle
+from ragfolio.core.bundle import PortfolioBundle, load_bundle, resolve_bundle
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
@@ -110,7 +110,8 @@ class ServingEngine:
         config: The service settings.
 
     Raises:
-        FileNotFoundError: ``config.bundle`` holds no bundle.
+        FileNotFoundError: ``config.bundle`` holds no bundle (nor a pointer to one,
+            :func:`~ragfolio.core.bundle.resolve_bundle`).
         ragfolio.core.bundle.BundleIntegrityError: A bundle file differs from its recorded
             checksum (the message names the file).
         ValueError: ``config.default_l`` is larger than the bundle's k, the LLM config is invalid, or
@@ -120,7 +121,8 @@ class ServingEngine:
     def __init__(self, config: ServingConfig) -> None:
         start = time.perf_counter()
         self.config = config
-        bundle = load_bundle(config.bundle, verify=True)
+        folder = resolve_bundle(config.bundle)  # a bundle folder, or packaging's pointer to the served one
+        bundle = load_bundle(folder, verify=True)
         if config.query_engine is not None:  # a runtime choice, like the device: the same vectors
             encoders = with_query_engine(bundle.scoring.encoders, config.query_engine)
             bundle = replace(bundle, scoring=replace(bundle.scoring, encoders=encoders))
@@ -148,7 +150,7 @@ class ServingEngine:
         self._views_lock = threading.Lock()
         self.load_ms = 1000 * (time.perf_counter() - start)
         logger.info("bundle %s (version %s, k=%d, %d passages, corpus %s) loaded from %s in %.0f ms", bundle.name,
-                    bundle.version, bundle.k, len(bundle.corpus), bundle.corpus.fingerprint, config.bundle,
+                    bundle.version, bundle.k, len(bundle.corpus), bundle.corpus.fingerprint, folder,
                     self.load_ms)
         if bundle.routed_ls is not None and not bundle.routes_at(self.default_l):
             why = (bundle.selection.get("served_router") or {}).get("reason", "")

@@ -12,7 +12,8 @@ experiment of the classic model-training kind (the ``mlflow.experimentKind`` tag
   as artifacts (``reports/``, ``reports/timings/``), with the plots (``plots/``);
 - the served bundle as a ``pyfunc`` model registered as ``ragfolio`` once per bundle, the aliases
   ``served`` and ``run-<label>`` on its version (:func:`ragfolio.tracking.model.register_bundle`), by
-  the run whose pipeline outputs ``bundle``: the ``packaging`` stage (or ``portfolio``, which holds it);
+  the run whose pipeline outputs ``bundle`` (packaging's pointer to the served bundle,
+  :func:`ragfolio.core.bundle.resolve_bundle`): the ``packaging`` stage (or ``portfolio``, which holds it);
 - tags: the run's identity (:class:`ragfolio.runs.RunIdentity`: the MLflow run is named
   ``<label>/<pipeline> k=<k> pool=<pool>`` after the data folder really read, ``k`` and the pool),
   its data folder and output root, the pipeline, the git commit (``-dirty`` when a tracked file
@@ -34,6 +35,7 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from ragfolio.core.bundle import resolve_bundle
 from ragfolio.numerics import numerics_identity
 from ragfolio.runs import IDENTITY_FILE, RunIdentity, identity_record, run_name, run_root
 
@@ -190,8 +192,9 @@ class MlflowTrackingHook:
             path = _filepath(catalog, name)
             if path is not None and path.suffix in (".png", ".csv") and path.exists():
                 mlflow.log_artifact(str(path), artifact_path="plots")
-        bundle = _filepath(catalog, BUNDLE)
-        if BUNDLE in outputs and bundle is not None and (bundle / "manifest.json").exists() and self._identity:
+        pointer = _filepath(catalog, BUNDLE)  # packaging's pointer to the served bundle, or a bundle folder
+        bundle = resolve_bundle(pointer) if BUNDLE in outputs and pointer is not None and pointer.exists() else None
+        if bundle is not None and (bundle / "manifest.json").exists() and self._identity:
             self._register(bundle, self._identity)
         mlflow.end_run()
         self._active = False

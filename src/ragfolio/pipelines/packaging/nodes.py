@@ -1,5 +1,5 @@
 """The nodes of ``packaging``, the stage that assembles what is served: one bundle per portfolio key
-(``build_bundles``) and the one the service loads (``served_bundle``).
+(``build_bundles``) and which of them the service loads (``served_bundle``: a pointer, not a copy).
 
 Each bundle serves the router that router training chose for its portfolio (the ``router_selection``
 record: the router, where it routes and why) and holds one portfolio, its router and every corpus
@@ -14,6 +14,7 @@ is not needed to package, so the bundle records what the choice was made on, not
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from ragfolio.bundle_params import BundleParams
@@ -62,9 +63,17 @@ def build_bundles(
             for key in keys}
 
 
-def served_bundle(bundles: dict[str, PortfolioBundle], params: dict[str, Any]) -> PortfolioBundle:
-    """The bundle ``bentoml serve`` and the MLflow model load: ``router_training.bundle.portfolio``'s."""
-    return bundles[BundleParams(**(params.get("bundle") or {})).portfolio]
+def served_bundle(bundles: Mapping[str, PortfolioBundle], params: dict[str, Any]) -> str:
+    """The key of the bundle ``bentoml serve`` and the MLflow model load: ``router_training.bundle.portfolio``
+    (the catalog's ``bundle`` stores it as a pointer to that bundle, :func:`~ragfolio.core.bundle.save_served`).
+
+    Raises:
+        ValueError: ``bundles`` holds no bundle of that key.
+    """
+    key = BundleParams(**(params.get("bundle") or {})).portfolio
+    if key not in bundles:
+        raise ValueError(f"router_training.bundle.portfolio={key!r} has no bundle among {sorted(bundles)}: run packaging")
+    return key
 
 
 def build_bundle(
