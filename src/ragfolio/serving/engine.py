@@ -61,7 +61,6 @@ from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 from ragfolio.core.retrieval.running.member_executor import MemberResults
 from ragfolio.core.system.routed_system import RoutedRetrieval, RoutedSystem
-from ragfolio.core.system.runner_depth import runner_at_depth
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
 from ragfolio.serving.schemas import (
@@ -209,11 +208,7 @@ class ServingEngine:
         """The routed system returning ``num_docs`` passages per member (see the module docstring)."""
         with self._views_lock:
             if (view := self._views.get(num_docs)) is None:
-                system = self.system
-                view = RoutedSystem(runner_at_depth(system.runner, num_docs), system.members, system.router,
-                                    system.hasher, system.encoders, timeout_s=self.config.member_timeout_s,
-                                    retrieval_features=system.retrieval_features, routed_ls=system.routed_ls,
-                                    single_best=system.single_best)
+                view = self.system.at_depth(num_docs)
                 inject_fault(view, self.config.fault_injection)
                 self._views[num_docs] = view
             return view

@@ -114,3 +114,31 @@ def test_a_batch_is_routed_together_as_each_query_is_alone(switching, router_cla
     assert [len(r.members) for r in mixed] == [1, 2, 3]
     assert [r.members[0] for r in mixed] == [r.members[0] for r in alone[:3]]
     system.close()
+
+
+def test_a_system_at_another_depth_and_with_another_router_keeps_the_rest(switching) -> None:
+    """``at_depth`` and ``with_router`` are the served system with one thing changed: every other
+    field is carried over, so a caller does not rebuild (and miswire) the system by hand."""
+    runner, members, U, learned, hasher, queries = switching
+    post, featurizer = _fitted(PostRetrievalRouter, runner, members, queries, U)
+    settings = RetrievalFeatureSettings(("minilm",), featurizer.agreement_depth)
+    system = RoutedSystem(runner, members, post, hasher, ["minilm"], timeout_s=7.0, retrieval_features=settings,
+                          routed_ls=(1,), single_best=2)
+    deep = system.at_depth(2 * runner.num_docs)
+    assert deep.runner.num_docs == 2 * runner.num_docs and deep.runner.titles is runner.titles
+    assert (deep.members, deep.router, deep.hasher, deep.encoders) == (system.members, post, hasher, ["minilm"])
+    assert (deep.timeout_s, deep.retrieval_features, deep.routed_ls, deep.single_best) == (7.0, settings, {1}, 2)
+    assert deep.online is not None and deep.online.featurizer.num_docs == 2 * runner.num_docs
+    got = deep.retrieve(queries[0], 2)  # unrouted at l = 2: the single best member, l x num_docs passages
+    assert got.members == [2] and not got.routed and len(got.results.runs[0].doc_ids) == deep.unrouted_depth(2)
+
+    other = system.with_router(learned)  # routed at every l: routed_ls was chosen for the served router
+    assert other.runner is runner and other.router is learned and other.routed_ls is None and other.online is None
+    assert (other.timeout_s, other.retrieval_features, other.single_best) == (7.0, settings, 2)
+    by_hand = RoutedSystem(runner, members, learned, hasher, ["minilm"])
+    assert [other.route(q, 2)[0] for q in queries[:4]] == [by_hand.route(q, 2)[0] for q in queries[:4]]
+    back, post_by_hand = other.with_router(post), RoutedSystem(runner, members, post, hasher, ["minilm"],
+                                                               retrieval_features=settings)
+    assert [back.retrieve(q, 2).members for q in queries[:4]] == [post_by_hand.retrieve(q, 2).members for q in queries[:4]]
+    for s in (system, deep, other, by_hand, back, post_by_hand):
+        s.close()

@@ -131,6 +131,25 @@ class RoutedSystem:
             routed_ls=bundle.routed_ls, single_best=bundle.single_best,
         )
 
+    def at_depth(self, num_docs: int) -> RoutedSystem:
+        """This system with each member returning ``num_docs`` passages: the same portfolio, router,
+        deadline and routed l's over a view of the runner that shares every corpus and query part
+        (:func:`~ragfolio.core.system.runner_depth.runner_at_depth`); its own executor (close it)."""
+        return RoutedSystem(
+            runner_at_depth(self.runner, num_docs), self.members, self.router, self.hasher, self.encoders,
+            timeout_s=self.timeout_s, retrieval_features=self.retrieval_features, routed_ls=self.routed_ls,
+            single_best=self.single_best,
+        )
+
+    def with_router(self, router: RouterProtocol) -> RoutedSystem:
+        """The same portfolio, runner and deadline routed by ``router`` (over the same members, in
+        order) at every l: the served system's ``routed_ls`` were chosen for its own router. A router
+        that reads the retrieval gets the same featurizer; its own executor (close it)."""
+        return RoutedSystem(
+            self.runner, self.members, router, self.hasher, self.encoders, timeout_s=self.timeout_s,
+            retrieval_features=self.retrieval_features, single_best=self.single_best,
+        )
+
     @property
     def k(self) -> int:
         return len(self.members)

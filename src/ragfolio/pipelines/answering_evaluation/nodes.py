@@ -29,8 +29,7 @@ from ragfolio.core.data.records import Question
 from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, backend_settings, make_backend
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouterProtocol
-from ragfolio.core.routing.features.router_features import RouterFeatures
-from ragfolio.core.routing.online import OnlineRetrievalRouting
+from ragfolio.core.routing.online import routes_on_retrieval
 from ragfolio.core.scoring.utility_index import UtilityIndex, row_questions, split_rows
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.core.system.runner_depth import runner_at_depth
@@ -164,18 +163,19 @@ def system_keys(common: str, systems: Sequence[str], p: AnsweringEvaluationParam
 
 
 def _retrieval_routings(
-    system: RoutedSystem, trained: dict[str, dict[str, RouterProtocol]], dataset: str, router_features: RouterFeatures,
-    num_docs: int,
-) -> dict[str, OnlineRetrievalRouting]:
-    """The pre- and post-retrieval routers of ``dataset``'s portfolio, routing one query at a time."""
+    served: RoutedSystem, trained: dict[str, dict[str, RouterProtocol]], dataset: str
+) -> dict[str, RoutedSystem]:
+    """The served system routed by each router of ``dataset``'s portfolio that reads the retrieval
+    (pre-retrieval, cascade, post-retrieval, a user's; :meth:`~ragfolio.core.system.routed_system.RoutedSystem.with_router`:
+    the same members, runner and featurizer). A user's router there that reads query features only is left out, logged."""
     present = {mode: routers[dataset] for mode, routers in trained.items() if dataset in routers}
-    if not present:
-        return {}
-    if router_features.retrieval_features is None:
+    if query_only := sorted(mode for mode, router in present.items() if not routes_on_retrieval(router)):
+        logger.warning("%s: routers %s read query features only: not answered as <kind>_l<l> systems", dataset, query_only)
+        present = {mode: router for mode, router in present.items() if mode not in query_only}
+    if present and served.retrieval_features is None:
         raise ValueError("router_features has no 'retrieval_features' (the retrieval routers' featurizer): "
                          "run router_training again")
-    featurizer = router_features.retrieval_features.featurizer(num_docs)
-    return {mode: OnlineRetrievalRouting(router, system.executor, featurizer, system.features) for mode, router in present.items()}
+    return {mode: served.with_router(router) for mode, router in present.items()}
 
 
 def answer_test_questions(
@@ -219,10 +219,9 @@ def answer_test_questions(
                              f"set each to at most {bundle.k}")
         rag = AdaptiveRAG.from_bundle(bundle, answerer, timeout_s=p.member_timeout_s)
         served, runner, num_docs = rag.system, rag.system.runner, bundle.scoring.num_docs
-        learned = None if dataset not in routers else RoutedSystem(
-            runner, bundle.members, routers[dataset], bundle.routing.text_features, bundle.routing.encoders,
-            timeout_s=p.member_timeout_s)
-        online = _retrieval_routings(served, trained, dataset, bundle.routing, num_docs)
+        learned = None if dataset not in routers else served.with_router(routers[dataset])
+        routed = _retrieval_routings(served, trained, dataset)
+        online = {mode: system.online for mode, system in routed.items() if system.online is not None}
         systems = SystemRunner(
             rag, bundle.members[bundle.single_best], VendiRAG(answerer, runner, num_docs=num_docs, **p.vendi_rag),
             authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
@@ -254,7 +253,6 @@ def answer_test_questions(
             for q in sample[: p.order_check_questions]
         ]
         logger.info("%s: %d questions, %d read from the answer store (settings %s)", dataset, len(sample), reused, key)
-        rag.close()
-        if learned is not None:
-            learned.close()
+        for system in (rag, *([] if learned is None else [learned]), *routed.values()):
+            system.close()
     return pd.DataFrame(rows), orders
