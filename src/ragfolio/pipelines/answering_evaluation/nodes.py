@@ -253,6 +253,7 @@ def answer_test_questions(
             for q in sample[: p.order_check_questions]
         ]
         logger.info("%s: %d questions, %d read from the answer store (settings %s)", dataset, len(sample), reused, key)
-        for system in (rag, *([] if learned is None else [learned]), *routed.values()):
+        rag.close()
+        for system in [*([] if learned is None else [learned]), *routed.values()]:
             system.close()
     return pd.DataFrame(rows), orders
