@@ -21,6 +21,7 @@ from ragfolio.datasets import (
     RecordDataset,
     RouterFolderDataset,
     RoutersByKindDataset,
+    ServedBundleDataset,
 )
 from ragfolio.pipeline_registry import register_pipelines
 
@@ -57,9 +58,10 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
             "text_features": {"n_features": 256}, "encoders": ["minilm"],
             "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,
         },
+        "packaging": {"reader": {  # the small reader, in every bundle: what answering evaluation answers with
+            "llm": {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}}}},
         "answering_evaluation": {
             "max_questions_per_dataset": 1, "systems": "all",
-            "llm": {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}},  # the small reader
             "vendi_rag": {"max_iterations": 2}, "seed": 0,
         },
     }
@@ -74,6 +76,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(tmp_path / "retrieval_routers"))
     datasets["bundles"] = BundlesDataset(str(tmp_path / "bundles"))
+    datasets["bundle"] = ServedBundleDataset(str(tmp_path / "served.json"), str(tmp_path / "bundles"))
     datasets |= handoffs(tmp_path)  # router_training -> router_evaluation
     datasets["answer_store"] = MemoryDataset(AnswerStore(tmp_path / "answer_store.jsonl"), copy_mode="assign")
     for name in ("answers", "answer_latencies"):

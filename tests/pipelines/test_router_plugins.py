@@ -110,6 +110,7 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
         "candidate_grids": {},
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "router_training": router_training,
+        "packaging": {},
     }
     datasets = {f"params:{name}": MemoryDataset(value) for name, value in params.items()}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,3 +59,17 @@ def test_a_new_bundle_is_a_new_version_and_each_run_keeps_its_alias(store: mlflo
     assert int(store.get_model_version_by_alias(REGISTERED_NAME, run_alias("team.wiki")).version) == 2
     assert run_alias("team.wiki") == "run-team_wiki"
     assert mlflow.pyfunc.load_model(f"models:/{REGISTERED_NAME}@{SERVED_ALIAS}").predict(["q"]) == ["q"]
+
+
+def test_the_logged_model_names_the_reader_its_bundle_carries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model retrieves only; its metadata says which reader answers with it (the bundle's)."""
+    from ragfolio.core.llm.reader import ReaderSettings
+    from ragfolio.tracking import model
+
+    reader = {"llm": {"kind": "openai", "openai": {"base_url": "http://x/v1", "model": "m"}}, "answerer": {}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"scoring": {"encoders": {}}, "reader": reader}))
+    logged: dict[str, object] = {}
+    monkeypatch.setattr(model.mlflow.pyfunc, "log_model", lambda **kwargs: logged.update(kwargs))
+    model.log_bundle_model(tmp_path, default_l=2)
+    assert logged["metadata"] == {"reader": reader} and logged["artifacts"] == {"bundle": str(tmp_path)}
+    assert model.model_metadata({}) == {"reader": ReaderSettings().to_dict()}  # a bundle from before readers

@@ -9,6 +9,8 @@ A bundle is an inspectable folder; nothing in it is a pickle::
     embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
     indexes/<kind>-<i>/  every corpus index the service searches (BM25, FAISS, passage graphs),
                          built once by the pipeline, each in its library's own format
+    (manifest "reader")  the reader answers are made with: the LLM and the answerer's limits
+                         (:class:`~ragfolio.core.llm.reader.ReaderSettings`, from ``packaging.reader``)
     cross_encoder/       the trained cross-encoder's folder, when a member is of the ``cross_encoder``
                          family or the routing features judge the members' lists with it
                          (``scoring.cross_encoder`` then names it relative to the bundle)
@@ -60,6 +62,7 @@ import numpy.typing as npt
 from ragfolio.core.cache import ArrayCache, file_sha256
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.folder_swap import replace_folder
+from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
@@ -111,6 +114,8 @@ class PortfolioBundle:
             (:class:`~ragfolio.core.answering.answerer.Answerer`'s ``seed``): answering evaluation
             and the service both answer with it, so at l >= 2 the service shows the candidates in
             the order that was evaluated.
+        reader: The LLM and the answerer's limits the service, the MLflow model and answering
+            evaluation answer with (a bundle written without one: the defaults).
         indexes: The corpus indexes the service searches, built
             (:func:`ragfolio.core.system.bundle_indexes.with_indexes`); empty: the service builds them at start-up.
         manifest: The manifest as stored (set by :func:`load_bundle`; holds ``version`` and ``checksum``).
@@ -128,6 +133,7 @@ class PortfolioBundle:
     single_best: int = 0
     selection: dict[str, Any] = field(default_factory=dict)
     selector_seed: int = SELECTOR_SEED
+    reader: ReaderSettings = field(default_factory=ReaderSettings)
     indexes: list[CorpusIndex] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
 
@@ -226,6 +232,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "routing": bundle.routing.to_dict(),
             "selection": bundle.selection,
             "selector_seed": bundle.selector_seed,
+            "reader": bundle.reader.to_dict(),
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
             "indexes": indexes,
             "files": _checksums(tmp, files),
@@ -360,4 +367,5 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
         routed_ls=None if manifest.get("routed_ls") is None else tuple(manifest["routed_ls"]),
         single_best=int(manifest.get("single_best", 0)), selection=manifest["selection"],
         selector_seed=int(manifest.get("selector_seed", SELECTOR_SEED)), indexes=indexes, manifest=manifest,
+        reader=ReaderSettings.from_dict(manifest["reader"]) if "reader" in manifest else ReaderSettings(),
     )

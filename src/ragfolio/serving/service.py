@@ -270,7 +270,7 @@ class RagfolioService:
 
     def _failure(self, endpoint: str, exc: Exception) -> Failure:
         """Why an answer failed (see :meth:`_answered`), logged under the request id and counted."""
-        rid, kind = current_request_id(), self.config.llm.get("kind")
+        rid, kind = current_request_id(), self.engine.reader.llm.get("kind")
         if isinstance(exc, TimeoutError):
             message = f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}"
             self._count_timeout(endpoint, message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -12,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragfolio.core import code_identity
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
@@ -26,7 +27,9 @@ from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import file_sha256
 from ragfolio.core.code_identity import source_digest
 from ragfolio.core.data.records import Question
-from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_identity, backend_settings, make_backend
+from ragfolio.core.llm.backends import backend_identity, make_backend
+from ragfolio.core.llm.chat import ChatBackend
+from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.online import routes_on_retrieval
@@ -57,9 +60,6 @@ class AnsweringEvaluationParams(BaseModel):
     datasets: list[str] | None = None
     systems: list[str] | Literal["all"] | None = None  # None: PAPER_SYSTEMS (those this run makes); "all": every one
     member_timeout_s: float = Field(30.0, gt=0)
-    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
-    answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "answering_evaluation.answerer", ("backend", "seed"))] = Field(
-        default_factory=dict)
     # the node passes the answerer, the runner and num_docs (candidate scoring's) to both Vendi-RAG loops
     vendi_rag: Annotated[dict[str, Any], kwargs_of(
         VendiRAG, "answering_evaluation.vendi_rag", VENDI_PASSED)] = Field(default_factory=dict)
@@ -74,12 +74,6 @@ class AnsweringEvaluationParams(BaseModel):
     order_check_questions: int = Field(5, ge=0)
     resume: bool = True
     seed: int = 42
-
-    @field_validator("llm")
-    @classmethod
-    def _llm(cls, block: dict[str, Any]) -> dict[str, Any]:
-        backend_settings(block)  # the kind and its keys, as make_backend will read them
-        return block
 
 
 
@@ -162,6 +156,13 @@ def system_keys(common: str, systems: Sequence[str], p: AnsweringEvaluationParam
 
 
 
+def reader_params(p: AnsweringEvaluationParams, reader: ReaderSettings) -> dict[str, Any]:
+    """The parameters in a dataset's store key: this stage's that answers depend on, and the reader
+    its bundle carries, under the names this stage's own ``llm`` and ``answerer`` had before the
+    bundle carried the reader, so an unchanged reader keeps its stored answers."""
+    return {**p.model_dump(exclude=NOT_IN_KEY), "llm": dict(reader.llm), "answerer": dict(reader.answerer)}
+
+
 def _retrieval_routings(
     served: RoutedSystem, trained: dict[str, dict[str, RouterProtocol]], dataset: str
 ) -> dict[str, RoutedSystem]:
@@ -198,8 +199,7 @@ def answer_test_questions(
         dataset every system's retrieval latency (no LLM call) in the fixed and the reversed order.
     """
     p = AnsweringEvaluationParams(**params)
-    backend = make_backend(p.llm)
-    llm = backend_identity(p.llm)
+    backends: dict[str, ChatBackend] = {}  # one per reader: the bundles' readers are packaging.reader, one model load
     datasets = [d for d in utility_index.datasets if d in bundles]
     if missing := sorted(set(utility_index.datasets) - set(bundles)):
         raise ValueError(f"no bundle for datasets {missing} (packaging built {sorted(bundles)}): run packaging")
@@ -213,7 +213,9 @@ def answer_test_questions(
         if p.datasets is not None and dataset not in p.datasets:
             continue
         bundle = bundles[dataset]
-        answerer = Answerer(backend, **p.answerer, seed=bundle.selector_seed)  # the service's selector order
+        reader, llm_key = bundle.reader, json.dumps(bundle.reader.llm, sort_keys=True)
+        backend = backends[llm_key] = backends.get(llm_key) or make_backend(reader.llm)  # the bundle's reader
+        answerer = Answerer(backend, **reader.answerer, seed=bundle.selector_seed)  # the service's selector order
         if above := [l for l in p.routed_l if l > bundle.k]:
             raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={bundle.k}: "
                              f"set each to at most {bundle.k}")
@@ -238,8 +240,8 @@ def answer_test_questions(
             "served": {"router": _router_digest(bundle.router), "routed_ls": bundle.routed_ls},
             "routers": {**({} if learned is None else {"learned": _router_digest(learned.router)}),
                         **{m: _router_digest(o.router) for m, o in online.items()}},
-            "params": p.model_dump(exclude=NOT_IN_KEY),
-        }, llm)
+            "params": reader_params(p, reader),
+        }, backend_identity(reader.llm))
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
         systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
         answer = partial(_answer, systems, dataset, p.system_order, p.seed)

@@ -9,18 +9,25 @@ is evaluated is what is served. It reads the settings the choice was made under,
 (:class:`~ragfolio.bundle_params.BundleParams`); router training validated the rest of that block.
 It reads router training's outputs only: the test report (``router_metrics``, router evaluation's)
 is not needed to package, so the bundle records what the choice was made on, not test numbers.
+Every bundle carries the reader of ``packaging.reader`` (:class:`~ragfolio.core.llm.reader.ReaderSettings`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragfolio.bundle_params import BundleParams
+from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_settings
+from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
@@ -31,8 +38,33 @@ from ragfolio.core.scoring.runners import CorpusRunners, PoolSettings, served_co
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.system.bundle_indexes import with_indexes
+from ragfolio.param_blocks import kwargs_of
 
 logger = logging.getLogger(__name__)
+
+
+class ReaderParams(BaseModel):
+    """``packaging.reader``: the reader every bundle carries (:class:`~ragfolio.core.llm.reader.ReaderSettings`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
+    answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "packaging.reader.answerer", ("backend", "seed"))] = Field(
+        default_factory=dict)
+
+    @field_validator("llm")
+    @classmethod
+    def _llm(cls, block: dict[str, Any]) -> dict[str, Any]:
+        backend_settings(block)  # the kind and its keys, as make_backend will read them
+        return block
+
+
+class PackagingParams(BaseModel):
+    """``packaging`` parameters (conf/base/parameters_packaging.yml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reader: ReaderParams = Field(default_factory=ReaderParams)
 
 
 def _member_index(members: list[int], candidate: int) -> int:
@@ -45,9 +77,10 @@ def build_bundles(
     corpora: Corpora, candidates: list[dict[str, Any]], portfolios: Portfolios, router_selection: RouterSelection,
     routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
     dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures, pool_settings: PoolSettings,
-    cache: ArrayCache, params: dict[str, Any],
+    cache: ArrayCache, params: dict[str, Any], packaging: dict[str, Any],
 ) -> dict[str, PortfolioBundle]:
-    """One bundle per portfolio key (:func:`build_bundle`), the served portfolio's first.
+    """One bundle per portfolio key (:func:`build_bundle`), the served portfolio's first, each carrying
+    the reader of ``packaging.reader``.
 
     Raises:
         ValueError: ``bundle.portfolio`` is no portfolio, or a bundle cannot be built (:func:`build_bundle`).
@@ -58,8 +91,11 @@ def build_bundles(
     keys = [settings.portfolio, *(k for k in portfolios.keys if k != settings.portfolio)]
     runners = CorpusRunners(corpora, cache.reader(), pool_settings)
     specs = [CandidateSpec.from_record(c) for c in candidates]  # parsed once for every bundle
-    return {key: build_bundle(key, settings, corpora, specs, portfolios, router_selection, routers,
-                              retrieval_routers, dev_router_comparison, router_features, runners)
+    reader = PackagingParams(**packaging).reader
+    reader_settings = ReaderSettings(dict(reader.llm), dict(reader.answerer))
+    return {key: dataclasses.replace(build_bundle(key, settings, corpora, specs, portfolios, router_selection, routers,
+                                                  retrieval_routers, dev_router_comparison, router_features, runners),
+                                     reader=reader_settings)
             for key in keys}
 
 

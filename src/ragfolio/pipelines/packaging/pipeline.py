@@ -16,6 +16,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "retrieval_routers": "retrieval_routers", "dev_router_comparison": "dev_router_comparison",
                     "router_features": "router_features", "pool_settings": "pool_settings",
                     "cache": "retrieval_cache", "params": "params:router_training",
+                    "packaging": "params:packaging",
                 },
                 outputs="bundles",
                 name="build_bundles",
