@@ -88,8 +88,9 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
         assert (project / "runs/tiny/06_models/routers" / key / "router.safetensors").exists()
         assert (project / "runs/tiny/06_models/bundles" / key / "manifest.json").exists()  # one bundle per portfolio
     answers = [json.loads(line) for line in (project / "runs/tiny/07_model_output/answers.jsonl").read_text().splitlines()]
-    assert len(answers) == 2 * len(ANSWERED)  # 1 test question (max_questions_per_dataset) x 2 datasets, 6 systems
-    assert {a["system"] for a in answers} == set(ANSWERED) and all(a["prediction"] for a in answers)
+    service = ("service_l1", "service_l2")  # the same questions answered as `bentoml serve` answers them by default
+    assert len(answers) == 2 * (len(ANSWERED) + 2)  # 1 test question (max_questions_per_dataset) x 2 datasets, 6 + 2 systems
+    assert {a["system"] for a in answers} == {*ANSWERED, *service} and all(a["prediction"] for a in answers)
     answer_metrics = json.loads((project / "runs/tiny/08_reporting/answer_metrics.json").read_text())
     assert set(answer_metrics["datasets"]) == {"hotpotqa", "musique", "all"}
     assert answer_metrics["datasets"]["all"]["post_retrieval_l2"]["tokens_mean"] > 0

@@ -26,6 +26,7 @@ from ragfolio.datasets import (
 from ragfolio.pipeline_registry import register_pipelines
 
 ANSWERED = tuple(s for s in SYSTEMS if s != "vendi_rag_authors")  # vendirag's own loop is opt-in
+SERVICE = ("service_l1", "service_l2", "service_l3")  # the served bundle's served_l<l>, what `bentoml serve` answers
 
 pytestmark = pytest.mark.slow
 
@@ -163,8 +164,8 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     # answering_evaluation: every system answers with the embedded LLM, each with cold query caches
     SequentialRunner().run(pipelines["answering_evaluation"], catalog)
     answers = catalog.load("answers")
-    assert set(answers["system"]) == set(ANSWERED)  # k = 3: routed l = 1, 2, 3 in every mode
-    assert len(answers) == 2 * len(ANSWERED)  # one question per dataset
+    assert set(answers["system"]) == {*ANSWERED, *SERVICE}  # k = 3: routed l = 1, 2, 3 in every mode
+    assert len(answers) == 2 * (len(ANSWERED) + len(SERVICE))  # one question per dataset
     assert (answers["tokens"] > 0).all()
     assert set(answers.columns) >= {"id", "dataset", "system", "prediction", "answers", "em", "f1",
                                     "tokens", "run_position", "foreign_query_hits", "settings", "parse_failures",
@@ -177,7 +178,7 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert "retrieval_orders" not in answer_metrics and set(answer_timings["retrieval_orders"]) == {"hotpotqa", "musique"}
     assert answer_metrics["foreign_query_hits"] == 0
     for dataset in ("hotpotqa", "musique", "all"):
-        for system in ANSWERED:
+        for system in (*ANSWERED, *SERVICE):
             m = answer_metrics["datasets"][dataset][system]
             assert 0 <= m["em"] <= m["f1"] + 1e-9 <= 1 + 1e-9
             t = answer_timings["datasets"][dataset][system]
@@ -192,9 +193,9 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert list(bundles) == ["all", "hotpotqa", "musique"]  # one per portfolio key, the served one first
     assert [m.name for m in bundles["all"].members] == [m.name for m in bundle.members]
     texts = {q["id"]: q["question"] for q in catalog.load("questions")}
-    for row in answers[answers["system"].str.startswith("served_l")].itertuples():
-        served = RoutedSystem.from_bundle(bundles[row.dataset])
-        got = served.retrieve(texts[row.id], int(row.system.removeprefix("served_l")))
+    for row in answers[answers["system"].str.match(r"serv(ed|ice)_l")].itertuples():  # service: the served bundle's
+        served = RoutedSystem.from_bundle(bundles[row.dataset if row.system.startswith("served") else bundle.name])
+        got = served.retrieve(texts[row.id], int(row.system.rpartition("_l")[2]))
         assert [served.members[j].name for j in got.members] == list(row.members)
         served.close()
     # a second run reads every answer from the store: no LLM call, the same predictions

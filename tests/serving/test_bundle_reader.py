@@ -98,8 +98,10 @@ def test_answering_evaluation_answers_with_the_bundles_reader(reader_bundle: Pat
         raise _Stop
 
     monkeypatch.setattr(nodes, "Answerer", answerer)
+    monkeypatch.setattr(nodes, "_test_questions", lambda *args: [])  # stopped before any question
     with pytest.raises(_Stop):
-        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(reader_bundle)}, {}, {},
+        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(reader_bundle)},
+                                    load_bundle(reader_bundle), {}, {},
                                     None, {})  # type: ignore[arg-type]
     ((backend, kwargs),) = made
     assert isinstance(backend, OpenAICompatibleClient) and backend.base_url == fake_llm_url and backend.timeout_s == 7

@@ -41,8 +41,10 @@ def _evaluation_seed(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> int:
         raise _Stop
 
     monkeypatch.setattr(nodes, "Answerer", answerer)
+    monkeypatch.setattr(nodes, "_test_questions", lambda *args: [])  # stopped before any question
     with pytest.raises(_Stop):  # the bundle's reader: the embedded one, which loads on its first call only
-        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(bundle)}, {}, {},
+        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(bundle)},
+                                    load_bundle(bundle), {}, {},
                                     None, {})  # type: ignore[arg-type]
     return seeds[0]
 

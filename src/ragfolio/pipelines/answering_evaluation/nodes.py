@@ -42,8 +42,9 @@ logger = logging.getLogger(__name__)
 
 VENDI_PASSED = ("answerer", "runner", "num_docs")  # what the node passes either Vendi-RAG loop
 # Parameters no stored answer depends on, or (the last four) only some systems' (system_keys)
-NOT_IN_KEY = {"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume",
+NOT_IN_KEY = {"max_questions_per_dataset", "datasets", "systems", "order_check_questions", "resume", "served_bundle",
               "routed_l", "wide_factor", "vendi_rag", "vendi_rag_authors"}
+SERVICE = "service"  # service_l<l>: what `bentoml serve` answers by default (the served bundle's served_l<l>)
 STORE_VERSION = 5  # bumped when a stored record's meaning changes, so old rows are not reused
 # The modules whose code makes the stored answers (with what they import in ragfolio): not the scores.
 ANSWERING_CODE = ("ragfolio.core.answering.systems", "ragfolio.core.routing.online", "ragfolio.core.llm.backends",
@@ -68,6 +69,7 @@ class AnsweringEvaluationParams(BaseModel):
         AuthorsVendiRAG, "answering_evaluation.vendi_rag_authors", VENDI_PASSED)] | None = None
     routed_l: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     retrieval_routers: bool = True
+    served_bundle: bool = True  # also answer each dataset's questions from the served bundle (service_l<l>)
     wide_factor: int = Field(2, ge=0)
     system_order: Literal["fixed", "reversed", "shuffled"] = "shuffled"
     cold_caches: bool = True
@@ -181,7 +183,7 @@ def _retrieval_routings(
 
 def answer_test_questions(
     questions: list[dict[str, Any]], utility_index: UtilityIndex, bundles: Mapping[str, PortfolioBundle],
-    routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
+    served: PortfolioBundle, routers: dict[str, RouterProtocol], retrieval_routers: dict[str, dict[str, RouterProtocol]],
     answer_store: AnswerStore, params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Answer each dataset's sampled test questions with every system; one row per question and system.
@@ -189,73 +191,99 @@ def answer_test_questions(
     Each dataset is answered from its own bundle (packaging's ``bundles``: the portfolio, its
     served router, the corpus it retrieved from and its indexes, as ``bentoml serve`` would load
     it), so ``served_l<l>`` is by construction what the service answers with; the other routers
-    (``routers``, ``retrieval_routers``) route over the same members and runner. Every system
-    computes its own query parts with cold caches, in the order ``system_order`` gives per
-    question. A question whose records the ``answer_store`` holds under the same settings is not
-    answered again; new ones are stored as each question ends.
+    (``routers``, ``retrieval_routers``) route over the same members and runner. With
+    ``served_bundle``, the same questions are also answered from ``served``, the bundle
+    ``bentoml serve`` loads by default (packaging's pointer: ``all``), as systems ``service_l<l>``
+    (its ``served_l<l>``). Every system computes its own query parts with cold caches, in the order
+    ``system_order`` gives per question. A question whose records the ``answer_store`` holds under
+    the same settings is not answered again; new ones are stored as each question ends.
 
     Returns:
         ``(answers, retrieval_orders)``: the rows, and for the first ``order_check_questions`` of each
         dataset every system's retrieval latency (no LLM call) in the fixed and the reversed order.
     """
     p = AnsweringEvaluationParams(**params)
-    backends: dict[str, ChatBackend] = {}  # one per reader: the bundles' readers are packaging.reader, one model load
     datasets = [d for d in utility_index.datasets if d in bundles]
     if missing := sorted(set(utility_index.datasets) - set(bundles)):
         raise ValueError(f"no bundle for datasets {missing} (packaging built {sorted(bundles)}): run packaging")
     if unknown := set(p.datasets or []) - set(datasets):
         raise ValueError(f"answering_evaluation.datasets {sorted(unknown)} are not among the datasets with a bundle "
                          f"{sorted(datasets)}")
+    answer = partial(_answer_from, p=p, store=answer_store, backends={})  # one backend per reader: one model load
     trained = retrieval_routers if p.retrieval_routers else {}
+    chosen = _systems(p.systems)
+    service = [s for s in chosen or [f"served_l{l}" for l in p.routed_l] if s.startswith("served_l")]
     rows: list[dict[str, Any]] = []
     orders: dict[str, Any] = {}
-    for dataset in datasets:
-        if p.datasets is not None and dataset not in p.datasets:
-            continue
-        bundle = bundles[dataset]
-        reader, llm_key = bundle.reader, json.dumps(bundle.reader.llm, sort_keys=True)
-        backend = backends[llm_key] = backends.get(llm_key) or make_backend(reader.llm)  # the bundle's reader
-        answerer = Answerer(backend, **reader.answerer, seed=bundle.selector_seed)  # the service's selector order
-        if above := [l for l in p.routed_l if l > bundle.k]:
-            raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {dataset!r}'s k={bundle.k}: "
-                             f"set each to at most {bundle.k}")
-        rag = AdaptiveRAG.from_bundle(bundle, answerer, timeout_s=p.member_timeout_s)
-        served, runner, num_docs = rag.system, rag.system.runner, bundle.scoring.num_docs
-        learned = None if dataset not in routers else served.with_router(routers[dataset])
-        routed = _retrieval_routings(served, trained, dataset)
-        online = {mode: system.online for mode, system in routed.items() if system.online is not None}
-        systems = SystemRunner(
-            rag, bundle.members[bundle.single_best], VendiRAG(answerer, runner, num_docs=num_docs, **p.vendi_rag),
-            authors_vendi=None if p.vendi_rag_authors is None else AuthorsVendiRAG(
-                answerer, runner, num_docs=num_docs, **p.vendi_rag_authors),
-            wide_runner=runner_at_depth(runner, p.wide_factor * num_docs) if p.wide_factor else None,
-            retrieval_routers=online, learned=learned, ls=p.routed_l, cold_caches=p.cold_caches,
-            only=_systems(p.systems), strict=isinstance(p.systems, list),
-        )
-        key = answer_store_key({
-            "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": bundle.scoring.to_dict(),
-            **served_identity(bundle, runner),
-            "router_features": bundle.routing.to_dict(), "members": [m.name for m in bundle.members],
-            "single_best": systems.single_best.name,
-            "served": {"router": _router_digest(bundle.router), "routed_ls": bundle.routed_ls},
-            "routers": {**({} if learned is None else {"learned": _router_digest(learned.router)}),
-                        **{m: _router_digest(o.router) for m, o in online.items()}},
-            "params": reader_params(p, reader),
-        }, backend_identity(reader.llm))
+    for dataset in [d for d in datasets if p.datasets is None or d in p.datasets]:
         sample = _test_questions(questions, utility_index, dataset, p.max_questions_per_dataset, p.seed)
-        systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
-        answer = partial(_answer, systems, dataset, p.system_order, p.seed)
-        answered, reused = answer_all(sample, system_keys(key, systems.systems, p), answer_store, answer, resume=p.resume,
-                                      desc=f"{dataset} answering")
-        # scored as read, against the questions' gold as it is now: the store keeps answers, not scores
-        rows += score_all(answered, runner.texts, {q.id: q.answers for q in sample})
-        orders[dataset] = [
-            {"id": q.id, **{how: systems.retrieval_ms(q.question, run_order(systems.systems, how, p.seed, q.id))
-                            for how in ("fixed", "reversed")}}
-            for q in sample[: p.order_check_questions]
-        ]
-        logger.info("%s: %d questions, %d read from the answer store (settings %s)", dataset, len(sample), reused, key)
-        rag.close()
-        for system in [*([] if learned is None else [learned]), *routed.values()]:
-            system.close()
+        answered, orders[dataset] = answer(bundles[dataset], dataset, sample, routers.get(dataset), trained, chosen)
+        rows += answered
+        if not p.served_bundle or not service:
+            continue
+        if served.name == dataset:  # its own bundle is the served one: the same answers
+            rows += [{**r, "system": SERVICE + r["system"].removeprefix("served")} for r in answered if r["system"] in service]
+        else:  # what `bentoml serve` answers by default, as service_l<l>
+            rows += answer(served, dataset, sample, None, {}, service, prefix=SERVICE)[0]
     return pd.DataFrame(rows), orders
+
+
+def _answer_from(
+    bundle: PortfolioBundle, dataset: str, sample: list[Question], learned_router: RouterProtocol | None,
+    trained: dict[str, dict[str, RouterProtocol]], only: list[str] | None, *, p: AnsweringEvaluationParams,
+    store: AnswerStore, backends: dict[str, ChatBackend], prefix: str | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``sample``'s scored records of the systems ``only`` (None: every one) answered from ``bundle``, and
+    their retrieval orders; with ``prefix``, ``served_l<l>`` is named ``<prefix>_l<l>`` (no retrieval orders)."""
+    reader, llm_key = bundle.reader, json.dumps(bundle.reader.llm, sort_keys=True)
+    backend = backends[llm_key] = backends.get(llm_key) or make_backend(reader.llm)  # the bundle's reader
+    answerer = Answerer(backend, **reader.answerer, seed=bundle.selector_seed)  # the service's selector order
+    if above := [l for l in p.routed_l if l > bundle.k]:
+        raise ValueError(f"answering_evaluation.routed_l {above} is above portfolio {bundle.name!r}'s k={bundle.k}: "
+                         f"set each to at most {bundle.k}")
+    rag = AdaptiveRAG.from_bundle(bundle, answerer, timeout_s=p.member_timeout_s)
+    served, runner, num_docs = rag.system, rag.system.runner, bundle.scoring.num_docs
+    learned = None if learned_router is None else served.with_router(learned_router)
+    routed = _retrieval_routings(served, trained, dataset)
+    online = {mode: system.online for mode, system in routed.items() if system.online is not None}
+    systems = SystemRunner(
+        rag, bundle.members[bundle.single_best], VendiRAG(answerer, runner, num_docs=num_docs, **p.vendi_rag),
+        authors_vendi=None if p.vendi_rag_authors is None or prefix else AuthorsVendiRAG(
+            answerer, runner, num_docs=num_docs, **p.vendi_rag_authors),
+        wide_runner=runner_at_depth(runner, p.wide_factor * num_docs) if p.wide_factor and not prefix else None,
+        retrieval_routers=online, learned=learned, ls=p.routed_l, cold_caches=p.cold_caches,
+        only=only, strict=isinstance(p.systems, list) or prefix is not None,
+    )
+    key = answer_store_key({
+        "dataset": dataset, "corpus": runner.corpus_key, "pool_settings": bundle.scoring.to_dict(),
+        **served_identity(bundle, runner),
+        "router_features": bundle.routing.to_dict(), "members": [m.name for m in bundle.members],
+        "single_best": systems.single_best.name,
+        "served": {"router": _router_digest(bundle.router), "routed_ls": bundle.routed_ls},
+        "routers": {**({} if learned is None else {"learned": _router_digest(learned.router)}),
+                    **{m: _router_digest(o.router) for m, o in online.items()}},
+        "params": reader_params(p, reader),
+    }, backend_identity(reader.llm))
+    names = {s: f"{prefix}{s.removeprefix('served')}" if prefix else s for s in systems.systems}
+    systems.retrieval_ms("warm-up query", systems.systems)  # build indexes, load encoders, outside the timings
+
+    def answer(q: Question, missing: list[str]) -> list[dict[str, Any]]:
+        ran = _answer(systems, dataset, p.system_order, p.seed, q, [s for s in systems.systems if names[s] in missing])
+        return [{**r, "system": names[r["system"]]} for r in ran]
+
+    settings = {names[s]: k for s, k in system_keys(key, systems.systems, p).items()}
+    answered, reused = answer_all(sample, settings, store, answer, resume=p.resume,
+                                  desc=f"{dataset} answering{f' ({prefix}: {bundle.name})' if prefix else ''}")
+    # scored as read, against the questions' gold as it is now: the store keeps answers, not scores
+    rows = score_all(answered, runner.texts, {q.id: q.answers for q in sample})
+    orders = [] if prefix else [
+        {"id": q.id, **{how: systems.retrieval_ms(q.question, run_order(systems.systems, how, p.seed, q.id))
+                        for how in ("fixed", "reversed")}}
+        for q in sample[: p.order_check_questions]
+    ]
+    logger.info("%s%s: %d questions, %d read from the answer store (settings %s)", dataset,
+                f" ({prefix}: bundle {bundle.name})" if prefix else "", len(sample), reused, key)
+    rag.close()
+    for system in [*([] if learned is None else [learned]), *routed.values()]:
+        system.close()
+    return rows, orders

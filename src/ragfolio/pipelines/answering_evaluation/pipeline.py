@@ -22,6 +22,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "questions": "questions",
                     "utility_index": "utility_index",
                     "bundles": "bundles",  # packaging's: each dataset answers as its bundle serves
+                    "served": "bundle",  # and as `bentoml serve` serves by default (service_l<l>)
                     "routers": "routers",
                     "retrieval_routers": "retrieval_routers",
                     "answer_store": "answer_store",
