@@ -30,7 +30,7 @@ Measured per size:
 
 Run from the repository root, machine otherwise idle (client and server share the cores)::
 
-    .venv/bin/python benchmarks/bench_million.py --bundle <run>/06_models/bundle \\
+    .venv/bin/python benchmarks/bench_million.py --bundle <run>/06_models/served.json \\
         --questions <run>/02_intermediate/questions.json --out docs/bench_million.md
 """
 
@@ -55,7 +55,7 @@ import psutil
 from bench_service import Phase, run_phase
 from service_harness import load_average, machine, serve, service_processes, serving_config
 
-from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
+from ragfolio.core.bundle import PortfolioBundle, load_bundle, resolve_bundle, save_bundle
 from ragfolio.core.data.records import Corpus, Question
 from ragfolio.core.metrics import support_recall
 from ragfolio.core.retrieval.encoders.kinds import make_encoder
@@ -294,7 +294,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, loads: tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--bundle", type=Path, default=Path("data/06_models/bundle"))
+    parser.add_argument("--bundle", type=Path, default=Path("data/06_models/served.json"))
     parser.add_argument("--questions", type=Path, default=Path("data/02_intermediate/questions.json"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[0, 100_000, 1_000_000],
                         help="corpus sizes; 0 (or any size up to the base's): the base corpus alone")
@@ -310,7 +310,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     loads = [load_average()]
-    base = load_bundle(args.bundle, verify=False)
+    base = load_bundle(resolve_bundle(args.bundle), verify=False)
     questions = sample_questions(args.questions, args.n_questions)
     results = [run_size(base, n, args, questions) for n in args.sizes]
     loads.append(load_average())

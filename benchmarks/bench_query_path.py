@@ -10,7 +10,7 @@ setting: ms per lone query (batch 1, the service's lone request), queries/s in b
 the smallest cosine between its query embeddings and torch fp32's, support recall@k, and its paired
 difference from torch fp32 with a 95% bootstrap interval.
 
-    .venv/bin/python benchmarks/bench_query_path.py --bundle data/06_models/bundle \\
+    .venv/bin/python benchmarks/bench_query_path.py --bundle data/06_models/served.json \\
         --questions data/02_intermediate/questions.json
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragfolio.core.bundle import load_bundle
+from ragfolio.core.bundle import load_bundle, resolve_bundle
 from ragfolio.core.data.records import Question
 from ragfolio.core.metrics import support_recall
 from ragfolio.core.retrieval.encoders.e5_torch import E5TorchEncoder
@@ -65,14 +65,14 @@ def settings(spec: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundle", type=Path, default=ROOT / "data/06_models/bundle")
+    parser.add_argument("--bundle", type=Path, default=ROOT / "data/06_models/served.json")
     parser.add_argument("--questions", type=Path, default=ROOT / "data/02_intermediate/questions.json")
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--n-questions", type=int, default=0, help="a seeded sample of this many questions (0: all)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    bundle = load_bundle(args.bundle)
+    bundle = load_bundle(resolve_bundle(args.bundle))
     row_of = bundle.corpus.row_of()
     questions = [Question.from_record(r, source="questions") for r in json.loads(args.questions.read_text())]
     questions = [q for q in questions if q.has_contexts and all(g in row_of for g in q.gold_passage_ids())]

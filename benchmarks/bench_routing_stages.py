@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from service_harness import load_average, machine, questions
 
-from ragfolio.core.bundle import load_bundle
+from ragfolio.core.bundle import load_bundle, resolve_bundle
 from ragfolio.core.routing.registry import load_router
 from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    bundle = load_bundle(args.models / "bundle", verify=True)
+    bundle = load_bundle(resolve_bundle(args.models), verify=True)  # the served one: 06_models/served.json
     texts = questions()
     lines = ["# Batched routing, time per query of each stage (`benchmarks/bench_routing_stages.py`)", "",
              f"Bundle `{bundle.name}` (k = {bundle.k}, {len(bundle.corpus)} passages, serves `{bundle.router.name}`), "

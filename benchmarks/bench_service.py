@@ -221,7 +221,7 @@ def main() -> None:
                 phases.append(asyncio.run(run_phase(url, phase, queries, args.max_phase_s)))
                 print(phase.row(), flush=True)
         extra.append(f"- Resident memory at the end: {memory(pid)}.")
-        bundle_dir = args.bundle or Path("data/06_models/bundle")
+        bundle_dir = args.bundle or Path("data/06_models/served.json")
         rates = {batch: encoder_rates(bundle_dir, queries[200:], batch, query_engine=args.query_engine)
                  for batch in (args.retrieve_concurrency, 64)}
         extra.append(f"- Query engine: {args.query_engine or 'as the bundle says'} "

@@ -53,10 +53,12 @@ def questions(path: Path | None = None) -> list[str]:
 
 
 def encoder_specs(bundle: Path, query_engine: str | None = None) -> dict[str, dict[str, Any]]:
-    """The encoders of ``bundle``'s manifest, with ``query_engine`` set as the service sets it."""
+    """The encoders of ``bundle``'s manifest (a bundle folder, or packaging's pointer to one), with
+    ``query_engine`` set as the service sets it."""
+    from ragfolio.core.bundle import resolve_bundle
     from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 
-    specs = json.loads((bundle / "manifest.json").read_text())["scoring"]["encoders"]
+    specs = json.loads((resolve_bundle(bundle) / "manifest.json").read_text())["scoring"]["encoders"]
     return with_query_engine(specs, query_engine) if query_engine else specs
 
 

@@ -8,7 +8,7 @@ picks the same passages, in the same order, as
   git at ``--old-rev``, the last commit that had it), and
 - the ``vendi`` candidate family (:func:`ragfolio.core.retrieval.ranking.diversification.vendi`).
 
-    .venv/bin/python benchmarks/vendi_selection_agreement.py --bundle data/06_models/bundle \\
+    .venv/bin/python benchmarks/vendi_selection_agreement.py --bundle data/06_models/served.json \\
         --questions data/02_intermediate/questions.json
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from vendirag.retriever import vrs_select
 
-from ragfolio.core.bundle import load_bundle
+from ragfolio.core.bundle import load_bundle, resolve_bundle
 from ragfolio.core.retrieval.ranking.diversification import vendi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,14 +42,14 @@ def old_greedy_vrs(rev: str) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundle", type=Path, default=ROOT / "data/06_models/bundle")
+    parser.add_argument("--bundle", type=Path, default=ROOT / "data/06_models/served.json")
     parser.add_argument("--questions", type=Path, default=ROOT / "data/02_intermediate/questions.json")
     parser.add_argument("--encoder", default="minilm")
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--s", type=float, nargs="+", default=[0.3, 0.5, 0.8])
     parser.add_argument("--old-rev", default="82e648a")
     args = parser.parse_args()
-    runner = load_bundle(args.bundle).runner()
+    runner = load_bundle(resolve_bundle(args.bundle)).runner()
     questions = [q["question"] for q in json.loads(args.questions.read_text()) if q.get("split") == "test"]
     pool = runner.base(f"dense:{args.encoder}", questions)
     q_emb, p_emb = runner.query_embeddings(args.encoder, questions), runner.passage_embeddings(args.encoder)

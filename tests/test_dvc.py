@@ -96,7 +96,7 @@ def test_dvc_repro_skips_unchanged_and_reruns_dependents(tmp_path: Path) -> None
     assert _ran(first) == STAGES, first[-3000:]
     lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     assert set(lock) == set(STAGES)
-    assert (project / "data/06_models/bundle/manifest.json").exists()
+    assert (project / "data/06_models/bundles/all/manifest.json").exists() and (project / "data/06_models/served.json").exists()
 
     second = _dvc(project, "repro")
     assert _ran(second) == [], second[-3000:]

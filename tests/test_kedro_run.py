@@ -88,8 +88,9 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
         assert (project / "runs/tiny/06_models/routers" / key / "router.safetensors").exists()
         assert (project / "runs/tiny/06_models/bundles" / key / "manifest.json").exists()  # one bundle per portfolio
     answers = [json.loads(line) for line in (project / "runs/tiny/07_model_output/answers.jsonl").read_text().splitlines()]
-    assert len(answers) == 2 * len(ANSWERED)  # 1 test question (max_questions_per_dataset) x 2 datasets, 6 systems
-    assert {a["system"] for a in answers} == set(ANSWERED) and all(a["prediction"] for a in answers)
+    service = ("service_l1", "service_l2")  # the same questions answered as `bentoml serve` answers them by default
+    assert len(answers) == 2 * (len(ANSWERED) + 2)  # 1 test question (max_questions_per_dataset) x 2 datasets, 6 + 2 systems
+    assert {a["system"] for a in answers} == {*ANSWERED, *service} and all(a["prediction"] for a in answers)
     answer_metrics = json.loads((project / "runs/tiny/08_reporting/answer_metrics.json").read_text())
     assert set(answer_metrics["datasets"]) == {"hotpotqa", "musique", "all"}
     assert answer_metrics["datasets"]["all"]["post_retrieval_l2"]["tokens_mean"] > 0
@@ -99,7 +100,10 @@ def test_kedro_run_portfolio_with_test_dir(portfolio_run: tuple[Path, dict[str, 
         assert (project / "runs/tiny/08_reporting" / png).stat().st_size > 10_000
     for csv in ("best_of_k.csv", "em_vs_tokens.csv"):  # the plots' data for `dvc plots show`
         assert len((project / "runs/tiny/08_reporting" / csv).read_text().splitlines()) > 5
-    manifest = json.loads((project / "runs/tiny/06_models/bundle/manifest.json").read_text())
+    assert not (project / "runs/tiny/06_models/bundle").exists()  # the served bundle is not copied: a pointer names it
+    served = json.loads((project / "runs/tiny/06_models/served.json").read_text())
+    assert served == {"portfolio": "all", "bundle": "bundles/all"}
+    manifest = json.loads((project / "runs/tiny/06_models/bundles/all/manifest.json").read_text())
     assert manifest["name"] == "all" and manifest["k"] == 5 and len(manifest["checksum"]) == 64
     # the served corpus is the measured one: the union corpus (the default), named alike everywhere
     assert metrics["corpus"]["mode"] == "union"
@@ -133,9 +137,9 @@ def test_mlflow_run_holds_params_metrics_artifacts_and_model(portfolio_run: tupl
     assert tags["kedro.pipeline"] == "portfolio" and "data.sha256" in tags and "git.commit" in tags
     assert tags["numerics.MKL_CBWR"] in ("AVX2", "unset") and tags["numerics.torch_cpu_capability"]
     assert run.info.run_name == "tiny/portfolio k=5 pool=default" and tags["ragfolio.run_name"] == "tiny"
-    assert tags["data.root"] == "runs/tiny" and not (project / "data/06_models/bundle").exists()
+    assert tags["data.root"] == "runs/tiny" and not (project / "data/06_models/served.json").exists()
     assert tags["data.raw_dir"].endswith("raw") and tags["ragfolio.k"] == "5" and tags["ragfolio.pool"] == "default"
-    manifest = json.loads((project / "runs/tiny/06_models/bundle/manifest.json").read_text())
+    manifest = json.loads((project / "runs/tiny/06_models/bundles/all/manifest.json").read_text())
     assert tags["bundle.checksum"] == manifest["checksum"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
     assert {"plots/best_of_k.png", "plots/router_best_of_l.png", "plots/em_vs_tokens.png", "plots/best_of_k.csv"} <= artifacts
@@ -154,7 +158,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     import mlflow
     import pandas as pd
 
-    from ragfolio.core.bundle import load_bundle
+    from ragfolio.core.bundle import load_bundle, resolve_bundle
     from ragfolio.core.system.request import RetrievalRequest
     from ragfolio.core.system.routed_system import RoutedSystem
 
@@ -163,7 +167,7 @@ def test_registered_model_reloads_with_the_bundles_predictions(portfolio_run: tu
     model = mlflow.pyfunc.load_model("models:/ragfolio@run-tiny")
     questions = ["Which magazine was started first, Arthur's Magazine or First for Women?", "Who founded the city?"]
     predicted = model.predict(pd.DataFrame({"question": questions}), params={"l": 2})
-    bundle = load_bundle(project / "runs/tiny/06_models/bundle")
+    bundle = load_bundle(resolve_bundle(project / "runs/tiny/06_models/served.json"))
     system = RoutedSystem.from_bundle(bundle)
     for row, question in zip(predicted.itertuples(), questions, strict=True):
         routed = system.retrieve(RetrievalRequest(question, 2, system.depth))
@@ -176,7 +180,8 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
 ) -> None:
     project, env, _ = portfolio_run
     files = ["runs/tiny/06_models/portfolios.json", "runs/tiny/06_models/routers/all/router.safetensors",
-             "runs/tiny/06_models/router_selection.json", "runs/tiny/06_models/bundle/manifest.json"]
+             "runs/tiny/06_models/router_selection.json", "runs/tiny/06_models/bundles/all/manifest.json",
+             "runs/tiny/06_models/served.json"]
     before = {name: (project / name).read_bytes() for name in files}
     router_metrics = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()
     _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=portfolio_selection", "--params=run_name=tiny")

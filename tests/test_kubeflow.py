@@ -134,10 +134,12 @@ TINY_PARAMS = {
         "text_features": {"n_features": 256}, "encoders": ["minilm"],
         "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 10, "patience": 5}, "seed": 0,
     },
-    "answering_evaluation": {
-        "max_questions_per_dataset": 1, "datasets": ["musique"],
+    "packaging": {"reader": {
         "answerer": {"max_answer_tokens": 8, "max_selector_tokens": 8, "max_passage_words": 30},
         "llm": {"kind": "transformers", "transformers": {"n_ctx": 2048}, "openai": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}},
+    }},
+    "answering_evaluation": {
+        "max_questions_per_dataset": 1, "datasets": ["musique"],
         "vendi_rag": {"encoder": "minilm", "max_iterations": 2}, "seed": 0,
     },
 }

@@ -33,5 +33,5 @@ def test_a_local_override_keeps_the_base_keys_and_the_credentials_reach_the_envi
     base = yaml.safe_load((ROOT / "conf/base/parameters_answering_evaluation.yml").read_text())["answering_evaluation"]
     assert params["max_questions_per_dataset"] == 100
     assert params["vendi_rag"] == {**base["vendi_rag"], "max_iterations": 2}  # nested keys merge too
-    assert params["llm"] == base["llm"] and params["answerer"] == base["answerer"]  # untouched keys stay
+    assert params["system_order"] == base["system_order"] and params["routed_l"] == base["routed_l"]  # untouched keys stay
     assert __import__("os").environ["ELASTICSEARCH_URL"] == "http://es.example:9200"  # CredentialsHook ran

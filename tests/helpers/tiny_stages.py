@@ -8,8 +8,9 @@ from typing import Any
 
 
 def tiny_stage_params(tiny_dir: Path, grid: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{parameter group: block}`` for data_prep .. router_training over ``tiny_dir``, pool ``grid``:
-    a dev split, 2 passages per member, k = 3, a small learned router, auto serving at l = 2."""
+    """``{parameter group: block}`` for data_prep .. packaging over ``tiny_dir``, pool ``grid``:
+    a dev split, 2 passages per member, k = 3, a small learned router, auto serving at l = 2, the
+    default reader."""
     return {
         "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "dev_fraction": 0.3, "seed": 0},
         "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall",
@@ -23,4 +24,5 @@ def tiny_stage_params(tiny_dir: Path, grid: dict[str, Any]) -> dict[str, dict[st
             "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
             "bundle": {"router": "auto", "default_l": 2}, "seed": 0,
         },
+        "packaging": {},
     }

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,11 @@ from kedro_datasets.json import JSONDataset
 from param_datasets import param_datasets
 from tiny_stages import tiny_stage_params
 
-from ragfolio.core.bundle import PortfolioBundle
+from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.judging.choice import RouterChoice, RouterSelection
 from ragfolio.datasets.array_folders import ArrayFolderDataset
-from ragfolio.datasets.bundle_folders import BundleDataset, BundlesDataset
+from ragfolio.datasets.bundle_folders import BundlesDataset, ServedBundleDataset
 from ragfolio.datasets.record_files import RecordDataset
 from ragfolio.datasets.router_folders import RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
@@ -50,6 +51,7 @@ class Trained:
     catalog: DataCatalog
     selection: RouterSelection
     metrics: dict[str, Any]
+    root: Path
 
     def package(self, selection: RouterSelection | None = None, **bundle: Any) -> PortfolioBundle:
         """Run ``packaging`` on ``selection`` (default: what router training wrote), with
@@ -72,14 +74,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory, handoffs: Callable[[Path],
     datasets["utility_matrices"] = ArrayFolderDataset(str(root / "utility"))
     datasets["routers"] = RouterFolderDataset(str(root / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(root / "retrieval_routers"))
-    datasets["bundle"] = BundleDataset(str(root / "bundle"))
+    datasets["bundle"] = ServedBundleDataset(str(root / "served.json"), str(root / "bundles"))
     datasets["bundles"] = BundlesDataset(str(root / "bundles"))
     datasets |= handoffs(root)  # router_training -> router_evaluation, as the catalog stores them
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
     for name in ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation"):
         SequentialRunner().run(pipelines[name], catalog)
-    return Trained(catalog, catalog.load("router_selection"), catalog.load("router_metrics"))
+    return Trained(catalog, catalog.load("router_selection"), catalog.load("router_metrics"), root)
 
 
 def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
@@ -100,6 +102,15 @@ def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
     for key, choice in trained.selection.choices.items():
         assert bundles[key].name == key and bundles[key].router.name == choice.router
         assert bundles[key].routed_ls == choice.routed_ls
+
+
+def test_the_served_bundle_is_written_once_and_pointed_at(trained: Trained) -> None:
+    """No copy of the served bundle: a pointer names its folder among the bundles, and loads it."""
+    served = trained.package(portfolio="hotpotqa")
+    assert json.loads((trained.root / "served.json").read_text()) == {"portfolio": "hotpotqa", "bundle": "bundles/hotpotqa"}
+    assert served.name == "hotpotqa" and served.checksum == load_bundle(trained.root / "bundles" / "hotpotqa").checksum
+    assert sorted(p.name for p in trained.root.iterdir() if (p / "manifest.json").exists()) == []  # no bundle outside bundles/
+    assert trained.package().name == "all"
 
 
 def test_packaging_reads_no_output_of_router_evaluation() -> None:

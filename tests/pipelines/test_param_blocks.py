@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams
+from ragfolio.pipelines.packaging.nodes import PackagingParams
 from ragfolio.router_params import RouterTrainingParams
 from ragfolio_lab.pipelines.answering_evaluation.nodes import AnsweringEvaluationParams
 
@@ -27,6 +28,7 @@ def test_the_shipped_blocks_pass_and_are_handed_on_as_written() -> None:
     assert router_training.retrieval_routing.post_retrieval == _params("router_training")["retrieval_routing"]["post_retrieval"]
     answering = AnsweringEvaluationParams(**_params("answering_evaluation"))
     assert answering.vendi_rag == _params("answering_evaluation")["vendi_rag"]
+    assert PackagingParams(**_params("packaging")).reader.answerer == _params("packaging")["reader"]["answerer"]
     scoring = _params("candidate_scoring")
     assert CandidateScoringParams(**{**scoring, "grid": "default"}).bm25_base == scoring["bm25_base"]
 
@@ -52,15 +54,24 @@ def test_the_retrieval_routers_blocks_are_checked_against_their_router() -> None
 
 
 @pytest.mark.parametrize(("block", "value", "message"), [
-    ("answerer", {"max_answer_token": 8}, r"answering_evaluation.answerer: max_answer_token"),
     ("vendi_rag", {"refine_query": "rewrite"}, r"answering_evaluation.vendi_rag: refine_query"),
     ("vendi_rag", {"num_docs": 8}, r"vendi_rag: num_docs: Extra inputs"),  # the node passes candidate scoring's
-    ("llm", {"kind": "openai", "modle": "x"}, r"unknown keys \['modle'\] for backend kind='openai'"),
-    ("llm", {"kind": "vllm"}, r"backend kind='vllm' must be one of"),
+    ("llm", {"kind": "llama_cpp"}, r"llm\s+Extra inputs"),  # the reader is the bundle's: packaging.reader
 ])
 def test_answering_blocks_name_a_bad_key_or_type(block: str, value: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         AnsweringEvaluationParams(**{**_params("answering_evaluation"), block: value})
+
+
+@pytest.mark.parametrize(("block", "value", "message"), [
+    ("answerer", {"max_answer_token": 8}, r"packaging.reader.answerer: max_answer_token"),
+    ("llm", {"kind": "openai", "modle": "x"}, r"unknown keys \['modle'\] for backend kind='openai'"),
+    ("llm", {"kind": "vllm"}, r"backend kind='vllm' must be one of"),
+])
+def test_the_reader_blocks_name_a_bad_key_or_type(block: str, value: dict[str, Any], message: str) -> None:
+    reader = _params("packaging")["reader"]
+    with pytest.raises(ValueError, match=message):
+        PackagingParams(reader={**reader, block: value})
 
 
 def test_the_bm25_base_is_checked_against_the_bm25_family() -> None:

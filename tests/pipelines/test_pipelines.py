@@ -16,7 +16,7 @@ from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio.core.timings import TIMING_KEYS
 from ragfolio.datasets.array_folders import ArrayFolderDataset
-from ragfolio.datasets.bundle_folders import BundlesDataset
+from ragfolio.datasets.bundle_folders import BundlesDataset, ServedBundleDataset
 from ragfolio.datasets.record_files import RecordDataset
 from ragfolio.datasets.router_folders import RouterFolderDataset, RoutersByKindDataset
 from ragfolio.pipeline_registry import register_pipelines
@@ -24,6 +24,7 @@ from ragfolio_lab.answering.store import AnswerStore
 from ragfolio_lab.answering.systems import SYSTEMS
 
 ANSWERED = tuple(s for s in SYSTEMS if s != "vendi_rag_authors")  # vendirag's own loop is opt-in
+SERVICE = ("service_l1", "service_l2", "service_l3")  # the served bundle's served_l<l>, what `bentoml serve` answers
 
 pytestmark = pytest.mark.slow
 
@@ -57,9 +58,10 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
             "text_features": {"n_features": 256}, "encoders": ["minilm"],
             "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,
         },
+        "packaging": {"reader": {  # the small reader, in every bundle: what answering evaluation answers with
+            "llm": {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}}}},
         "answering_evaluation": {
             "max_questions_per_dataset": 1, "systems": "all",
-            "llm": {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}},  # the small reader
             "vendi_rag": {"max_iterations": 2}, "seed": 0,
         },
     }
@@ -74,6 +76,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
     datasets["routers"] = RouterFolderDataset(str(tmp_path / "routers"))
     datasets["retrieval_routers"] = RoutersByKindDataset(str(tmp_path / "retrieval_routers"))
     datasets["bundles"] = BundlesDataset(str(tmp_path / "bundles"))
+    datasets["bundle"] = ServedBundleDataset(str(tmp_path / "served.json"), str(tmp_path / "bundles"))
     datasets |= handoffs(tmp_path)  # router_training -> router_evaluation
     datasets["answer_store"] = MemoryDataset(AnswerStore(tmp_path / "answer_store.jsonl"), copy_mode="assign")
     for name in ("answers", "answer_latencies"):
@@ -160,8 +163,8 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     # answering_evaluation: every system answers with the embedded LLM, each with cold query caches
     SequentialRunner().run(pipelines["answering_evaluation"], catalog)
     answers = catalog.load("answers")
-    assert set(answers["system"]) == set(ANSWERED)  # k = 3: routed l = 1, 2, 3 in every mode
-    assert len(answers) == 2 * len(ANSWERED)  # one question per dataset
+    assert set(answers["system"]) == {*ANSWERED, *SERVICE}  # k = 3: routed l = 1, 2, 3 in every mode
+    assert len(answers) == 2 * (len(ANSWERED) + len(SERVICE))  # one question per dataset
     assert (answers["tokens"] > 0).all()
     assert set(answers.columns) >= {"id", "dataset", "system", "prediction", "answers", "em", "f1",
                                     "tokens", "run_position", "foreign_query_hits", "settings", "parse_failures",
@@ -174,7 +177,7 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert "retrieval_orders" not in answer_metrics and set(answer_timings["retrieval_orders"]) == {"hotpotqa", "musique"}
     assert answer_metrics["foreign_query_hits"] == 0
     for dataset in ("hotpotqa", "musique", "all"):
-        for system in ANSWERED:
+        for system in (*ANSWERED, *SERVICE):
             m = answer_metrics["datasets"][dataset][system]
             assert 0 <= m["em"] <= m["f1"] + 1e-9 <= 1 + 1e-9
             t = answer_timings["datasets"][dataset][system]
@@ -189,9 +192,9 @@ def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     assert list(bundles) == ["all", "hotpotqa", "musique"]  # one per portfolio key, the served one first
     assert [m.name for m in bundles["all"].members] == [m.name for m in bundle.members]
     texts = {q["id"]: q["question"] for q in catalog.load("questions")}
-    for row in answers[answers["system"].str.startswith("served_l")].itertuples():
-        served = RoutedSystem.from_bundle(bundles[row.dataset])
-        got = served.retrieve(RetrievalRequest(texts[row.id], int(row.system.removeprefix("served_l")), served.depth))
+    for row in answers[answers["system"].str.match(r"serv(ed|ice)_l")].itertuples():  # service: the served bundle's
+        served = RoutedSystem.from_bundle(bundles[row.dataset if row.system.startswith("served") else bundle.name])
+        got = served.retrieve(RetrievalRequest(texts[row.id], int(row.system.rpartition("_l")[2]), served.depth))
         assert [served.members[j].name for j in got.members] == list(row.members)
         served.close()
     # a second run reads every answer from the store: no LLM call, the same predictions

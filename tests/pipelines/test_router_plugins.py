@@ -15,9 +15,10 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pickle import PickleDataset
 from param_datasets import param_datasets
 
+from ragfolio.core.bundle import resolve_bundle
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing import registry
-from ragfolio.datasets.bundle_folders import BundleDataset
+from ragfolio.datasets.bundle_folders import BundlesDataset, ServedBundleDataset
 from ragfolio.datasets.record_files import RecordDataset
 from ragfolio.pipeline_registry import register_pipelines
 
@@ -111,12 +112,14 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
         "candidate_grids": {},
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "router_training": router_training,
+        "packaging": {},
     }
     datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
     datasets["router_metrics"] = JSONDataset(filepath=str(tmp_path / "router_metrics.json"))
     datasets["dev_same_budget"] = PickleDataset(filepath=str(tmp_path / "dev_same_budget.pkl"))
-    datasets["bundle"] = BundleDataset(str(tmp_path / "bundle"))
+    datasets["bundles"] = BundlesDataset(str(tmp_path / "bundles"))
+    datasets["bundle"] = ServedBundleDataset(str(tmp_path / "served.json"), str(tmp_path / "bundles"))
     datasets["router_selection"] = RecordDataset(  # a user's router's values stored as the catalog stores them
         str(tmp_path / "router_selection.json"), "ragfolio.core.routing.judging.choice.RouterSelection")
     catalog = DataCatalog(datasets)
@@ -130,14 +133,14 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
     assert len(entry["centroid"]["best_of_l"]) == metrics["k"]  # judged on test beside the built-ins
     assert "centroid" in catalog.load("dev_same_budget")["all"]  # and on dev, by the do-no-harm rule
     assert metrics["served"]["router"] == "centroid"
-    assert json.loads((tmp_path / "bundle" / "router" / "router.json").read_text())["module"] == "my_routers"
+    assert json.loads((tmp_path / "bundles" / "all" / "router" / "router.json").read_text())["module"] == "my_routers"
 
     # A fresh process that imports nothing of the user's serves it: loading imports the module router.json names.
     serve = (
         "from ragfolio.core.bundle import load_bundle\n"
         "from ragfolio.core.system.request import RetrievalRequest\n"
         "from ragfolio.core.system.routed_system import RoutedSystem\n"
-        f"bundle = load_bundle({str(tmp_path / 'bundle')!r})\n"
+        f"bundle = load_bundle({str(resolve_bundle(tmp_path / 'served.json'))!r})\n"
         "system = RoutedSystem.from_bundle(bundle)\n"
         "routed = system.retrieve(RetrievalRequest('which river is the longest', 1, system.depth))\n"
         "print(type(bundle.router).__module__, bundle.router.name, routed.routed, len(routed.members))\n"

@@ -19,6 +19,7 @@ from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.scoring.utility_index import datasets_of, split_questions
 from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
+from ragfolio.datasets import BundlesDataset, ServedBundleDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow
@@ -53,6 +54,7 @@ def _params(tiny_dir, router: str, dev_fraction: float, net: dict = TINY_NET) ->
             "seed": 0,
         },
         "paper_router": None,  # the lab's study of the paper's router: off
+        "packaging": {},
     }
 
 
@@ -66,6 +68,8 @@ def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0, net: di
     for name in ("router_comparison", "dev_router_comparison", "dev_same_budget", "routers", "retrieval_routers", "questions",
                  "utility_index"):  # kept past their last use, for the checks below
         datasets[name] = PickleDataset(filepath=str(tmp_path / f"{name}.pkl"))
+    datasets["bundles"] = BundlesDataset(str(tmp_path / "bundles"))  # packaging's, as the catalog stores them
+    datasets["bundle"] = ServedBundleDataset(str(tmp_path / "served.json"), str(tmp_path / "bundles"))
     return DataCatalog(datasets)
 
 
@@ -228,7 +232,7 @@ def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(
     from the saved bundle picks what the report measured."""
     from cross_encoders import TINY, Recording, one_thread
 
-    from ragfolio.core.bundle import CROSS_ENCODER, load_bundle, save_bundle
+    from ragfolio.core.bundle import CROSS_ENCODER, load_bundle, resolve_bundle, save_bundle
     from ragfolio.core.retrieval.reranking.cross_encoder_folder import read_manifest
     from ragfolio.core.retrieval.reranking.cross_fitting import CrossFittedCrossEncoder
     from ragfolio.core.retrieval.running import cross_scores
@@ -261,9 +265,11 @@ def test_list_judgements_from_a_trained_cross_encoder_are_trained_on_and_served(
                       if q["id"] in read_manifest(folder)["training"]["train_question_ids"]}
         assert recording.scored[folder] and not recording.scored[folder] & trained_on
     assert not recording.scored[models.full] & set(models.fitting.texts.values())
-    bundle = catalog.load("bundle")
+    bundle = catalog.load("bundle")  # the served bundle as packaging saved it: with its copy of the full model
     assert bundle.routing.retrieval_features.judge and not any(m.family == "cross_encoder" for m in bundle.members)
-    assert bundle.scoring.cross_encoder == models.full and bundle.scoring.cross_encoder_folds is None
+    copy = resolve_bundle(tmp_path / "served.json") / CROSS_ENCODER
+    assert bundle.scoring.cross_encoder == str(copy) and bundle.scoring.cross_encoder_folds is None
+    assert read_manifest(str(copy)) == read_manifest(models.full)
     manifest = save_bundle(bundle, tmp_path / "bundle")
     assert (tmp_path / "bundle" / CROSS_ENCODER).is_dir() and "cross_encoder_folds" not in manifest["scoring"]
     assert not any("fold_" in name for name in manifest["files"])

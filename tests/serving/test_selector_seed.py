@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from conftest import write_config
@@ -42,10 +41,9 @@ def _evaluation_seed(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> int:
         raise _Stop
 
     monkeypatch.setattr(nodes, "Answerer", answerer)
-    params = {"llm": {"kind": "openai", "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}}
-    with pytest.raises(_Stop):
-        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(bundle)},
-                                    TrainedRouters({}, {}), None, params)  # type: ignore[arg-type]
+    with pytest.raises(_Stop):  # the bundle's reader: the embedded one, which loads on its first call only
+        nodes.answer_test_questions({"tiny": []}, {"tiny": load_bundle(bundle)}, load_bundle(bundle),
+                                    TrainedRouters({}, {}), None, {})  # type: ignore[arg-type]
     return seeds[0]
 
 
@@ -62,6 +60,8 @@ def test_the_service_and_evaluation_answer_with_the_bundles_seed(
         assert _evaluation_seed(bundle, monkeypatch) == seed
 
 
-def test_evaluation_refuses_a_seed_of_its_own_for_the_answerer() -> None:
-    with pytest.raises(ValueError, match="seed"):
-        nodes.AnsweringEvaluationParams(answerer={"seed": 3})
+def test_the_reader_refuses_a_seed_of_its_own_for_the_answerer() -> None:
+    from ragfolio.pipelines.packaging.nodes import ReaderParams
+
+    with pytest.raises(ValueError, match="packaging.reader.answerer: seed"):
+        ReaderParams(answerer={"seed": 3})

@@ -17,7 +17,7 @@ from conftest import closed_port_url, service_client, write_config
 from pydantic import ValidationError
 from tiny_bundle import MEMBERS, questions
 
-from ragfolio.core.bundle import BundleIntegrityError
+from ragfolio.core.bundle import BundleIntegrityError, save_served, verify_bundle
 from ragfolio.serving.config import ServingConfig
 
 K = len(MEMBERS)
@@ -136,6 +136,19 @@ def test_refuses_to_start_when_a_bundle_file_was_altered(tiny_bundle, fake_llm_u
     with pytest.raises(BundleIntegrityError, match=r"corpus\.jsonl"):
         with service_client(config):
             pass
+
+
+@pytest.mark.parametrize("named", ["served.json", "."])
+def test_serves_the_bundle_packagings_pointer_names(tiny_bundle, fake_llm_url, tmp_path, named) -> None:
+    """``serving.bundle`` may name packaging's pointer (or its folder) instead of a bundle folder."""
+    models = tmp_path / "06_models"
+    shutil.copytree(tiny_bundle, models / "bundles" / "tiny")
+    (models / "bundles" / "other").mkdir()  # not a bundle: loading it would fail
+    save_served(models / "served.json", models / "bundles" / "tiny", "tiny")
+    config = write_config(tmp_path / "serving.yml", models / named, fake_llm_url, warm_up=False)
+    with service_client(config) as client:
+        assert client.get("/portfolio").json()["checksum"] == verify_bundle(tiny_bundle)["checksum"]
+        assert client.post("/retrieve", json={"query": questions()[0]}).status_code == 200
 
 
 def test_refuses_to_start_without_a_bundle(fake_llm_url, tmp_path) -> None:

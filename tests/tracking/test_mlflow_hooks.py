@@ -145,15 +145,18 @@ def test_an_overwrite_sample_run_is_named_after_its_data(client: mlflow.MlflowCl
 
 def test_the_bundle_is_registered_by_the_run_that_builds_it(client: mlflow.MlflowClient, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """``packaging`` outputs the bundle, so its run registers the model; ``router_training``'s does not."""
+    """``packaging`` outputs the bundle, so its run registers the model (the bundle its pointer names,
+    not the pointer); ``router_training``'s does not."""
+    from ragfolio.core.bundle import save_served
     from ragfolio.pipeline_registry import register_pipelines
 
     registered: list[Path] = []
     monkeypatch.setattr(MlflowTrackingHook, "_register", lambda self, bundle, identity: registered.append(bundle))
-    bundle = tmp_path / "06_models" / "bundle"
+    bundle = tmp_path / "06_models" / "bundles" / "all"
     bundle.mkdir(parents=True)
     (bundle / "manifest.json").write_text("{}")
-    catalog, params, pipelines = _Catalog({"bundle": bundle}), _params(), register_pipelines()
+    save_served(tmp_path / "06_models" / "served.json", bundle, "all")
+    catalog, params, pipelines = _Catalog({"bundle": tmp_path / "06_models" / "served.json"}), _params(), register_pipelines()
     for name in ("router_training", "packaging"):
         hook = MlflowTrackingHook()
         hook.after_context_created(SimpleNamespace(params=params))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,3 +75,17 @@ def test_the_served_alias_is_removed_when_the_served_bundle_was_never_registered
     assert SERVED_ALIAS not in store.get_registered_model(REGISTERED_NAME).aliases
     _run("ccc", "other", logged, served=None)  # no bundle where `bentoml serve` looks: still none
     assert set(store.get_registered_model(REGISTERED_NAME).aliases) == {"run-sample", "run-teamwiki", "run-other"}
+
+
+def test_the_logged_model_names_the_reader_its_bundle_carries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model retrieves only; its metadata says which reader answers with it (the bundle's)."""
+    from ragfolio.core.llm.reader import ReaderSettings
+    from ragfolio.tracking import model
+
+    reader = {"llm": {"kind": "openai", "openai": {"base_url": "http://x/v1", "model": "m"}}, "answerer": {}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"scoring": {"encoders": {}}, "reader": reader}))
+    logged: dict[str, object] = {}
+    monkeypatch.setattr(model.mlflow.pyfunc, "log_model", lambda **kwargs: logged.update(kwargs))
+    model.log_bundle_model(tmp_path, default_l=2)
+    assert logged["metadata"] == {"reader": reader} and logged["artifacts"] == {"bundle": str(tmp_path)}
+    assert model.model_metadata({}) == {"reader": ReaderSettings().to_dict()}  # a bundle from before readers

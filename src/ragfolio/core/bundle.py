@@ -9,9 +9,16 @@ A bundle is an inspectable folder; nothing in it is a pickle::
     embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
     indexes/<kind>-<i>/  every corpus index the service searches (BM25, FAISS, passage graphs),
                          built once by the pipeline, each in its library's own format
+    (manifest "reader")  the reader answers are made with: the LLM and the answerer's limits
+                         (:class:`~ragfolio.core.llm.reader.ReaderSettings`, from ``packaging.reader``)
     cross_encoder/       the trained cross-encoder's folder, when a member is of the ``cross_encoder``
                          family or the routing features judge the members' lists with it
                          (``scoring.cross_encoder`` then names it relative to the bundle)
+
+Packaging writes one bundle per portfolio key (``06_models/bundles/<key>/``) and, beside them, a
+pointer to the served one (``06_models/served.json``, :func:`save_served`: ``{"portfolio": <key>,
+"bundle": "bundles/<key>"}``), not a copy. :func:`resolve_bundle` is the one way from what a
+user names (a bundle folder, that pointer, or a folder holding it) to the bundle's folder.
 
 The checksum is the sha256 of the manifest without its ``checksum`` field, and the manifest lists
 the sha256 of every file, so changing any byte of the bundle is caught by :func:`load_bundle`
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -54,6 +62,7 @@ import numpy.typing as npt
 from ragfolio.core.cache import ArrayCache, file_sha256
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.folder_swap import replace_folder
+from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.routing.base import LEARNED, RouterProtocol
@@ -71,6 +80,7 @@ ROUTER = "router"
 EMBEDDINGS = "embeddings"
 CROSS_ENCODER = "cross_encoder"
 INDEXES = "indexes"
+SERVED = "served.json"  # packaging's pointer to the served bundle (save_served, resolve_bundle)
 SELECTOR_SEED = 42  # a manifest without selector_seed: the seed answering evaluation measured with then
 
 
@@ -104,6 +114,8 @@ class PortfolioBundle:
             (:class:`~ragfolio.core.answering.answerer.Answerer`'s ``seed``): answering evaluation
             and the service both answer with it, so at l >= 2 the service shows the candidates in
             the order that was evaluated.
+        reader: The LLM and the answerer's limits the service, the MLflow model and answering
+            evaluation answer with (a bundle written without one: the defaults).
         indexes: The corpus indexes the service searches, built
             (:func:`ragfolio.core.system.bundle_indexes.with_indexes`); empty: the service builds them at start-up.
         manifest: The manifest as stored (set by :func:`load_bundle`; holds ``version`` and ``checksum``).
@@ -121,6 +133,7 @@ class PortfolioBundle:
     single_best: int = 0
     selection: dict[str, Any] = field(default_factory=dict)
     selector_seed: int = SELECTOR_SEED
+    reader: ReaderSettings = field(default_factory=ReaderSettings)
     indexes: list[CorpusIndex] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
 
@@ -219,6 +232,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "routing": bundle.routing.to_dict(),
             "selection": bundle.selection,
             "selector_seed": bundle.selector_seed,
+            "reader": bundle.reader.to_dict(),
             "corpus": {"n_passages": len(bundle.corpus), "fingerprint": bundle.corpus.fingerprint},
             "indexes": indexes,
             "files": _checksums(tmp, files),
@@ -259,6 +273,41 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
         if actual[name] != manifest["files"][name]:
             raise BundleIntegrityError(f"{folder / name} does not match its recorded sha256 checksum")
     return manifest
+
+
+def save_served(path: str | Path, bundle: str | Path, portfolio: str) -> None:
+    """Write the pointer file ``path`` naming the bundle folder ``bundle`` (portfolio ``portfolio``'s)
+    as the served one; it records the folder relative to the pointer's own, so the pair moves together."""
+    pointer, folder = Path(path), Path(bundle)
+    relative = Path(os.path.relpath(folder, pointer.parent)).as_posix()
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    pointer.write_text(json.dumps({"portfolio": portfolio, "bundle": relative}, indent=1) + "\n")
+
+
+def resolve_bundle(path: str | Path) -> Path:
+    """The bundle folder ``path`` names: a bundle folder (it holds ``manifest.json``) as it is; a
+    pointer file (:func:`save_served`: packaging's ``06_models/served.json``) or a folder holding one
+    (``06_models``) as the bundle it points at. Anything else is returned as it is, for
+    :func:`load_bundle` to say it holds no bundle.
+
+    Raises:
+        FileNotFoundError: The pointer names a folder that holds no bundle.
+        ValueError: The file is not a pointer (no ``bundle`` entry).
+    """
+    target = Path(path)
+    if target.is_dir() and not (target / MANIFEST).is_file() and (target / SERVED).is_file():
+        target = target / SERVED
+    if not target.is_file():
+        return target
+    pointer = json.loads(target.read_text())
+    if not isinstance(pointer, dict) or not isinstance(pointer.get("bundle"), str):
+        raise ValueError(f"{target} is not a served-bundle pointer (no 'bundle' entry): name a bundle folder or the "
+                         f"{SERVED} the packaging pipeline writes")
+    folder = target.parent / pointer["bundle"]
+    if not (folder / MANIFEST).is_file():
+        raise FileNotFoundError(f"{target} names {folder} (portfolio {pointer.get('portfolio')!r}), which holds no "
+                                "bundle: run the packaging pipeline")
+    return folder
 
 
 def _check_corpus(corpus: Corpus, manifest: Mapping[str, Any], path: Path) -> None:
@@ -318,4 +367,5 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
         routed_ls=None if manifest.get("routed_ls") is None else tuple(manifest["routed_ls"]),
         single_best=int(manifest.get("single_best", 0)), selection=manifest["selection"],
         selector_seed=int(manifest.get("selector_seed", SELECTOR_SEED)), indexes=indexes, manifest=manifest,
+        reader=ReaderSettings.from_dict(manifest["reader"]) if "reader" in manifest else ReaderSettings(),
     )

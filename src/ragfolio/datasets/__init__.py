@@ -1,7 +1,7 @@
 """Kedro datasets of this project: thin adapters over :mod:`ragfolio.core` storage, one module each.
 
 ``conf/base/catalog.yml`` names each class by its module (``type: ragfolio.datasets.bundle_folders.
-BundleDataset``), and Kedro imports a dataset's module only when a run uses its entry, so a stage
+BundlesDataset``), and Kedro imports a dataset's module only when a run uses its entry, so a stage
 loads, and ``dvc.yaml`` makes it depend on (``scripts/dvc_deps.py``), only the modules of the
 datasets it reads or writes. This package therefore imports nothing: each module imports what its
 datasets need.

@@ -1,4 +1,4 @@
-"""The served bundle and the bundles by portfolio key: checksummed folders of :mod:`ragfolio.core.bundle`."""
+"""The bundles by portfolio key (checksummed folders of :mod:`ragfolio.core.bundle`) and the pointer naming the served one."""
 
 from __future__ import annotations
 
@@ -8,35 +8,33 @@ from typing import Any
 
 from kedro.io import AbstractDataset
 
-from ragfolio.core.bundle import PortfolioBundle, load_bundle, save_bundle
+from ragfolio.core.bundle import PortfolioBundle, load_bundle, resolve_bundle, save_bundle, save_served
 from ragfolio.datasets.keyed_folders import folder_keys, save_folders
 
 
-class BundleDataset(AbstractDataset[PortfolioBundle, PortfolioBundle]):
-    """The served :class:`~ragfolio.core.bundle.PortfolioBundle`, a checksummed folder."""
+class ServedBundleDataset(AbstractDataset[str, PortfolioBundle]):
+    """The served bundle, by pointer: ``save(key)`` writes ``filepath`` naming ``bundles/<key>``
+    (:func:`~ragfolio.core.bundle.save_served`); ``load`` resolves it and loads that bundle."""
 
-    def __init__(self, path: str) -> None:
-        self._path = Path(path)
+    def __init__(self, filepath: str, bundles: str) -> None:
+        self._path, self._bundles = Path(filepath), Path(bundles)
 
     def load(self) -> PortfolioBundle:
-        return load_bundle(self._path)
+        return load_bundle(resolve_bundle(self._path))
 
-    def save(self, data: PortfolioBundle) -> None:
-        save_bundle(data, self._path)
+    def save(self, data: str) -> None:
+        save_served(self._path, self._bundles / data, data)
 
     def _exists(self) -> bool:
-        return (self._path / "manifest.json").exists()
+        return self._path.is_file()
 
     def _describe(self) -> dict[str, Any]:
-        return {"path": str(self._path)}
+        return {"filepath": str(self._path), "bundles": str(self._bundles)}
 
 
 class BundlesDataset(AbstractDataset[dict[str, PortfolioBundle], Mapping[str, PortfolioBundle]]):
-    """Bundles by portfolio key: ``<path>/<key>/`` :class:`BundleDataset` folders plus ``index.json``.
-
-    Loading reads the index only; each bundle is read when its key is asked for, so a node that
-    answers one dataset at a time holds one bundle's corpus and embeddings at a time.
-    """
+    """Bundles by portfolio key: ``<path>/<key>/`` bundle folders plus ``index.json``. Loading reads the
+    index only; each bundle is read when its key is asked for (a node holds one bundle at a time)."""
 
     def __init__(self, path: str) -> None:
         self._path = Path(path)
@@ -64,6 +62,9 @@ class _LazyBundles(Mapping[str, PortfolioBundle]):
         if key not in self._keys:
             raise KeyError(key)
         return load_bundle(self._root / key)
+
+    def __contains__(self, key: object) -> bool:  # the index alone: no bundle is loaded to answer
+        return key in self._keys
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys)

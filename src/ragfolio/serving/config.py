@@ -27,7 +27,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_settings
+from ragfolio.core.llm.backends import backend_settings
+from ragfolio.core.llm.reader import merge
 from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
 
 DEFAULT_CONFIG = Path("conf/base/serving.yml")
@@ -40,14 +41,14 @@ OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
 
 
 class AnswererConfig(BaseModel):
-    """Keyword arguments of :class:`ragfolio.core.answering.answerer.Answerer`; its ``seed`` is the
-    bundle's ``selector_seed`` (what answering evaluation answered with), not a setting."""
+    """Overrides of the bundle's answerer limits (its reader's ``answerer``, :class:`ragfolio.core.answering.answerer.Answerer`'s
+    keyword arguments); None: the bundle's. The ``seed`` is the bundle's ``selector_seed``, not a setting."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_answer_tokens: int = Field(16, ge=1)
-    max_selector_tokens: int = Field(16, ge=1)
-    max_passage_words: int = Field(80, ge=1)
+    max_answer_tokens: int | None = Field(None, ge=1)
+    max_selector_tokens: int | None = Field(None, ge=1)
+    max_passage_words: int | None = Field(None, ge=1)
 
 
 class BatchingConfig(BaseModel):
@@ -212,7 +213,9 @@ class ServingConfig(BaseModel):
     """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
 
     Attributes:
-        bundle: Folder of the portfolio bundle (relative paths: to the working directory).
+        bundle: The portfolio bundle: its folder, or the pointer to the served one that packaging writes
+            (``06_models/served.json``) or a folder holding that pointer
+            (:func:`~ragfolio.core.bundle.resolve_bundle`); relative paths: to the working directory.
         default_l: Members a query is routed to when the request does not say; None: the bundle's.
         max_query_chars: Longest query accepted, in characters (at most the schemas' ceiling,
             ``QUERY_CHARS_CEILING``).
@@ -233,9 +236,11 @@ class ServingConfig(BaseModel):
             ``onnxruntime``: the same vectors to float32 rounding, docs/benchmarks.md, "The query
             path"); None: as the bundle's encoders say.
         batching: How concurrent retrieval queries are batched.
-        llm: A :func:`ragfolio.core.llm.backends.make_backend` config.
+        llm: Overrides of the bundle's reader's LLM (a :func:`ragfolio.core.llm.backends.make_backend`
+            config laid over the bundle's key by key, :meth:`ragfolio.core.llm.reader.ReaderSettings.overridden`);
+            None: the bundle's, the one answering evaluation answered with.
         llm_process: How an in-process LLM kind runs (its own process by default).
-        answerer: The answer and selector prompt limits.
+        answerer: Overrides of the bundle's answer and selector prompt limits (None each: the bundle's).
         fault_injection: Off (None) but in benchmarks and tests: a member made slow on purpose.
         auth: API keys; off (open) unless ``api_keys_env`` names a variable.
         cors: Cross-origin browser access; None (the default): none.
@@ -244,7 +249,7 @@ class ServingConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    bundle: Path = Path("data/06_models/bundle")
+    bundle: Path = Path("data/06_models/served.json")
     default_l: int | None = Field(None, ge=1)
     max_query_chars: int = Field(2000, ge=1, le=QUERY_CHARS_CEILING)
     max_batch: int = Field(64, ge=1, le=BATCH_CEILING)
@@ -258,7 +263,7 @@ class ServingConfig(BaseModel):
     warm_up: bool = True
     query_engine: Literal["torch", "onnxruntime"] | None = None
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
-    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
+    llm: dict[str, Any] | None = None
     llm_process: LLMProcessConfig = Field(default_factory=LLMProcessConfig)
     answerer: AnswererConfig = Field(default_factory=AnswererConfig)
     fault_injection: FaultInjectionConfig | None = None
@@ -268,26 +273,15 @@ class ServingConfig(BaseModel):
 
     @field_validator("llm")
     @classmethod
-    def _llm_has_kind(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if "kind" not in value:
-            raise ValueError("llm needs a 'kind' (transformers, llama_cpp or openai)")
-        backend_settings(value)  # the kind's keys, as make_backend will read them
+    def _llm_overrides(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The overrides' kind and each kind's block, as make_backend will read them once laid over
+        the bundle's (which the engine checks whole)."""
+        for kind, block in (value or {}).items():
+            if isinstance(block, Mapping):
+                backend_settings({"kind": kind, kind: block})
+        if value and "kind" in value:
+            backend_settings(value)
         return value
-
-
-def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``override`` laid over it key by key: mappings merge, anything else replaces.
-
-    Returns:
-        A new dict; neither argument is changed.
-    """
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _read(file: Path) -> dict[str, Any]:

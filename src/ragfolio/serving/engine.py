@@ -27,7 +27,8 @@ Answers: :meth:`ServingEngine.answer` returns the whole response; :meth:`Serving
 yields the answer's text as the reader writes it when one reader's answer is the answer (l = 1),
 then the same response.
 
-The LLM: an in-process kind (the embedded model) runs by default in a process of its own, an
+The LLM: the bundle's reader (what answering evaluation answered with) with the settings' ``llm``
+over it. An in-process kind (the embedded model) runs by default in a process of its own, an
 OpenAI-compatible server the engine starts and keeps running (:mod:`ragfolio.core.llm.process`,
 :meth:`ServingEngine.start_llm`); its crash or hang fails ``/answer`` calls with
 :class:`~ragfolio.core.llm.chat.LLMUnavailableError` and touches nothing else. Neither the readiness
@@ -60,7 +61,7 @@ from typing import Any
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.streaming import stream_answer
-from ragfolio.core.bundle import PortfolioBundle, load_bundle
+from ragfolio.core.bundle import PortfolioBundle, load_bundle, resolve_bundle
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
@@ -121,24 +122,29 @@ class ServingEngine:
         config: The service settings.
 
     Raises:
-        FileNotFoundError: ``config.bundle`` holds no bundle.
+        FileNotFoundError: ``config.bundle`` holds no bundle (nor a pointer to one,
+            :func:`~ragfolio.core.bundle.resolve_bundle`).
         ragfolio.core.bundle.BundleIntegrityError: A bundle file differs from its recorded
             checksum (the message names the file).
-        ValueError: ``config.default_l`` is larger than the bundle's k, the LLM config is invalid, or
+        ValueError: ``config.default_l`` is larger than the bundle's k, the LLM config (the bundle's
+            reader with ``config.llm`` over it) is invalid, or
             ``config.fault_injection`` names no member.
     """
 
     def __init__(self, config: ServingConfig) -> None:
         start = time.perf_counter()
         self.config = config
-        bundle = load_bundle(config.bundle, verify=True)
+        folder = resolve_bundle(config.bundle)  # a bundle folder, or packaging's pointer to the served one
+        bundle = load_bundle(folder, verify=True)
         if config.query_engine is not None:  # a runtime choice, like the device: the same vectors
             encoders = with_query_engine(bundle.scoring.encoders, config.query_engine)
             bundle = replace(bundle, scoring=replace(bundle.scoring, encoders=encoders))
         self.bundle: PortfolioBundle = bundle
         self.llm_process: LLMProcess | None = None
+        # the bundle's reader, as answering evaluation answered with it, with serving.yml's overrides
+        self.reader = bundle.reader.overridden(config.llm, config.answerer.model_dump(exclude_none=True))
         # the selector's order from the bundle's seed: the order answering evaluation measured
-        self.answerer = Answerer(self._backend(config), **config.answerer.model_dump(), seed=bundle.selector_seed)
+        self.answerer = Answerer(self._backend(self.reader.llm, config), **self.reader.answerer, seed=bundle.selector_seed)
         self.system = RoutedSystem.from_bundle(bundle, timeout_s=config.member_timeout_s)
         self.rag = AdaptiveRAG(self.system, self.answerer)
         inject_fault(self.system, config.fault_injection)
@@ -157,7 +163,7 @@ class ServingEngine:
         self.limits = Limits(bundle.k, config.max_query_chars, config.max_batch, max_num_docs)
         self.load_ms = 1000 * (time.perf_counter() - start)
         logger.info("bundle %s (version %s, k=%d, %d passages, corpus %s) loaded from %s in %.0f ms", bundle.name,
-                    bundle.version, bundle.k, len(bundle.corpus), bundle.corpus.fingerprint, config.bundle,
+                    bundle.version, bundle.k, len(bundle.corpus), bundle.corpus.fingerprint, folder,
                     self.load_ms)
         if bundle.routed_ls is not None and not bundle.routes_at(self.default_l):
             why = (bundle.selection.get("served_router") or {}).get("reason", "")
@@ -167,14 +173,14 @@ class ServingEngine:
                            why)
 
     # --- start-up -----------------------------------------------------------------------------
-    def _backend(self, config: ServingConfig) -> ChatBackend:
-        """The answerer's LLM: the configured one, or a client of its supervised process."""
-        backend = make_backend(config.llm)  # checks the settings; loads nothing
+    def _backend(self, llm: dict[str, Any], config: ServingConfig) -> ChatBackend:
+        """The answerer's LLM (``llm``: the reader's), or a client of its supervised process."""
+        backend = make_backend(llm)  # checks the settings; loads nothing
         if not isinstance(backend, LocalModel) or config.llm_process.mode == "in_process":
             return backend
         settings = config.llm_process
         self.llm_process = LLMProcess(
-            config.llm, max_batch=settings.max_batch, max_wait_ms=settings.max_wait_ms,
+            llm, max_batch=settings.max_batch, max_wait_ms=settings.max_wait_ms,
             health_interval_s=settings.health_interval_s, unhealthy_after=settings.unhealthy_after,
             max_call_s=settings.max_call_s, backoff_s=settings.backoff_s, max_backoff_s=settings.max_backoff_s,
         )
@@ -331,7 +337,7 @@ class ServingEngine:
                     "max_body_bytes": self.config.max_body_bytes, "max_json_depth": self.config.max_json_depth,
                     "max_num_docs": self.limits.max_num_docs, "member_timeout_s": self.config.member_timeout_s,
                     "request_timeout_s": self.config.request_timeout_s,
-                    "answer_timeout_s": self.config.answer_timeout_s, "llm": self.config.llm.get("kind"),
+                    "answer_timeout_s": self.config.answer_timeout_s, "llm": self.reader.llm.get("kind"),
                     "llm_process": self.config.llm_process.mode
                     if isinstance(self.answerer.backend, LocalModel | ProcessBackend) else None,
                     "batching": self.config.batching.model_dump()},

@@ -46,7 +46,7 @@ from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response
 
 from ragfolio.core.batching import MicroBatcher
-from ragfolio.core.bundle import BundleIntegrityError, verify_bundle
+from ragfolio.core.bundle import BundleIntegrityError, resolve_bundle, verify_bundle
 from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
 from ragfolio.core.system.routed_system import RoutedRetrieval
 from ragfolio.serving.access import AccessControl, AccessPolicy, access_policy, current_policy
@@ -161,7 +161,7 @@ class RagfolioService:
         """
         root = RagfolioService.working_dir  # type: ignore[attr-defined]  # set by @bentoml.service
         config = load_config(root=root)
-        verify_bundle(config.bundle)
+        verify_bundle(resolve_bundle(config.bundle))
         AccessPolicy.from_config(config)  # a missing or bad API key variable stops the command too
 
     def __is_ready__(self) -> bool:
@@ -270,7 +270,7 @@ class RagfolioService:
 
     def _failure(self, endpoint: str, exc: Exception) -> Failure:
         """Why an answer failed (see :meth:`_answered`), logged under the request id and counted."""
-        rid, kind = current_request_id(), self.config.llm.get("kind")
+        rid, kind = current_request_id(), self.engine.reader.llm.get("kind")
         if isinstance(exc, TimeoutError):
             message = f"answering took longer than answer_timeout_s={self.config.answer_timeout_s}"
             self._count_timeout(endpoint, message)

@@ -12,9 +12,10 @@ experiment of the classic model-training kind (the ``mlflow.experimentKind`` tag
   as artifacts (``reports/``, ``reports/timings/``), with the plots (``plots/``);
 - the run's bundle as a ``pyfunc`` model registered as ``ragfolio`` once per bundle, the alias
   ``run-<label>`` on its version (:func:`ragfolio.tracking.model.register_bundle`), by the run whose
-  pipeline outputs ``bundle``: the ``packaging`` stage (or ``portfolio``, which holds it). The alias
-  ``served`` names only the version of the bundle a plain ``bentoml serve`` loads (:func:`served_bundle`),
-  so a named run's bundle is ``@run-<label>`` and never ``@served``;
+  pipeline outputs ``bundle`` (packaging's pointer to the served bundle,
+  :func:`ragfolio.core.bundle.resolve_bundle`): the ``packaging`` stage (or ``portfolio``, which holds it).
+  The alias ``served`` names only the version of the bundle a plain ``bentoml serve`` loads
+  (:func:`served_bundle`), so a named run's bundle is ``@run-<label>`` and never ``@served``;
 - tags: the run's identity (:class:`ragfolio.runs.RunIdentity`: the MLflow run is named
   ``<label>/<pipeline> k=<k> pool=<pool>`` after the data folder really read, ``k`` and the pool,
   with `` #2``, `` #3``... when a run of that name exists), its data folders and output root, the
@@ -37,6 +38,7 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from ragfolio.core.bundle import resolve_bundle
 from ragfolio.numerics import numerics_identity
 from ragfolio.runs import IDENTITY_FILE, RunIdentity, identity_record, run_name, run_root
 
@@ -52,7 +54,7 @@ REPORTS = ("portfolio_metrics", "router_metrics", "answer_metrics", "sample_comp
            "answer_timings")
 BUNDLE = "bundle"
 SERVING_CONFIG = "conf/base/serving.yml"
-DEFAULT_SERVED_BUNDLE = "data/06_models/bundle"  # ServingConfig.bundle's default, when the file names none
+DEFAULT_SERVED_BUNDLE = "data/06_models/served.json"  # ServingConfig.bundle's default, when the file names none
 
 
 def _enabled() -> bool:
@@ -118,7 +120,8 @@ def data_digest(project: Path, dirs: dict[str, str]) -> tuple[str, str]:
 
 def served_bundle(project: Path) -> Path:
     """The bundle folder a plain ``bentoml serve`` in ``project`` loads: ``serving.bundle`` of
-    conf/base/serving.yml (relative to the project), whatever the environment says.
+    conf/base/serving.yml (relative to the project; packaging's pointer followed,
+    :func:`~ragfolio.core.bundle.resolve_bundle`), whatever the environment says.
 
     The one place that knows where the default service's bundle is: the ``served`` alias follows it
     (:func:`ragfolio.tracking.model.place_served_alias`). Read here, not through
@@ -129,7 +132,7 @@ def served_bundle(project: Path) -> Path:
     config = project / SERVING_CONFIG
     serving = ((yaml.safe_load(config.read_text()) or {}).get("serving") or {}) if config.is_file() else {}
     folder = Path(str(serving.get("bundle") or DEFAULT_SERVED_BUNDLE))
-    return folder if folder.is_absolute() else project / folder
+    return resolve_bundle(folder if folder.is_absolute() else project / folder)
 
 
 def bundle_checksum(bundle: Path) -> str | None:
@@ -247,7 +250,8 @@ class MlflowTrackingHook:
             path = _filepath(catalog, name)
             if path is not None and path.suffix in (".png", ".csv") and path.exists():
                 mlflow.log_artifact(str(path), artifact_path="plots")
-        bundle = _filepath(catalog, BUNDLE) if BUNDLE in outputs else None
+        pointer = _filepath(catalog, BUNDLE)  # packaging's pointer to the served bundle, or a bundle folder
+        bundle = resolve_bundle(pointer) if BUNDLE in outputs and pointer is not None and pointer.exists() else None
         if bundle is not None and (bundle / "manifest.json").exists() and self._identity:
             self._register(bundle, self._identity)
         mlflow.end_run()

@@ -6,7 +6,9 @@
 question: the routed members (best first), their router scores, and each member's passages. Loading it
 back with ``mlflow.pyfunc.load_model("models:/ragfolio@served")`` (the bundle ``bentoml serve`` loads by
 default; or ``models:/ragfolio/<version>``, ``models:/ragfolio@run-<label>``) verifies the bundle's
-checksums, then gives the same predictions as the pipeline's bundle.
+checksums, then gives the same predictions as the pipeline's bundle. The model answers no question itself;
+its metadata (``MLmodel``'s ``metadata.reader``, :func:`model_metadata`) names the reader the bundle carries,
+the one ``bentoml serve`` and answering evaluation answer with.
 
 A bundle is registered once (:func:`register_bundle`): a run that rebuilds a bundle already registered,
 checksum for checksum, adds no version and moves its ``run-<label>`` alias to the existing one. The
@@ -94,6 +96,14 @@ def public_version(installed: str) -> str:
     return installed.split("+", 1)[0]
 
 
+def model_metadata(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's metadata: the reader its bundle carries (the manifest's ``reader``; a bundle written
+    before bundles carried one: the defaults, :class:`~ragfolio.core.llm.reader.ReaderSettings`)."""
+    from ragfolio.core.llm.reader import ReaderSettings
+
+    return {"reader": manifest.get("reader") or ReaderSettings().to_dict()}
+
+
 def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool = False) -> Any:
     """Log the bundle at ``bundle_path`` as the active run's ``model`` (and register it as ``ragfolio``
     with ``register``); the ``ModelInfo``."""
@@ -102,14 +112,16 @@ def log_bundle_model(bundle_path: str | Path, *, default_l: int, register: bool 
         params=ParamSchema([ParamSpec("l", "long", default_l)]),
     )
     src = Path(__file__).resolve().parents[1]  # the ragfolio package, shipped with the model
+    manifest = json.loads((Path(bundle_path) / "manifest.json").read_text())
     return mlflow.pyfunc.log_model(
         name="model",
         python_model=str(Path(__file__).with_name("model_code.py")),  # models from code: nothing pickled
         artifacts={"bundle": str(bundle_path)},
         code_paths=[str(src)],
         signature=signature,
-        pip_requirements=model_requirements(json.loads((Path(bundle_path) / "manifest.json").read_text())["scoring"]),
+        pip_requirements=model_requirements(manifest["scoring"]),
         registered_model_name=REGISTERED_NAME if register else None,
+        metadata=model_metadata(manifest),
     )
 
 

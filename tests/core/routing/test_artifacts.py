@@ -9,7 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragfolio.core.bundle import BundleIntegrityError, PortfolioBundle, load_bundle, save_bundle
+from ragfolio.core.bundle import (
+    SERVED,
+    BundleIntegrityError,
+    PortfolioBundle,
+    load_bundle,
+    resolve_bundle,
+    save_bundle,
+    save_served,
+)
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.retrieval.pool import encoders_used, make_candidate
 from ragfolio.core.routing.base import RouteInputs
@@ -272,3 +280,27 @@ def test_a_bundle_carries_the_cross_encoder_its_members_score_with(tmp_path: Pat
     # a bundle none of whose members reads it leaves it out
     without = save_bundle(replace(base, scoring=scoring), tmp_path / "plain")
     assert "cross_encoder" not in without["scoring"] and not (tmp_path / "plain" / "cross_encoder").exists()
+
+
+def test_the_served_bundle_is_a_pointer_that_resolves_to_its_folder(saved: Path, tmp_path: Path) -> None:
+    """Packaging writes the served bundle once, among the others, and points at it; a bundle folder
+    named directly, the pointer, and the folder holding the pointer all name the same bundle."""
+    models = tmp_path / "06_models"
+    save_bundle(_bundle(), models / "bundles" / "all")
+    save_served(models / SERVED, models / "bundles" / "all", "all")
+    assert json.loads((models / SERVED).read_text()) == {"portfolio": "all", "bundle": "bundles/all"}
+    for named in (models / "bundles" / "all", models / SERVED, models):
+        assert resolve_bundle(named) == models / "bundles" / "all"
+    moved = tmp_path / "elsewhere"
+    (models).rename(moved)  # the pointer is relative: the pair moves together
+    assert load_bundle(resolve_bundle(moved / SERVED)).name == "tiny"
+    assert resolve_bundle(saved) == saved and resolve_bundle(tmp_path / "nothing") == tmp_path / "nothing"
+
+
+def test_a_pointer_to_no_bundle_or_not_a_pointer_says_so(tmp_path: Path) -> None:
+    save_served(tmp_path / SERVED, tmp_path / "bundles" / "hotpotqa", "hotpotqa")
+    with pytest.raises(FileNotFoundError, match=r"names .*bundles/hotpotqa \(portfolio 'hotpotqa'\), which holds no bundle"):
+        resolve_bundle(tmp_path)
+    (tmp_path / "other.json").write_text('{"k": 3}')
+    with pytest.raises(ValueError, match=r"other.json is not a served-bundle pointer"):
+        resolve_bundle(tmp_path / "other.json")

@@ -145,3 +145,24 @@ def test_a_request_at_another_depth_is_routed_at_the_bundles_and_run_at_its_own(
     assert not unrouted.routed and unrouted.members == [system.single_best]
     assert len(unrouted.results.runs[0].doc_ids) == min(3 * depth, runner.prefilter_depth)
     system.close()
+
+
+def test_a_system_with_another_router_keeps_the_rest(switching) -> None:
+    """``with_router`` is the served system with its router changed: every other field is carried
+    over, so a caller does not rebuild (and miswire) the system by hand."""
+    runner, members, U, learned, hasher, queries = switching
+    post, featurizer = _fitted(PostRetrievalRouter, runner, members, queries, U)
+    settings = RetrievalFeatureSettings(("minilm",), featurizer.agreement_depth)
+    system = RoutedSystem(runner, members, post, hasher, ["minilm"], timeout_s=7.0, retrieval_features=settings,
+                          routed_ls=(1,), single_best=2)
+    other = system.with_router(learned)  # routed at every l: routed_ls was chosen for the served router
+    assert other.runner is runner and other.router is learned and other.routed_ls is None and other.online is None
+    assert (other.timeout_s, other.retrieval_features, other.single_best) == (7.0, settings, 2)
+    by_hand = RoutedSystem(runner, members, learned, hasher, ["minilm"])
+    assert [other.route(q, 2)[0] for q in queries[:4]] == [by_hand.route(q, 2)[0] for q in queries[:4]]
+    back, post_by_hand = other.with_router(post), RoutedSystem(runner, members, post, hasher, ["minilm"],
+                                                               retrieval_features=settings)
+    requests = [RetrievalRequest(q, 2, system.depth) for q in queries[:4]]
+    assert [back.retrieve(r).members for r in requests] == [post_by_hand.retrieve(r).members for r in requests]
+    for s in (system, other, by_hand, back, post_by_hand):
+        s.close()

@@ -4,6 +4,8 @@ with ANSWERS_VERSION)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ragfolio.core.llm import backends
 from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.pool import CandidateSpec
@@ -69,3 +71,22 @@ def test_a_system_s_own_parameters_change_only_that_system_s_key() -> None:
     assert {s for s in first if first[s] != with_loop[s]} == {"vendi_rag_authors"}
     assert {s for s in first if first[s] != wider[s]} == {"single_best_wide"}
     assert system_keys("other", base.systems, base)["single_best"] != first["single_best"]
+
+
+def test_the_reader_moved_into_the_bundle_keeps_the_sample_s_stored_answers() -> None:
+    """The reader is the bundle's now (packaging.reader), no longer answering_evaluation's own llm and
+    answerer: with the same reader, the parameters in the store key are what they were (the sample's
+    answering_evaluation parameters before, by their hash), so no stored answer is thrown away for it."""
+    import yaml
+
+    from ragfolio.core.answering.store import settings_hash
+    from ragfolio.core.llm.reader import ReaderSettings
+    from ragfolio.pipelines.answering_evaluation.nodes import reader_params
+    from ragfolio.pipelines.packaging.nodes import PackagingParams
+
+    conf = Path(__file__).resolve().parents[2] / "conf" / "base"
+    evaluation = yaml.safe_load((conf / "parameters_answering_evaluation.yml").read_text())["answering_evaluation"]
+    reader = PackagingParams(**yaml.safe_load((conf / "parameters_packaging.yml").read_text())["packaging"]).reader
+    params = reader_params(AnsweringEvaluationParams(**evaluation), ReaderSettings(reader.llm, reader.answerer))
+    assert settings_hash(params) == "7bd985461248e4d0"  # the same parameters as before the move
+    assert params["llm"]["openai"]["timeout_s"] == 60 and params["llm"]["openai"]["max_retries"] == 2

@@ -153,6 +153,16 @@ class RoutedSystem:
             routed_ls=bundle.routed_ls, single_best=bundle.single_best,
         )
 
+    def with_router(self, router: RouterProtocol) -> RoutedSystem:
+        """The same portfolio, runner and deadline routed by ``router`` (over the same members, in
+        order) at every l: the served system's ``routed_ls`` were chosen for its own router. A router
+        that reads the retrieval gets the same featurizer; its own executor (close it). (Another depth
+        needs no other system: each request carries its own, :class:`~ragfolio.core.system.request.RetrievalRequest`.)"""
+        return RoutedSystem(
+            self.runner, self.members, router, self.hasher, self.encoders, timeout_s=self.timeout_s,
+            retrieval_features=self.retrieval_features, single_best=self.single_best,
+        )
+
     @property
     def k(self) -> int:
         return len(self.members)

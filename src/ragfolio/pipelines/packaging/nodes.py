@@ -1,5 +1,5 @@
 """The nodes of ``packaging``, the stage that assembles what is served: one bundle per portfolio key
-(``build_bundles``) and the one the service loads (``served_bundle``).
+(``build_bundles``) and which of them the service loads (``served_bundle``: a pointer, not a copy).
 
 Each bundle serves the router that router training chose for its portfolio (the ``router_selection``
 record: the router, where it routes and why; :func:`served_routers` finds it among the
@@ -9,17 +9,26 @@ is evaluated is what is served. It reads the settings the choice was made under,
 (:class:`~ragfolio.bundle_params.BundleParams`), and no other parameter.
 It reads router training's outputs only: the test report (``router_metrics``, router evaluation's)
 is not needed to package, so the bundle records what the choice was made on, not test numbers.
+Every bundle carries the reader of ``packaging.reader`` (:class:`~ragfolio.core.llm.reader.ReaderSettings`);
+``served_bundle`` writes a pointer to the served one (``06_models/served.json``), not a copy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragfolio.bundle_params import BundleParams
+from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.data.corpora import Corpora
+from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_settings
+from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
 from ragfolio.core.routing.features.router_features import RouterFeatures
@@ -31,8 +40,48 @@ from ragfolio.core.scoring.runners import CorpusRunners, ScoredPool, served_corp
 from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.system.bundle_indexes import with_indexes
+from ragfolio.param_blocks import kwargs_of
 
 logger = logging.getLogger(__name__)
+
+
+class ReaderParams(BaseModel):
+    """``packaging.reader``: the reader every bundle carries (:class:`~ragfolio.core.llm.reader.ReaderSettings`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))  # a make_backend config
+    answerer: Annotated[dict[str, Any], kwargs_of(Answerer, "packaging.reader.answerer", ("backend", "seed"))] = Field(
+        default_factory=dict)
+
+    @field_validator("llm")
+    @classmethod
+    def _llm(cls, block: dict[str, Any]) -> dict[str, Any]:
+        backend_settings(block)  # the kind and its keys, as make_backend will read them
+        return block
+
+
+class PackagingParams(BaseModel):
+    """``packaging`` parameters (conf/base/parameters_packaging.yml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reader: ReaderParams = Field(default_factory=ReaderParams)
+
+
+@dataclass(frozen=True)
+class PackagingSettings:
+    """What the bundles are built under: router training's ``bundle`` block (the settings the served
+    routers were chosen under) and the ``reader`` every bundle carries."""
+
+    bundle: BundleParams
+    reader: ReaderSettings
+
+
+def packaging_settings(bundle: dict[str, Any], packaging: dict[str, Any]) -> PackagingSettings:
+    """``router_training.bundle`` and ``packaging.reader``, validated (``packaging_settings``)."""
+    reader = PackagingParams(**packaging).reader
+    return PackagingSettings(BundleParams(**bundle), ReaderSettings(dict(reader.llm), dict(reader.answerer)))
 
 
 def _member_index(members: list[int], candidate: int) -> int:
@@ -75,26 +124,38 @@ def served_routers(
 
 def build_bundles(
     scored_pool: ScoredPool, portfolios: Portfolios, served_routers: dict[str, ServedRouter],
-    dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures, bundle: dict[str, Any],
+    dev_router_comparison: dict[str, RoutingComparison], router_features: RouterFeatures, settings: PackagingSettings,
 ) -> dict[str, PortfolioBundle]:
-    """One bundle per portfolio key (:func:`build_bundle`), the served portfolio's first.
+    """One bundle per portfolio key (:func:`build_bundle`), the served portfolio's first, each carrying
+    the reader of ``packaging.reader``.
 
     Raises:
         ValueError: ``bundle.portfolio`` is no portfolio, or a bundle cannot be built (:func:`build_bundle`).
     """
-    settings = BundleParams(**bundle)  # the block router training chose under
-    if settings.portfolio not in portfolios.keys:
-        raise ValueError(f"router_training.bundle.portfolio={settings.portfolio!r} is not one of {sorted(portfolios.keys)}")
-    keys = [settings.portfolio, *(k for k in portfolios.keys if k != settings.portfolio)]
+    chosen_under = settings.bundle  # the block router training chose under
+    if chosen_under.portfolio not in portfolios.keys:
+        raise ValueError(f"router_training.bundle.portfolio={chosen_under.portfolio!r} is not one of "
+                         f"{sorted(portfolios.keys)}")
+    keys = [chosen_under.portfolio, *(k for k in portfolios.keys if k != chosen_under.portfolio)]
     runners = scored_pool.runners(read_only=True)
-    return {key: build_bundle(key, settings, scored_pool.corpora, list(scored_pool.candidates), portfolios,
-                              served_routers[key], dev_router_comparison, router_features, runners)
+    return {key: dataclasses.replace(
+                build_bundle(key, chosen_under, scored_pool.corpora, list(scored_pool.candidates), portfolios,
+                             served_routers[key], dev_router_comparison, router_features, runners),
+                reader=settings.reader)
             for key in keys}
 
 
-def served_bundle(bundles: dict[str, PortfolioBundle], bundle: dict[str, Any]) -> PortfolioBundle:
-    """The bundle ``bentoml serve`` and the MLflow model load: ``router_training.bundle.portfolio``'s."""
-    return bundles[BundleParams(**bundle).portfolio]
+def served_bundle(bundles: Mapping[str, PortfolioBundle], bundle: dict[str, Any]) -> str:
+    """The key of the bundle ``bentoml serve`` and the MLflow model load: ``router_training.bundle.portfolio``
+    (the catalog's ``bundle`` stores it as a pointer to that bundle, :func:`~ragfolio.core.bundle.save_served`).
+
+    Raises:
+        ValueError: ``bundles`` holds no bundle of that key.
+    """
+    key = BundleParams(**bundle).portfolio
+    if key not in bundles:
+        raise ValueError(f"router_training.bundle.portfolio={key!r} has no bundle among {sorted(bundles)}: run packaging")
+    return key
 
 
 def build_bundle(

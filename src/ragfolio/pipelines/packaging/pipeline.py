@@ -2,7 +2,7 @@ from typing import Any
 
 from kedro.pipeline import Pipeline, node
 
-from ragfolio.pipelines.packaging.nodes import build_bundles, served_bundle, served_routers
+from ragfolio.pipelines.packaging.nodes import build_bundles, packaging_settings, served_bundle, served_routers
 from ragfolio.stage_records import scored_pool_node, trained_routers_node
 
 BUNDLE = "params:router_training.bundle"  # the settings router training chose under
@@ -20,16 +20,19 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                 outputs="served_routers",
                 name="served_routers",
             ),
-            node(  # each portfolio with its served router and everything it searches
+            node(packaging_settings, inputs={"bundle": BUNDLE, "packaging": "params:packaging"},
+                 outputs="packaging_settings", name="packaging_settings"),
+            node(  # each portfolio with its served router, everything it searches and the reader
                 build_bundles,
                 inputs={
                     "scored_pool": "scored_pool", "portfolios": "portfolios", "served_routers": "served_routers",
                     "dev_router_comparison": "dev_router_comparison", "router_features": "router_features",
-                    "bundle": BUNDLE,
+                    "settings": "packaging_settings",
                 },
                 outputs="bundles",
                 name="build_bundles",
             ),
+            # the served bundle: a pointer to bundles/<key> (06_models/served.json), not a copy
             node(served_bundle, inputs={"bundles": "bundles", "bundle": BUNDLE}, outputs="bundle", name="served_bundle"),
         ]
     )

@@ -4,7 +4,7 @@ from kedro.pipeline import Pipeline, node
 
 from ragfolio.core.timings import split_row_timings
 from ragfolio.stage_records import trained_routers_node
-from ragfolio_lab.pipelines.answering_evaluation.nodes import answer_test_questions
+from ragfolio_lab.pipelines.answering_evaluation.nodes import answer_test_questions, sample_test_questions
 from ragfolio_lab.pipelines.answering_evaluation.report import (
     em_vs_tokens_table,
     headline_answers,
@@ -18,12 +18,15 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
     return Pipeline(
         [
             trained_routers_node(),
+            node(sample_test_questions, inputs={"questions": "questions", "utility_index": "utility_index",
+                                                "params": "params:answering_evaluation"},
+                 outputs="test_questions", name="sample_test_questions"),
             node(
                 answer_test_questions,
                 inputs={
-                    "questions": "questions",
-                    "utility_index": "utility_index",
+                    "test_questions": "test_questions",
                     "bundles": "bundles",  # packaging's: each dataset answers as its bundle serves
+                    "served": "bundle",  # and as `bentoml serve` serves by default (service_l<l>)
                     "trained_routers": "trained_routers",  # the other routers, each routing over the same members
                     "answer_store": "answer_store",
                     "params": "params:answering_evaluation",
