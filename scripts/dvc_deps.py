@@ -80,7 +80,7 @@ REGISTRY = f"{PACKAGE}.pipeline_registry"
 MLFLOW_HOOK = f"{PACKAGE}.tracking.mlflow_hooks"
 # Modules the MLflow hook imports only after a run whose pipeline writes the catalog entry named:
 # ragfolio.tracking.mlflow_hooks.BUNDLE, the served bundle, registered as an MLflow model.
-ON_OUTPUT = {f"{PACKAGE}.tracking.model": "bundle"}
+ON_OUTPUT = {f"{PACKAGE}.tracking.model": "bundle", f"{PACKAGE}.core.bundle": "bundle"}
 CATALOG_GLOB = "conf/base/**/catalog*.yml"
 CLASS_KEYS = ("type", "record")  # the keys of a catalog entry that name a class the dataset imports
 CODE_PREFIX = "src/"

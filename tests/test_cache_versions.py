@@ -132,7 +132,9 @@ def test_every_family_encoder_kind_and_llm_kind_has_a_probe() -> None:
 
     kinds = {kind for kind, cls in ENCODER_KINDS.items() if cls.__module__.startswith("ragfolio.")}
     assert {f"encoder.{kind}" for kind in kinds} <= set(PROBES)
-    assert set(backends.BACKEND_VERSIONS) == set(backends._BACKEND_KEYS)  # noqa: SLF001 - the kinds make_backend knows
+    from ragfolio.core.llm import backend_config
+
+    assert set(backends.BACKEND_VERSIONS) == set(backend_config._BACKEND_KEYS)  # noqa: SLF001 - the kinds make_backend knows
 
 
 def _declared_versions() -> set[str]:

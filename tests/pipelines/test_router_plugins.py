@@ -113,6 +113,7 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
         "portfolio_selection": {"k": 3, "k_max": 4, "random_draws": 5, "seed": 0},
         "router_training": router_training,
         "packaging": {},
+        "paper_router": None,  # the lab's study of the paper's router: off
     }
     datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")

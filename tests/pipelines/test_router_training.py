@@ -19,7 +19,7 @@ from ragfolio.core.routing.registry import servable_names
 from ragfolio.core.scoring.utility_index import datasets_of, split_questions
 from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
-from ragfolio.datasets import BundlesDataset, ServedBundleDataset
+from ragfolio.datasets.bundle_folders import BundlesDataset, ServedBundleDataset
 from ragfolio.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.slow

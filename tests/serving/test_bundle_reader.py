@@ -18,12 +18,12 @@ from conftest import service_client, write_config
 from tiny_bundle import questions
 
 from ragfolio.core.bundle import MANIFEST, _manifest_checksum, load_bundle, save_bundle
-from ragfolio.core.llm.backends import EMBEDDED_LLM
+from ragfolio.core.llm.backend_config import EMBEDDED_LLM
 from ragfolio.core.llm.chat import OpenAICompatibleClient
 from ragfolio.core.llm.reader import ReaderSettings
-from ragfolio.pipelines.answering_evaluation import nodes
 from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import ServingEngine
+from ragfolio_lab.pipelines.answering_evaluation import nodes
 
 
 def _reader(url: str) -> ReaderSettings:

@@ -15,7 +15,8 @@ from conftest import tiny_llm_config
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import ANSWER_SCHEMA, answer_messages, parse_reply
-from ragfolio.core.llm.backends import EMBEDDED_LLM, make_backend
+from ragfolio.core.llm.backend_config import EMBEDDED_LLM
+from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 

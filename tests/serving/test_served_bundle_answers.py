@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import pytest
 from tiny_bundle import FIXTURES
 
-from ragfolio.core.answering.store import AnswerStore
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.system.routed_system import RoutedSystem
-from ragfolio.pipelines.answering_evaluation import nodes
+from ragfolio_lab.answering.store import AnswerStore
+from ragfolio_lab.pipelines.answering_evaluation import nodes
 
 PARAMS = {"max_questions_per_dataset": 2, "systems": ["single_best", "served_l1", "served_l2"], "routed_l": [1, 2],
           "order_check_questions": 0}

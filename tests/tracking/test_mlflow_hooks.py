@@ -236,8 +236,11 @@ def test_served_names_the_bundle_bentoml_serve_loads_not_the_last_named_run(
 
     monkeypatch.setattr(model, "log_bundle_model", lambda bundle, default_l: mlflow.pyfunc.log_model(
         name="model", python_model=_Echo()))
-    sample = _bundle(tmp_path / "data" / "06_models" / "bundle", "a" * 64)
-    named = _bundle(tmp_path / "runs" / "teamwiki" / "06_models" / "bundle", "b" * 64)
+    from ragfolio.core.bundle import save_served
+
+    sample = _bundle(tmp_path / "data" / "06_models" / "bundles" / "all", "a" * 64)
+    save_served(tmp_path / "data" / "06_models" / "served.json", sample, "all")  # what `bentoml serve` loads
+    named = _bundle(tmp_path / "runs" / "teamwiki" / "06_models" / "bundles" / "all", "b" * 64)
     _run(tmp_path, _params(), "packaging", {"portfolio_selection"}, _Catalog({"bundle": sample}))
     assert _last_run(client).data.tags["model.served"] == "True"
     _run(tmp_path, _params(run_name="teamwiki"), "packaging", {"portfolio_selection"}, _Catalog({"bundle": named}))

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragfolio.core.llm.backends import backend_settings
+from ragfolio.core.llm.backend_config import backend_settings
 from ragfolio.core.llm.reader import merge
 from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
 

@@ -38,7 +38,6 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
-from ragfolio.core.bundle import resolve_bundle
 from ragfolio.numerics import numerics_identity
 from ragfolio.runs import IDENTITY_FILE, RunIdentity, identity_record, run_name, run_root
 
@@ -128,6 +127,8 @@ def served_bundle(project: Path) -> Path:
     ``ragfolio.serving.config``, so that no pipeline stage depends on the service's code.
     """
     import yaml
+
+    from ragfolio.core.bundle import resolve_bundle  # after a run that wrote the bundle only
 
     config = project / SERVING_CONFIG
     serving = ((yaml.safe_load(config.read_text()) or {}).get("serving") or {}) if config.is_file() else {}
@@ -250,10 +251,13 @@ class MlflowTrackingHook:
             path = _filepath(catalog, name)
             if path is not None and path.suffix in (".png", ".csv") and path.exists():
                 mlflow.log_artifact(str(path), artifact_path="plots")
-        pointer = _filepath(catalog, BUNDLE)  # packaging's pointer to the served bundle, or a bundle folder
-        bundle = resolve_bundle(pointer) if BUNDLE in outputs and pointer is not None and pointer.exists() else None
-        if bundle is not None and (bundle / "manifest.json").exists() and self._identity:
-            self._register(bundle, self._identity)
+        if BUNDLE in outputs and self._identity:  # only then the bundle's modules (scripts/dvc_deps.py ON_OUTPUT)
+            from ragfolio.core.bundle import resolve_bundle
+
+            pointer = _filepath(catalog, BUNDLE)  # packaging's pointer to the served bundle, or a bundle folder
+            bundle = resolve_bundle(pointer) if pointer is not None and pointer.exists() else None
+            if bundle is not None and (bundle / "manifest.json").exists():
+                self._register(bundle, self._identity)
         mlflow.end_run()
         self._active = False
 

@@ -79,12 +79,12 @@ def test_the_reader_moved_into_the_bundle_keeps_the_sample_s_stored_answers() ->
     answering_evaluation parameters before, by their hash), so no stored answer is thrown away for it."""
     import yaml
 
-    from ragfolio.core.answering.store import settings_hash
     from ragfolio.core.llm.reader import ReaderSettings
-    from ragfolio.pipelines.answering_evaluation.nodes import reader_params
     from ragfolio.pipelines.packaging.nodes import PackagingParams
+    from ragfolio_lab.answering.store import settings_hash
+    from ragfolio_lab.pipelines.answering_evaluation.nodes import reader_params
 
-    conf = Path(__file__).resolve().parents[2] / "conf" / "base"
+    conf = Path(__file__).resolve().parents[3] / "conf" / "base"
     evaluation = yaml.safe_load((conf / "parameters_answering_evaluation.yml").read_text())["answering_evaluation"]
     reader = PackagingParams(**yaml.safe_load((conf / "parameters_packaging.yml").read_text())["packaging"]).reader
     params = reader_params(AnsweringEvaluationParams(**evaluation), ReaderSettings(reader.llm, reader.answerer))

@@ -18,6 +18,7 @@ from typing import Any
 
 from ragfolio.core.cache import file_sha256
 from ragfolio.core.code_identity import package_versions
+from ragfolio.core.llm.backend_config import backend_settings
 from ragfolio.core.llm.chat import ChatBackend, OpenAICompatibleClient
 from ragfolio.core.llm.embedded import TransformersBackend, embedded_model_path
 from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path
@@ -25,14 +26,6 @@ from ragfolio.core.llm.native import LlamaCppBackend
 
 logger = logging.getLogger(__name__)
 
-# The default LLM: the embedded reader (Qwen2.5-Coder-1.5B-Instruct) on llama.cpp in this process.
-EMBEDDED_LLM: dict[str, Any] = {"kind": "llama_cpp", "llama_cpp": {"model": DEFAULT_READER, "n_ctx": 4096}}
-_BACKEND_KEYS = {
-    "transformers": {"model_path", "n_ctx", "n_threads", "seed", "chat_format"},
-    "llama_cpp": {"model", "model_path", "n_ctx", "n_threads", "n_threads_batch", "n_batch", "seed", "chat_format",
-                  "n_gpu_layers", "reuse_prefix"},
-    "openai": {"base_url", "model", "api_key_env", "timeout_s", "max_retries", "backoff_s", "api"},
-}
 # The packages whose versions can change a kind's replies for the same model and settings: the
 # engine and, for the transformers kind, the GGUF reader that converts the embedded model.
 _BACKEND_PACKAGES = {
@@ -72,24 +65,6 @@ def make_backend(config: Mapping[str, Any]) -> ChatBackend:
     env = params.pop("api_key_env", "OPENAI_API_KEY")
     params.setdefault("base_url", "http://127.0.0.1:8000/v1")
     return OpenAICompatibleClient(api_key=os.environ.get(env) if env else None, **params)
-
-
-def backend_settings(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The backend kind a config names and the settings of that kind (see :func:`make_backend`).
-
-    Raises:
-        ValueError: On an unknown ``kind`` or unknown keys (named).
-    """
-    kind = config.get("kind")
-    if not isinstance(kind, str) or kind not in _BACKEND_KEYS:
-        raise ValueError(f"backend kind={kind!r} must be one of {sorted(_BACKEND_KEYS)}")
-    # Settings may also sit in one block per kind ({"kind": "openai", "transformers": {...}, "openai": {...}}),
-    # so switching backends is one setting: only the chosen kind's block is read.
-    params = {**(config.get(kind) or {}), **{k: v for k, v in config.items() if k != "kind" and k not in _BACKEND_KEYS}}
-    unknown = sorted(set(params) - _BACKEND_KEYS[kind])
-    if unknown:
-        raise ValueError(f"unknown keys {unknown} for backend kind={kind!r}; allowed: {sorted(_BACKEND_KEYS[kind])}")
-    return kind, params
 
 
 def backend_identity(config: Mapping[str, Any]) -> dict[str, Any]:

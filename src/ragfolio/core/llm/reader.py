@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_settings
+from ragfolio.core.llm.backend_config import EMBEDDED_LLM, backend_settings
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -53,7 +53,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragfolio.core.batching import MicroBatcher
-from ragfolio.core.llm.backends import EMBEDDED_LLM, make_backend
+from ragfolio.core.llm.backend_config import EMBEDDED_LLM
+from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import Completion, LLMRequestError, LocalModel, schema_of
 from ragfolio.core.llm.local_calls import Call, Outcome, answer_calls, stream_call
 

@@ -27,7 +27,7 @@ from ragfolio.bundle_params import BundleParams
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.bundle import PortfolioBundle
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.llm.backends import EMBEDDED_LLM, backend_settings
+from ragfolio.core.llm.backend_config import EMBEDDED_LLM, backend_settings
 from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.routing.base import RouterProtocol
