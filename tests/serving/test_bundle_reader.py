@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from conftest import service_client, write_config
@@ -21,6 +20,7 @@ from ragfolio.core.bundle import MANIFEST, _manifest_checksum, load_bundle, save
 from ragfolio.core.llm.backend_config import EMBEDDED_LLM
 from ragfolio.core.llm.chat import OpenAICompatibleClient
 from ragfolio.core.llm.reader import ReaderSettings
+from ragfolio.core.routing.judging.splits import TrainedRouters
 from ragfolio.serving.config import load_config
 from ragfolio.serving.engine import ServingEngine
 from ragfolio_lab.pipelines.answering_evaluation import nodes
@@ -98,11 +98,9 @@ def test_answering_evaluation_answers_with_the_bundles_reader(reader_bundle: Pat
         raise _Stop
 
     monkeypatch.setattr(nodes, "Answerer", answerer)
-    monkeypatch.setattr(nodes, "_test_questions", lambda *args: [])  # stopped before any question
-    with pytest.raises(_Stop):
-        nodes.answer_test_questions([], SimpleNamespace(datasets=["tiny"]), {"tiny": load_bundle(reader_bundle)},
-                                    load_bundle(reader_bundle), {}, {},
-                                    None, {})  # type: ignore[arg-type]
+    with pytest.raises(_Stop):  # stopped before any question
+        nodes.answer_test_questions({"tiny": []}, {"tiny": load_bundle(reader_bundle)}, load_bundle(reader_bundle),
+                                    TrainedRouters({}, {}), None, {})  # type: ignore[arg-type]
     ((backend, kwargs),) = made
     assert isinstance(backend, OpenAICompatibleClient) and backend.base_url == fake_llm_url and backend.timeout_s == 7
     assert kwargs == {"max_answer_tokens": 33, "max_selector_tokens": 9, "max_passage_words": 50, "seed": 42}

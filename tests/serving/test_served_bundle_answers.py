@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from tiny_bundle import FIXTURES
@@ -17,6 +16,8 @@ from tiny_bundle import FIXTURES
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.llm.reader import ReaderSettings
+from ragfolio.core.routing.judging.splits import TrainedRouters
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedSystem
 from ragfolio_lab.answering.store import AnswerStore
 from ragfolio_lab.pipelines.answering_evaluation import nodes
@@ -27,10 +28,9 @@ PARAMS = {"max_questions_per_dataset": 2, "systems": ["single_best", "served_l1"
 
 def _answers(dataset: PortfolioBundle, served: PortfolioBundle, monkeypatch: pytest.MonkeyPatch, **params: object):
     sample = load_folder(FIXTURES)[:2]
-    monkeypatch.setattr(nodes, "_test_questions", lambda *args: sample)
     frame, _ = nodes.answer_test_questions(
-        [], SimpleNamespace(datasets=[dataset.name]), {dataset.name: dataset}, served, {}, {},  # type: ignore[arg-type]
-        AnswerStore(None), {**PARAMS, **params})
+        {dataset.name: sample}, {dataset.name: dataset}, served, TrainedRouters({}, {}), AnswerStore(None),
+        {**PARAMS, **params})
     return frame, sample
 
 
@@ -52,7 +52,7 @@ def test_each_dataset_is_answered_from_the_served_bundle_too(bundles, monkeypatc
     try:
         for row in frame[frame["system"].str.startswith("service_l")].itertuples():
             l = int(row.system.removeprefix("service_l"))  # noqa: E741
-            got = system.retrieve(next(q.question for q in sample if q.id == row.id), l)
+            got = system.retrieve(RetrievalRequest(next(q.question for q in sample if q.id == row.id), l, system.depth))
             assert [served.members[j].name for j in got.members] == list(row.members) and got.routed == (l == 1)
     finally:
         system.close()
