@@ -19,7 +19,7 @@ import pandas as pd
 
 from ragfolio.core.routing.judging.evaluation import report_order
 from ragfolio.core.stats import interval_text
-from ragfolio_lab.pipelines.answering_evaluation.report import plot_em_vs_tokens, summarize_answers
+from ragfolio_lab.answering.answer_reports import plot_em_vs_tokens, summarize_answers
 
 
 def portfolio_table(metrics: dict) -> list[str]:

@@ -4,14 +4,14 @@ from kedro.pipeline import Pipeline, node
 
 from ragfolio.core.timings import split_row_timings
 from ragfolio.stage_records import trained_routers_node
-from ragfolio_lab.pipelines.answering_evaluation.nodes import answer_test_questions, sample_test_questions
-from ragfolio_lab.pipelines.answering_evaluation.report import (
+from ragfolio_lab.answering.answer_reports import (
     em_vs_tokens_table,
     headline_answers,
     plot_em_vs_tokens,
     plot_selector_positions,
     summarize_answers,
 )
+from ragfolio_lab.pipelines.answering_evaluation.nodes import answer_test_questions, sample_test_questions
 
 
 def create_pipeline(**kwargs: Any) -> Pipeline:

@@ -11,10 +11,10 @@ from ragfolio_lab.pipelines.router_evaluation.nodes import (
     router_feature_report,
     same_budget_on_test,
 )
-from ragfolio_lab.pipelines.router_evaluation.paper_blocks import build_paper_blocks
-from ragfolio_lab.pipelines.router_evaluation.paper_comparison import compare_paper_routers
 from ragfolio_lab.pipelines.router_evaluation.report_views import headline_routers, plot_router_curves
 from ragfolio_lab.pipelines.router_evaluation.retrieval_comparison import cascade_curves, compare_retrieval_routers
+from ragfolio_lab.routers.paper_blocks import build_paper_blocks
+from ragfolio_lab.routers.paper_comparison import compare_paper_routers
 
 SEED = "params:router_training.seed"
 
