@@ -10,6 +10,8 @@
 - **largest room**: the package of ``ragfolio.core`` with the most modules directly in it.
 - **twin names**: module basenames found in more than one folder (Kedro's ``nodes.py`` and
   ``pipeline.py``, and ``__init__.py``, are a convention, not twins).
+- **packages**: the packages ("rooms"), the distinct package -> package imports ("arrows") and the
+  lines of the product (``ragfolio``) and of the lab (``ragfolio_lab``).
 - **upward arrows**: imports from a core stage of one that comes later in the method
   (``data -> retrieval -> scoring -> selection -> routing -> system -> answering``).
 
@@ -90,6 +92,46 @@ def upward_arrows(core: Path) -> list[str]:
     return arrows
 
 
+def package_graph(src: Path) -> dict[str, int]:
+    """Packages (folders with an ``__init__.py``) under ``src``'s parent whose name starts with
+    ``src``'s (``ragfolio`` and ``ragfolio_lab``), distinct package -> package imports among them,
+    and each top package's lines: the "rooms and arrows" of an architecture review."""
+    root, prefix = src.parent, src.name
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[0].startswith(prefix) and "__pycache__" not in parts:
+            init = parts[-1] == "__init__"
+            modules[".".join(parts[:-1] if init else parts)] = (path, init)
+
+    def package(name: str) -> str:
+        return name if modules[name][1] else name.rpartition(".")[0]
+
+    def known(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    arrows, lines = set(), Counter[str]()
+    for name, (path, _) in modules.items():
+        text = path.read_text(encoding="utf-8")
+        lines[name.split(".")[0]] += len(text.splitlines())
+        here = package(name)
+        for node in ast.walk(ast.parse(text)):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            for target in filter(None, map(known, targets)):
+                if (there := package(target)) != here:
+                    arrows.add((here, there))
+    return {"rooms": sum(init for _, init in modules.values()), "arrows": len(arrows),
+            **{f"lines:{top}": n for top, n in sorted(lines.items())}}
+
+
 def counts(src: Path) -> dict[str, object]:
     """Every count, as the note reports them."""
     room_sizes = rooms(src / "core")
@@ -97,6 +139,7 @@ def counts(src: Path) -> dict[str, object]:
     twin_names = twins(src)
     arrows = upward_arrows(src / "core")
     return {
+        "packages": package_graph(src),
         "artifact_subscripts_in_pipelines": artifact_subscripts(src / "pipelines"),
         "pipeline_lines": pipeline_lines(src / "pipelines"),
         "largest_room": {largest: room_sizes[largest]},
