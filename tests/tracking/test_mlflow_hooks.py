@@ -206,14 +206,21 @@ def test_the_data_digest_of_the_raw_folder_alone_is_dvc_s(tmp_path: Path) -> Non
 
 
 def test_served_bundle_is_the_one_the_service_loads_without_overrides(tmp_path: Path) -> None:
+    from ragfolio.core.bundle import resolve_bundle, save_served
     from ragfolio.serving.config import load_config
 
-    assert served_bundle(ROOT) == load_config(env={}, root=ROOT).bundle
+    def service(root: Path) -> Path:  # the folder the service loads: its setting, the pointer followed
+        return resolve_bundle(load_config(env={}, root=root).bundle)
+
+    assert served_bundle(ROOT) == service(ROOT)  # with or without a run's served.json
     (tmp_path / "conf" / "base").mkdir(parents=True)
     (tmp_path / "conf" / "base" / "serving.yml").write_text("serving:\n  bundle: data/06_models/bundles/all\n")
-    assert served_bundle(tmp_path) == load_config(env={}, root=tmp_path).bundle == tmp_path / "data/06_models/bundles/all"
+    assert served_bundle(tmp_path) == service(tmp_path) == tmp_path / "data/06_models/bundles/all"
     (tmp_path / "conf" / "base" / "serving.yml").unlink()
-    assert served_bundle(tmp_path) == load_config(env={}, root=tmp_path).bundle
+    assert served_bundle(tmp_path) == service(tmp_path)  # the default, no pointer yet
+    _bundle(tmp_path / "data" / "06_models" / "bundles" / "all", "c" * 64)
+    save_served(tmp_path / "data" / "06_models" / "served.json", tmp_path / "data" / "06_models" / "bundles" / "all", "all")
+    assert served_bundle(tmp_path) == service(tmp_path) == tmp_path / "data/06_models/bundles/all"  # followed
 
 
 def _bundle(folder: Path, checksum: str) -> Path:
