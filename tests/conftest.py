@@ -68,6 +68,7 @@ def handoffs() -> Callable[[Path], dict[str, Any]]:
     from kedro_datasets.json import JSONDataset
 
     from ragfolio.datasets.array_trees import ArrayTreeDataset
+    from ragfolio.datasets.record_files import RecordDataset
 
     def datasets(root: Path) -> dict[str, Any]:
         return {
@@ -79,6 +80,9 @@ def handoffs() -> Callable[[Path], dict[str, Any]]:
                 str(root / "dev_router_comparison"), "ragfolio.core.routing.judging.evaluation.RoutingComparison",
                 keyed=True),
             "paper_encoders": JSONDataset(filepath=str(root / "paper_encoders.json")),
+            # read by the lab's paper-router nodes in router_evaluation (its query blocks)
+            "router_features": RecordDataset(
+                str(root / "router_features.json"), "ragfolio.core.routing.features.router_features.RouterFeatures"),
         }
 
     return datasets

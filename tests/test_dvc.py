@@ -105,8 +105,9 @@ def test_dvc_repro_skips_unchanged_and_reruns_dependents(tmp_path: Path) -> None
 
     # An edit to the service, which no stage runs, changes no stage; one to a dataset's module changes
     # the stages whose catalog entries use it (scripts/dvc_deps.py), and no other.
-    for edited, changed in (("serving/service.py", set()), ("datasets/answer_store_file.py", {"answering_evaluation"})):
-        source = project / "src/ragfolio" / edited
+    for edited, changed in (("src/ragfolio/serving/service.py", set()),
+                            ("src/ragfolio_lab/datasets.py", {"answering_evaluation"})):
+        source = project / edited
         original = source.read_text()
         source.write_text(original + "\n# edited\n")
         assert set(json.loads(_dvc(project, "status", "--json", stdout_only=True))) == changed, edited
