@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from cross_encoders import TINY, corpus_of, one_thread, questions, save_untrained
 from fake_encoders import install_hashing_encoder, tiny_runner
-from local_http import serving
+from local_http import send_json, serving
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.llm import backends
@@ -189,11 +189,7 @@ class _Echo(BaseHTTPRequestHandler):
         type(self).seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         data = json.dumps({"choices": [{"message": {"role": "assistant", "content": " Paris\n"}}],
                            "usage": {"prompt_tokens": 12, "completion_tokens": 2}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, data)
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -22,3 +22,12 @@ def serving(handler: H) -> Iterator[H]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def send_json(handler: BaseHTTPRequestHandler, data: bytes, status: int = 200) -> None:
+    """Answer the request ``handler`` is serving with the JSON body ``data`` and ``status``."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

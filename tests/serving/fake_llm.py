@@ -6,6 +6,8 @@ import json
 import time
 from http.server import BaseHTTPRequestHandler
 
+from local_http import send_json
+
 
 def _reply(prompt: str) -> str:
     """The title of the first passage shown for an answer prompt, "2" for a selector prompt; for a
@@ -63,11 +65,7 @@ class FakeLLM(BaseHTTPRequestHandler):
             return
         payload = {"choices": [{"text": text}], "usage": usage}
         data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, data)
 
     def log_message(self, *args: object) -> None:
         pass

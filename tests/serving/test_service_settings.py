@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import closed_port_url, service_client, write_config
+from local_http import send_json
 from pydantic import ValidationError
 from tiny_bundle import MEMBERS, questions
 
@@ -29,11 +30,7 @@ class RejectingLLM(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         self.rfile.read(int(self.headers["Content-Length"]))
         data = b'{"error": "invalid api key sk-live-SECRET42 for org acme-internal"}'
-        self.send_response(400)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, data, 400)
 
     def log_message(self, *args: object) -> None:
         pass
