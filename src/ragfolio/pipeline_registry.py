@@ -16,6 +16,7 @@ from ragfolio.pipelines import (
     evaluation,
     packaging,
     portfolio_selection,
+    question_synthesis,
     router_training,
 )
 
@@ -31,6 +32,7 @@ def stage_pipelines() -> dict[str, Pipeline]:
     """
     stages = {
         "data_prep": data_prep.create_pipeline(),
+        "question_synthesis": question_synthesis.create_pipeline(),
         "candidate_scoring": candidate_scoring.create_pipeline(),
         "portfolio_selection": portfolio_selection.create_pipeline(),
         "evaluation": evaluation.create_pipeline(),

@@ -14,4 +14,5 @@ datasets need.
 - :mod:`~ragfolio.datasets.cross_encoders`: the trained cross-encoder's folder and its fold models.
 - :mod:`~ragfolio.datasets.router_folders`: routers by key, and by kind then key.
 - :mod:`~ragfolio.datasets.bundle_folders`: the served bundle and the bundles by portfolio key.
+- :mod:`~ragfolio.datasets.record_stores`: the store question_synthesis resumes from.
 """

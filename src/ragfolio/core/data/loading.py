@@ -88,19 +88,7 @@ def load_folder(folder: str | Path) -> list[Question]:
             error (see :func:`load_jsonl`).
     """
     files = _jsonl_files(folder)
-    questions: list[Question] = []
-    where: dict[str, str] = {}
-    errors: list[DataFormatError] = []
-    for path in files:
-        found: list[DataFormatError] = []
-        for lineno, q in _load_with_lines(path, found):
-            if q.id in where:
-                found.append(DataFormatError(path, lineno, "id", f"duplicate id {q.id!r} (first at {where[q.id]})"))
-                continue
-            where[q.id] = f"{path}:{lineno}"
-            questions.append(q)
-        errors += sorted(found, key=lambda error: int(error.line))  # a file's errors in line order
-    raise_collected(errors)
+    questions = load_question_files(files)
     logger.info("read %d questions from %d files in %s", len(questions), len(files), folder)
     return questions
 
@@ -116,6 +104,62 @@ def _jsonl_files(folder: str | Path) -> list[Path]:
     if not files:
         raise FileNotFoundError(f"data folder {folder} holds no *.jsonl file")
     return files
+
+
+def file_kind(path: str | Path) -> str:
+    """``"questions"`` or ``"passages"``: what a JSONL file holds, read from its first non-blank row.
+
+    A row with a ``question`` key is a question; one with ``text`` and no ``question`` is a passage
+    (``{"title", "text"}``, optional ``id`` and ``metadata``). A file whose first row is neither
+    (or not JSON) counts as questions, so reading it reports the row's errors as a question file's.
+    """
+    with Path(path).open(encoding="utf-8") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    row = json.loads(raw)
+                except json.JSONDecodeError:
+                    return "questions"
+                return "passages" if isinstance(row, dict) and "text" in row and "question" not in row else "questions"
+    return "questions"
+
+
+def split_folder(folder: str | Path) -> tuple[list[Path], list[Path]]:
+    """``(question files, passage files)`` of a folder's top-level ``*.jsonl`` files (:func:`file_kind`).
+
+    Raises:
+        FileNotFoundError: If the folder is missing or holds no ``*.jsonl`` file.
+        NotADirectoryError: If ``folder`` is a file.
+    """
+    files = _jsonl_files(folder)
+    kinds = {path: file_kind(path) for path in files}
+    return [p for p in files if kinds[p] == "questions"], [p for p in files if kinds[p] == "passages"]
+
+
+def load_question_files(files: Sequence[Path]) -> list[Question]:
+    """The questions of ``files``, as :func:`load_folder` reads a folder's (ids unique across them)."""
+    questions: list[Question] = []
+    where: dict[str, str] = {}
+    errors: list[DataFormatError] = []
+    for path in files:
+        found: list[DataFormatError] = []
+        for lineno, q in _load_with_lines(path, found):
+            if q.id in where:
+                found.append(DataFormatError(path, lineno, "id", f"duplicate id {q.id!r} (first at {where[q.id]})"))
+                continue
+            where[q.id] = f"{path}:{lineno}"
+            questions.append(q)
+        errors += sorted(found, key=lambda error: int(error.line))  # a file's errors in line order
+    raise_collected(errors)
+    return questions
+
+
+def load_passage_files(files: Sequence[Path]) -> list[tuple[str, str]]:
+    """The passages of ``files`` in order (see :func:`load_passage_file`), every bad line in one error."""
+    errors: list[DataFormatError] = []
+    passages = [passage for path in files for passage in _read_passages(path, errors)]
+    raise_collected(errors)
+    return passages
 
 
 def _parse_passage(raw: str, path: Path, lineno: int) -> tuple[str, str]:
@@ -170,9 +214,7 @@ def load_passage_folder(folder: str | Path) -> list[tuple[str, str]]:
         DataFormatError: On invalid lines, all of the folder's in one error (see :func:`load_passage_file`).
     """
     files = _jsonl_files(folder)
-    errors: list[DataFormatError] = []
-    passages = [passage for path in files for passage in _read_passages(path, errors)]
-    raise_collected(errors)
+    passages = load_passage_files(files)
     logger.info("read %d passages from %d files in %s", len(passages), len(files), folder)
     return passages
 

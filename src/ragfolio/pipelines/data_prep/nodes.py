@@ -1,8 +1,13 @@
-"""Nodes of ``data_prep``: raw JSONL folder(s) -> split question records -> the retrieval corpora.
+"""Nodes of ``data_prep``: raw JSONL folder(s) -> labelled question records -> the retrieval corpora.
 
 ``corpus: union`` (the default) pools every dataset's contexts, plus the passage files of
-``corpus_dir``, into one corpus that every question retrieves from; ``corpus: per_dataset`` builds
-one corpus a dataset. Either way the output is :meth:`ragfolio.core.data.corpora.Corpora.to_json`.
+``raw_dir`` and ``corpus_dir``, into one corpus that every question retrieves from; ``corpus:
+per_dataset`` builds one corpus a dataset. Either way the output is
+:meth:`ragfolio.core.data.corpora.Corpora.to_json`.
+
+``questions`` says where the questions come from (:mod:`ragfolio.core.data.sources`): with
+``labelled`` the rows are split here; with ``synthetic`` or ``log`` every labelled row is test,
+and ``question_synthesis`` writes (or labels) the train and dev questions.
 """
 
 from __future__ import annotations
@@ -14,8 +19,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragfolio.core.data.corpora import UNION, Corpora, Mode
-from ragfolio.core.data.loading import load_folder, load_passage_folder, split_train_dev, split_train_test
-from ragfolio.core.data.records import Question, build_corpus
+from ragfolio.core.data.loading import (
+    load_folder,
+    load_passage_files,
+    load_passage_folder,
+    load_question_files,
+    split_folder,
+    split_train_dev,
+    split_train_test,
+)
+from ragfolio.core.data.records import Question, build_corpus, normalize_whitespace
+from ragfolio.core.data.sources import LOG, SYNTHETIC, Source, read_log, resolve_source
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +46,24 @@ class DataPrepParams(BaseModel):
     seed: int = 42
     corpus: Mode = UNION
     corpus_dir: str | None = None
+    questions: Source = "auto"
+    log_file: str | None = None
 
     @model_validator(mode="after")
     def _corpus_dir_needs_union(self) -> DataPrepParams:
         if self.corpus_dir and self.corpus != UNION:
             raise ValueError(f"corpus_dir={self.corpus_dir!r} is only read with corpus: union "
                              f"(got corpus: {self.corpus})")
+        if self.questions in ("synthetic", "log") and self.corpus != UNION:
+            raise ValueError(f"questions: {self.questions} writes questions about one corpus: it needs corpus: union")
+        if self.questions == "log" and not self.log_file:
+            raise ValueError("questions: log needs data_prep.log_file, a file of your users' questions")
         return self
+
+    @property
+    def source(self) -> str:
+        """``questions`` with ``auto`` resolved from ``raw_dir`` (:func:`~ragfolio.core.data.sources.resolve_source`)."""
+        return resolve_source(self.questions, self.raw_dir)
 
 
 def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -51,7 +76,10 @@ def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
     for the choices made during development and are reported beside ``test``.
     """
     p = DataPrepParams(**params)
-    questions = load_folder(p.raw_dir)
+    source = p.source
+    questions = load_question_files(split_folder(p.raw_dir)[0])
+    if source != "labelled":
+        return _labelled_as_test(questions + (load_folder(p.test_dir) if p.test_dir else []), source, p.log_file)
     if p.test_dir:
         train, test = questions, load_folder(p.test_dir)
         clash = {q.id for q in train} & {q.id for q in test}
@@ -67,6 +95,20 @@ def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
         logger.info("%s: %d train, %d dev, %d test questions", dataset, counts[dataset, "train"],
                     counts[dataset, "dev"], counts[dataset, "test"])
     return records
+
+
+def _labelled_as_test(questions: list[Question], source: str, log_file: str | None) -> list[dict[str, Any]]:
+    """Labelled questions beside written or judged ones: all test. With a query log, those whose
+    text is in the log are left out (relevance was judged for that text, so they are not unseen)."""
+    if source == LOG and log_file:
+        logged = {normalize_whitespace(row["question"]).lower() for row in read_log(log_file)}
+        kept = [q for q in questions if normalize_whitespace(q.question).lower() not in logged]
+        if len(kept) < len(questions):
+            logger.info("%d labelled questions are in the query log: left out of test", len(questions) - len(kept))
+        questions = kept
+    logger.info("questions: %s; %d labelled questions, all test (none reaches synthesis, selection or routing)",
+                source, len(questions))
+    return [{**q.to_record(), "split": "test"} for q in questions]
 
 
 def _retrievable(questions: list[dict[str, Any]]) -> dict[str, list[Question]]:
@@ -90,8 +132,6 @@ def _retrievable(questions: list[dict[str, Any]]) -> dict[str, list[Question]]:
             )
             continue
         kept[dataset] = sorted(qs, key=lambda q: q.id)
-    if not kept:
-        raise ValueError("no dataset has contexts to build a retrieval corpus from")
     return kept
 
 
@@ -104,10 +144,14 @@ def build_corpora(questions: list[dict[str, Any]], params: dict[str, Any]) -> Co
     """
     p = DataPrepParams(**params)
     by_dataset = _retrievable(questions)
+    passage_files = split_folder(p.raw_dir)[1]
+    if not by_dataset and not passage_files:
+        raise ValueError("no dataset has contexts to build a retrieval corpus from, and raw_dir holds no passage file")
     if p.corpus == UNION:
-        extra = load_passage_folder(p.corpus_dir) if p.corpus_dir else []
+        extra = load_passage_files(passage_files) + (load_passage_folder(p.corpus_dir) if p.corpus_dir else [])
         union = build_corpus((q for qs in by_dataset.values() for q in qs), extra)
-        corpora = Corpora.union(union, by_dataset)
+        written = {SYNTHETIC: [SYNTHETIC], LOG: [LOG]}.get(p.source, [])
+        corpora = Corpora.union(union, [*by_dataset, *written])
         logger.info("union corpus of %d unique passages from %d questions of %s and %d passage-file rows "
                     "(fingerprint %s)", len(union), sum(map(len, by_dataset.values())), sorted(by_dataset),
                     len(extra), union.fingerprint)
