@@ -11,7 +11,7 @@ every key (a misspelt or missing one fails at load, naming it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
 from ragfolio.core.record_checks import checked_fields, read_version
@@ -33,6 +33,9 @@ class Selection:
         random: Random orders (``random_draws`` of them), each ``k_max`` long.
         certificate: ``{"upper_bound", "ratio"}``: the submodularity certificate at ``k``.
         required_sample_size: The sample size DESIGN.md's bound asks for (epsilon = delta = 0.05).
+        separation: Whether the questions separate the candidates
+            (:meth:`~ragfolio.core.selection.separation.Separation.to_dict`); empty in records
+            written before it was kept.
     """
 
     n_train: int
@@ -44,6 +47,7 @@ class Selection:
     random: list[list[int]]
     certificate: dict[str, float]
     required_sample_size: int
+    separation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def single_best(self) -> int:

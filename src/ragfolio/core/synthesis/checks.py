@@ -8,9 +8,11 @@ In the order they run (free checks first, then the reader's two calls):
    (:func:`copied_share`). A question that copies its passage is a BM25 query, and a pool judged
    on such questions favours the lexical retrievers.
 4. ``answer_not_in_passages``: the answer (yes/no aside) is not in the passages.
-5. ``answered_closed_book``: the reader, given no passage, answers it (the answer matches): it tests
+5. ``answer_in_question``: the question holds its own answer ("Who was Ian Harland?" -> "Ian
+   Harland"; yes/no aside).
+6. ``answered_closed_book``: the reader, given no passage, answers it (the answer matches): it tests
    what the model knows, not retrieval.
-6. ``not_answered_from_gold``: the reader, given the gold passages, does not answer it (token F1
+7. ``not_answered_from_gold``: the reader, given the gold passages, does not answer it (token F1
    with the written answer under ``min_answer_f1``): it is unanswerable, ambiguous, or wrongly
    answered by the writer.
 """
@@ -23,8 +25,8 @@ from typing import Final
 from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.metrics import contains_answer, exact_match, f1_score
 
-REASONS: Final = ("unparsed", "duplicate", "copied", "answer_not_in_passages", "answered_closed_book",
-                  "not_answered_from_gold")
+REASONS: Final = ("unparsed", "duplicate", "copied", "answer_not_in_passages", "answer_in_question",
+                  "answered_closed_book", "not_answered_from_gold")
 YES_NO: Final = frozenset({"yes", "no"})
 
 
@@ -50,6 +52,11 @@ def answer_in_passages(answer: str, passages: Sequence[tuple[str, str]]) -> bool
     if normalize_answer(answer) in YES_NO:
         return True
     return any(contains_answer(f"{title} {text}", [answer]) for title, text in passages)
+
+
+def answer_in_question(answer: str, question: str) -> bool:
+    """Whether the question holds its own answer (normalised, whole words); yes/no answers never do."""
+    return normalize_answer(answer) not in YES_NO and contains_answer(question, [answer])
 
 
 def answers_match(predicted: str, written: str, min_f1: float) -> bool:

@@ -25,7 +25,13 @@ from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.data.records import Corpus
 from ragfolio.core.data.sources import SYNTHETIC
 from ragfolio.core.llm.chat import ChatBackend, Completion
-from ragfolio.core.synthesis.checks import REASONS, answer_in_passages, answers_match, copied_share
+from ragfolio.core.synthesis.checks import (
+    REASONS,
+    answer_in_passages,
+    answer_in_question,
+    answers_match,
+    copied_share,
+)
 from ragfolio.core.synthesis.prompts import PROMPT_VERSION, QUESTION_SCHEMA, parse_written, writer_messages
 from ragfolio.core.synthesis.seeds import Seed, passages_of
 from ragfolio.core.synthesis.store import RecordStore, settings_hash
@@ -125,6 +131,8 @@ class QuestionWriter:
             return "copied"
         if not answer_in_passages(rec["answer"], passages):
             return "answer_not_in_passages"
+        if answer_in_question(rec["answer"], rec["question"]):
+            return "answer_in_question"
         return None
 
     def verdict(self, rec: dict[str, Any], corpus: Corpus, seed: Seed) -> str | None:

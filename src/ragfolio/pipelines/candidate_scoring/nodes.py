@@ -116,11 +116,14 @@ def pool_settings(
 
 
 def _scoreable_questions(questions: list[dict[str, Any]], dataset: str) -> tuple[list[Question], list[str]]:
-    """The dataset's questions that have gold passages, and their splits, in utility-matrix row order.
+    """The dataset's questions that have gold passages, and their splits, in utility-matrix row order: by id.
 
     Support recall is undefined without gold passages, so such questions are left out (and logged).
+    Rows are in id order, not split order, so a dataset's query blocks (and the rankings cached by
+    their queries) are the same whichever split each question is in: a run that makes every
+    labelled question test (data_prep.questions: synthetic) reuses a labelled run's rankings.
     """
-    records = [r for r in questions if r["dataset"] == dataset]
+    records = sorted((r for r in questions if r["dataset"] == dataset), key=lambda r: str(r["id"]))
     kept = [(Question.from_record(r, source="questions"), r["split"]) for r in records]
     kept = [(q, split) for q, split in kept if q.gold_passage_ids()]
     if len(kept) < len(records):

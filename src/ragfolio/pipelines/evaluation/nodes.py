@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragfolio.core.data.sources import LOG, SYNTHETIC
 from ragfolio.core.scoring.utility_index import ALL, SPLITS, UtilityIndex, has_split, split_rows, stacked
 from ragfolio.core.selection.best_of_k import split_report, win_shares
 from ragfolio.core.selection.portfolios import Portfolios
@@ -61,6 +62,14 @@ def _types(utility_index: UtilityIndex, split: str) -> dict[str, list[str]]:
     return {**per, ALL: [f"{d}/{t}" for d, types in per.items() for t in types]}
 
 
+def test_questions(key: str, utility_index: UtilityIndex) -> str:
+    """``"labelled"``, or ``"synthetic"`` where a key's test questions were written or judged by the
+    reader (data_prep.questions synthetic or log without labelled questions): every such figure says so."""
+    tested = {d for d in utility_index.datasets if len(split_rows(utility_index, d, "test"))}
+    keys = tested if key == ALL else {key}
+    return "synthetic" if keys and keys <= {SYNTHETIC, LOG} else "labelled"
+
+
 def evaluate_portfolios(
     utility_matrices: dict[str, np.ndarray],
     utility_index: UtilityIndex,
@@ -96,7 +105,8 @@ def evaluate_portfolios(
             sel = portfolios.selection(key)
             entry = report["datasets"].setdefault(key, {
                 "n_selected_on": sel.n_train, "portfolio": sel.portfolio, "certificate": sel.certificate,
-                "required_sample_size": sel.required_sample_size,
+                "required_sample_size": sel.required_sample_size, "separation": sel.separation,
+                "test_questions": test_questions(key, utility_index),
             })
             entry[f"n_{split}"] = int(len(U))
             orders = (sel.greedy, sel.top_by_average, sel.random)
@@ -150,8 +160,17 @@ def _log_summary(report: dict[str, Any], report_k: list[int]) -> None:
             f" {interval_text(test['greedy_minus_top_by_average_at_k'][k - 1]):<24}"
             for k in report_k if k <= len(test["greedy_at_k"])
         )
-        lines.append(f"{key:<18}{test['n']:>5}{cells}  {test['single_best']:6.3f}  {test['oracle_all']:6.3f}")
+        name = f"{key} (synthetic)" if entry.get("test_questions") == "synthetic" else key
+        lines.append(f"{name:<18}{test['n']:>5}{cells}  {test['single_best']:6.3f}  {test['oracle_all']:6.3f}")
+    for key, entry in report["datasets"].items():
+        if not entry.get("separation", {}).get("separates", True):
+            lines.append(f"{key}: the questions do not separate the candidates: {'; '.join(entry['separation']['reasons'])}")
     logger.info("\n".join(lines))
+
+
+def _test_label(entry: dict[str, Any]) -> str:
+    """``"test"``, or ``"synthetic test"`` for questions the reader wrote."""
+    return "synthetic test" if entry.get("test_questions") == "synthetic" else "test"
 
 
 def _band(intervals: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +198,7 @@ def plot_best_of_k(metrics: dict[str, Any]) -> Figure:
                 ax.fill_between(ks, *_band(test[f"{name}_interval_at_k"]), color=color, alpha=0.18, lw=0)
         ax.plot(ks, test["random_at_k"], "^:", color="C2", label="random k")
         ax.axhline(test["oracle_all"], color="grey", lw=1, label="oracle (all candidates)")
-        ax.set_title(f"{key} (n={test['n']} test)")
+        ax.set_title(f"{key} (n={test['n']} {_test_label(metrics['datasets'][key])})")
         ax.set_xlabel("portfolio size k")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(f"best-of-k {metrics['score'].replace('_', ' ')}")

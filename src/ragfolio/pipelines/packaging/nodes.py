@@ -223,6 +223,7 @@ def _selection_record(
         "greedy_train_values": sel.greedy_train_values[: portfolios.k],
         "certificate": sel.certificate,
         "n_train": sel.n_train,
+        "separation": sel.separation,
         "corpus": corpora.describe(),
         "served_router": served_choice(key, choice, default_l=settings.default_l, num_docs=num_docs, dev=dev),
     }

@@ -16,6 +16,7 @@ from ragfolio.core.selection.portfolios import Portfolios, Selection
 from ragfolio.core.selection.query_sample import QuerySample
 from ragfolio.core.selection.sample_complexity import required_sample_size
 from ragfolio.core.selection.sample_complexity import sample_queries as draw_sample
+from ragfolio.core.selection.separation import MAX_EPSILON, separation, tie_order
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class PortfolioSelectionParams(BaseModel):
     random_draws: int = Field(20, ge=1)
     n_queries: int | None = Field(None, ge=1)  # train questions drawn per selection key; None: all
     seed: int = 42
+    max_epsilon: float = Field(MAX_EPSILON, gt=0.0)  # above it the questions are too few to separate the candidates
 
 
 def sample_queries(utility_index: UtilityIndex, params: dict[str, Any]) -> QuerySample:
@@ -74,19 +76,25 @@ def select_portfolios(
             raise ValueError(f"{key}: the query sample was drawn from {drawn.n_train} train questions, the "
                              f"utility matrices have {len(U_all)}: rerun sample_queries")
         U = U_all[np.asarray(drawn.rows, dtype=np.int64)]
-        greedy = select_greedy(U, k_max)
-        cert = certificate(U, greedy, k)
+        order = np.asarray(tie_order(U, names), dtype=np.int64)  # ties go to the family rule, not grid order
+        greedy = select_greedy(U[:, order], k_max)
+        cert = certificate(U[:, order], greedy, k)
+        split = separation(greedy, len(U), m, k, p.max_epsilon)
         selections[key] = Selection(
             n_train=int(len(U)),
             n_train_available=int(len(U_all)),
-            greedy=[int(i) for i in greedy.indices],
+            greedy=[int(order[i]) for i in greedy.indices],
             greedy_train_values=[float(v) for v in greedy.values],
-            portfolio=[names[i] for i in greedy.indices[:k]],
+            portfolio=[names[order[i]] for i in greedy.indices[:k]],
             top_by_average=[int(i) for i in top_k_by_average(U, k_max)],
             random=[random_k(U, k_max, rng) for _ in range(p.random_draws)],
             certificate={"upper_bound": float(cert.upper_bound), "ratio": float(cert.ratio)},
             required_sample_size=int(required_sample_size(m, k, epsilon=0.05, delta=0.05)),
+            separation=split.to_dict(),
         )
+        if not split.separates:
+            logger.warning("%s: these %d questions do not separate the %d candidates: %s", key, len(U), m,
+                           "; ".join(split.reasons()))
         logger.info(
             "%s: portfolio of %d on %d train questions, F=%.3f (within %.1f%% of the bound %.3f)",
             key, k, len(U), greedy.values[k - 1], 100 * (1 - cert.ratio), cert.upper_bound,
