@@ -9,7 +9,8 @@ In the order they run (free checks first, then the reader's two calls):
    on such questions favours the lexical retrievers.
 4. ``answer_not_in_passages``: the answer (yes/no aside) is not in the passages.
 5. ``answer_in_question``: the question holds its own answer ("Who was Ian Harland?" -> "Ian
-   Harland"; yes/no aside).
+   Harland"), or names the passage it was written from ("the university mentioned in passage [1]"):
+   a user has no passage to point at. A comparison names both candidates, so only the second applies.
 6. ``answered_closed_book``: the reader, given no passage, answers it (the answer matches): it tests
    what the model knows, not retrieval.
 7. ``not_answered_from_gold``: the reader, given the gold passages, does not answer it (token F1
@@ -19,6 +20,7 @@ In the order they run (free checks first, then the reader's two calls):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -28,6 +30,7 @@ from ragfolio.core.metrics import contains_answer, exact_match, f1_score
 REASONS: Final = ("unparsed", "duplicate", "copied", "answer_not_in_passages", "answer_in_question",
                   "answered_closed_book", "not_answered_from_gold")
 YES_NO: Final = frozenset({"yes", "no"})
+_PASSAGE_REFERENCE: Final = re.compile(r"\b(passages?|paragraphs?|the text|this article)\b|\[\d\]", re.IGNORECASE)
 
 
 def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
@@ -54,9 +57,12 @@ def answer_in_passages(answer: str, passages: Sequence[tuple[str, str]]) -> bool
     return any(contains_answer(f"{title} {text}", [answer]) for title, text in passages)
 
 
-def answer_in_question(answer: str, question: str) -> bool:
-    """Whether the question holds its own answer (normalised, whole words); yes/no answers never do."""
-    return normalize_answer(answer) not in YES_NO and contains_answer(question, [answer])
+def answer_in_question(answer: str, question: str, *, comparison: bool = False) -> bool:
+    """Whether the question points at its passage, or (not a comparison) holds its own answer
+    (normalised, whole words; yes/no answers never do)."""
+    if _PASSAGE_REFERENCE.search(question):
+        return True
+    return not comparison and normalize_answer(answer) not in YES_NO and contains_answer(question, [answer])
 
 
 def answers_match(predicted: str, written: str, min_f1: float) -> bool:

@@ -30,7 +30,7 @@ KINDS: Final[tuple[Kind, ...]] = ("single", "bridge", "comparison")
 PASSAGES_PER_KIND: Final[dict[Kind, int]] = {"single": 1, "bridge": 2, "comparison": 2}
 # The declared version of the prompts and their reading: part of every stored question's key, so a
 # change here writes afresh instead of reusing questions written for other prompts (bump it).
-PROMPT_VERSION: Final = 1
+PROMPT_VERSION: Final = 2
 
 QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -47,7 +47,7 @@ _RULES = (
     "or yes/no; a few words, not a sentence)."
 )
 _TASKS: Final[dict[Kind, str]] = {
-    "single": "Write a question that this passage answers.",
+    "single": "Write a question about one fact this passage states (not who or what its subject is).",
     "bridge": ("Write a question that needs both passages: it asks about something in passage [2], but names it "
                "only through a fact from passage [1], so passage [1] must be read first."),
     "comparison": ("Write a question that compares the subjects of passage [1] and passage [2] on one property "

@@ -131,7 +131,7 @@ class QuestionWriter:
             return "copied"
         if not answer_in_passages(rec["answer"], passages):
             return "answer_not_in_passages"
-        if answer_in_question(rec["answer"], rec["question"]):
+        if answer_in_question(rec["answer"], rec["question"], comparison=rec["kind"] == "comparison"):
             return "answer_in_question"
         return None
 
