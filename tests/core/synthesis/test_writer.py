@@ -90,9 +90,10 @@ def test_each_drop_reason_is_counted_and_free_checks_spare_the_readers_calls() -
     backend = ScriptedBackend()
     rows, stats = write_questions(_writer(backend), _seeds(*TITLES), CORPUS, RecordStore(None), 100, progress=False)
     assert [r["question"] for r in rows] == [SCRIPT[t][1] for t in ("Harbour Works", "Quill Sensor", "Partial")]
-    assert stats.dropped == {"unparsed": 1, "copied": 1, "answer_not_in_passages": 1, "answered_closed_book": 1,
-                             "not_answered_from_gold": 1, "duplicate": 1}
-    assert set(stats.dropped) == set(REASONS) and (stats.tried, stats.kept) == (9, 3)
+    dropped = {"unparsed": 1, "copied": 1, "answer_not_in_passages": 1, "answered_closed_book": 1,
+               "not_answered_from_gold": 1, "duplicate": 1}
+    assert {reason: n for reason, n in (stats.dropped or {}).items() if n} == dropped
+    assert set(stats.dropped or {}) == set(REASONS) >= set(dropped) and (stats.tried, stats.kept) == (9, 3)
     steps = {title: [step for step, what in backend.calls if what in (title, SCRIPT[title][1])] for title in TITLES}
     for title in ("Garbled", "Copied", "Invented"):  # a free check failed: no closed-book call, no call from gold
         assert steps[title] == ["write"], title
