@@ -66,5 +66,10 @@ def answer_in_question(answer: str, question: str, *, comparison: bool = False) 
 
 
 def answers_match(predicted: str, written: str, min_f1: float) -> bool:
-    """Whether the reader's answer is the written one: exact match, or token F1 at least ``min_f1``."""
-    return bool(exact_match(predicted, [written])) or f1_score(predicted, [written]) >= min_f1
+    """Whether the reader's answer is the written one: exact match, or token F1 at least ``min_f1``
+    with a token in common. An answer sharing no token with the written one never matches, even at
+    ``min_f1 = 0``: else every closed-book answer would match and every question be dropped."""
+    if exact_match(predicted, [written]):
+        return True
+    f1 = f1_score(predicted, [written])
+    return f1 > 0.0 and f1 >= min_f1

@@ -4,7 +4,8 @@ Writing questions calls the LLM three times a question; on a CPU a few hundred q
 hour. :class:`RecordStore` appends each record as soon as it exists (flushed and fsynced) and reads
 back, at the start of a run, the last record stored under each key. A key names everything the
 record depends on (the passages' ids and a hash of the settings), so records written under other
-settings are not reused. A last line cut short by a killed run is skipped with a warning; any other
+settings are not reused. A last line cut short by a killed run is skipped with a warning (and cut
+off before the next record is appended, so that record does not run on from it); any other
 unreadable line is an error naming the file and line.
 """
 
@@ -38,6 +39,8 @@ class RecordStore:
     def __init__(self, path: str | Path | None) -> None:
         self.path = None if path is None else Path(path)
         self._records: dict[str, dict[str, Any]] | None = None
+        self._cut: int | None = None  # where a killed run's last line starts: cut there before appending
+        self._newline = False  # the last record is whole but its newline was not written
 
     def _load(self) -> dict[str, dict[str, Any]]:
         if self._records is not None:
@@ -45,19 +48,24 @@ class RecordStore:
         self._records = {}
         if self.path is None or not self.path.exists():
             return self._records
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")  # a file whose last record is whole ends in "\n": its last piece is empty
+        offset = 0
+        for number, raw in enumerate(lines, start=1):
+            start, offset = offset, offset + len(raw) + 1
+            if not raw.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(raw.decode("utf-8"))
                 key = str(row["key"])
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
                 if number == len(lines):
                     logger.warning("%s:%d is incomplete (%s); that record is made again", self.path, number, error)
+                    self._cut = start
                     continue
-                raise ValueError(f"{self.path}:{number}: not a stored record ({error}): {line[:120]!r}") from error
+                raise ValueError(f"{self.path}:{number}: not a stored record ({error}): {raw[:120]!r}") from error
             self._records[key] = row
+        self._newline = self._cut is None and bool(data) and not data.endswith(b"\n")
         return self._records
 
     def __len__(self) -> int:
@@ -73,7 +81,10 @@ class RecordStore:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._cut is not None:  # a killed run's last line: cut off, so the record does not run on from it
+            os.truncate(self.path, self._cut)
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(("\n" if self._newline else "") + json.dumps(record) + "\n")
+            self._cut, self._newline = None, False
             handle.flush()
             os.fsync(handle.fileno())
