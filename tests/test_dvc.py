@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-STAGES = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "router_evaluation",
+STAGES = ["data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "router_evaluation",
           "packaging", "answering_evaluation"]
 
 pytestmark = pytest.mark.slow

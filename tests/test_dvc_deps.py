@@ -146,7 +146,7 @@ def test_no_stage_depends_on_the_service(stage: str) -> None:
 
 def test_a_stage_depends_on_the_datasets_of_its_own_entries_only() -> None:
     data = dvc_deps.stage_data()
-    assert data["data_prep"].used == {"questions", "corpora"}
+    assert data["data_prep"].used == {"labelled_questions", "corpora"}
     assert _covered("data_prep", "src/ragfolio/datasets/record_files.py")
     assert _covered("data_prep", "src/ragfolio/core/data/corpora.py")  # the corpora entry's record
     for path in ("src/ragfolio/datasets/bundle_folders.py", "src/ragfolio/core/bundle.py",

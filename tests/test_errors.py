@@ -97,5 +97,6 @@ def test_kedro_run_of_a_stage_before_its_inputs_exist_prints_one_line_naming_the
     assert out.returncode == 1
     errors = [line for line in out.stderr.splitlines() if line.startswith("error: this run needs ")]
     assert len(errors) == 1 and "utility_matrices (written by candidate_scoring)" in errors[0], out.stderr[-2000:]
-    assert "run `kedro run --pipelines=data_prep` then `kedro run --pipelines=candidate_scoring`" in errors[0]
+    assert ("run `kedro run --pipelines=data_prep` then `kedro run --pipelines=question_synthesis` then "
+            "`kedro run --pipelines=candidate_scoring`") in errors[0]
     assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) < 40, out.stderr[-2000:]

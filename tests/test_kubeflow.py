@@ -19,7 +19,7 @@ from ragfolio.pipeline_registry import register_pipelines
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "fixtures" / "tiny"
 # The product's stages in registration order, then the lab's (entry points): each after those it reads.
-STEPS = ["data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "packaging",
+STEPS = ["data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection", "evaluation", "router_training", "packaging",
          "router_evaluation", "answering_evaluation"]
 
 

@@ -187,7 +187,7 @@ def build_pipeline(pipelines: Mapping[str, Pipeline], settings: KubeflowSettings
             tasks[name] = task
 
     portfolio.__signature__ = inspect.Signature(signature)  # type: ignore[attr-defined]
-    portfolio.__doc__ = "ragfolio: data_prep -> candidate_scoring -> portfolio_selection -> evaluation, routers, answers."
+    portfolio.__doc__ = "ragfolio: data_prep -> question_synthesis -> candidate_scoring -> portfolio_selection -> evaluation, routers, answers."
     config = None
     if settings.workspace_size:
         config = dsl.PipelineConfig(workspace=dsl.WorkspaceConfig(size=settings.workspace_size))

@@ -1,5 +1,5 @@
-"""A newcomer's path (issue 48): a folder of passages and nothing else, the small embedded model
-writing the questions, ``kedro run`` through the real CLI to a served bundle, and one chat answer
+"""A newcomer's path (issue 48): a folder of passages and nothing else, the embedded reader
+writing the questions (on one-fact passages, a few seconds each), ``kedro run`` through the real CLI to a served bundle, and one chat answer
 from the service that loads it.
 
 The stages a bundle needs are run (data_prep, question_synthesis, candidate_scoring,
@@ -20,19 +20,14 @@ import pytest
 import yaml
 from conftest import service_client, write_config
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skip(reason=(
-        "blocked: the small writer (gemma-3-270m, a base model) keeps 0 of 14 written questions on 2 cores in 4 min "
-        "(replies not JSON, answers that are not in the passages, and closed-book answers that share a token with "
-        "the written answer, which the one min_answer_f1 counts as answered closed-book). Un-skip once the "
-        "closed-book check has a threshold of its own or a small instruction-tuned writer is embedded")),
-]
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = "data_prep,question_synthesis,candidate_scoring,portfolio_selection,router_training,packaging"
+# The bundle's reader: the small model, so that the chat answer takes a second (gemma-3-270m, a base
+# model, cannot write questions: it kept 0 of 14, replies not JSON or answers not in the passages).
 SMALL = {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}}
-# Short passages of one fact each: the small base model copies a phrase of them as its answer.
+# Short passages of one fact each, so the writer's prompts are short.
 PASSAGES = [
     ("Larkspur Instruments", "Larkspur Instruments was founded in 1994 by Tessa Lind in Norrvik."),
     ("Tessa Lind", "Tessa Lind studied hydrology at Ostmark University."),
@@ -50,8 +45,8 @@ PASSAGES = [
     ("Aske River", "The Aske river floods the lower town of Norrvik every spring."),
 ]
 OVERRIDES = {  # conf/local: merged key by key over conf/base
-    "question_synthesis": {"num_questions": 6, "max_seeds_factor": 3.0, "max_copied": 1.0, "min_answer_f1": 0.0,
-                           "max_passage_words": 30, "progress": False, "llm": SMALL},
+    "question_synthesis": {"num_questions": 6, "max_seeds_factor": 2.0, "max_copied": 1.0,
+                           "max_passage_words": 30, "progress": False},
     "candidate_scoring": {"grid": {"bm25": [{"k1": [0.6, 1.5], "b": [0.3, 0.9]}]}, "num_docs": 2,
                           "prefilter_depth": 10, "encoders": {}},
     "portfolio_selection": {"k": 2, "k_max": 3, "random_draws": 5},

@@ -71,3 +71,12 @@ def test_completions_stream_text_cut_at_stop_strings_and_a_long_prompt_is_still_
     too_long = server.post("/v1/completions", json={"prompt": "word " * 2000, "max_tokens": 4, "stream": True})
     assert too_long.status_code == 400 and "n_ctx=1024" in too_long.json()["error"]["message"]
     assert server.get("/health").json()["calls"] >= 3
+
+
+@pytest.mark.slow
+def test_max_completion_tokens_is_the_limit_langchain_openai_sends(server) -> None:
+    request = {"messages": [{"role": "user", "content": "Count from one to fifty in words."}]}
+    cut = server.post("/v1/chat/completions", json={**request, "max_completion_tokens": 5}).json()
+    longer = server.post("/v1/chat/completions", json={**request, "max_tokens": 5, "max_completion_tokens": 12}).json()
+    assert cut["usage"]["completion_tokens"] == 5 and cut["choices"][0]["finish_reason"] == "length"
+    assert longer["usage"]["completion_tokens"] == 12  # the newer name wins over max_tokens

@@ -27,6 +27,9 @@ of the model takes down only this process; anything that speaks the OpenAI API c
   client that goes away stops its generation at the next token.
 - ``GET /v1/models``.
 
+Either POST also takes ``max_completion_tokens``, OpenAI's newer name for ``max_tokens`` (which
+langchain-openai 1.x sends instead), and it wins when both are given.
+
 Concurrent requests are gathered (:class:`~ragfolio.core.batching.MicroBatcher`, ``--max-batch``
 prompts, ``--max-wait-ms``) and those of equal settings and similar length go to one ``generate``
 call of the backend, which runs them as one batch
@@ -50,7 +53,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.llm.backend_config import EMBEDDED_LLM
@@ -66,11 +69,19 @@ class _Sampling(BaseModel):
 
     model: str | None = None
     max_tokens: int = Field(16, ge=1, le=4096)
+    # OpenAI's newer name for the limit, which langchain-openai 1.x sends instead: it wins when given
+    max_completion_tokens: int | None = Field(None, ge=1, le=4096)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     stop: str | list[str] | None = None
     response_format: dict[str, Any] | None = None  # {"type": "json_schema", "json_schema": {"schema": ...}}
     stream: bool = False
     stream_options: dict[str, Any] | None = None  # {"include_usage": true}
+
+    @model_validator(mode="after")
+    def _newer_limit(self) -> _Sampling:
+        if self.max_completion_tokens is not None:
+            self.max_tokens = self.max_completion_tokens
+        return self
 
     def stops(self) -> tuple[str, ...] | None:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop) if self.stop else None

@@ -26,7 +26,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.data.records import Corpus
-from ragfolio.core.synthesis.prompts import KINDS, Kind
+from ragfolio.core.synthesis.writer_prompts import KINDS, Kind
 
 MAX_TITLE_WORDS: Final = 6  # longer titles are not looked for in texts
 MIN_TITLE_CHARS: Final = 4  # nor shorter ones ("US", "Go"): they name too many things
@@ -113,7 +113,7 @@ class Neighbours:
 
 def kind_sequence(n: int, mix: Mapping[str, float]) -> list[Kind]:
     """``n`` kinds in the proportions of ``mix``: seed ``i`` takes the kind furthest behind its share
-    after ``i`` seeds (ties in :data:`~ragfolio.core.synthesis.prompts.KINDS` order). Each prefix keeps
+    after ``i`` seeds (ties in :data:`~ragfolio.core.synthesis.writer_prompts.KINDS` order). Each prefix keeps
     the proportions, and the first ``m`` kinds are the same for every ``n >= m``, so a run that asks
     for more questions plans the seeds of a run that asked for fewer, and reuses them.
 

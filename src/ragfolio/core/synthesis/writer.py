@@ -1,6 +1,6 @@
 """The question writer: a seed's passages in, a checked question in the row format out.
 
-:class:`QuestionWriter` asks the LLM for a question (:mod:`~ragfolio.core.synthesis.prompts`),
+:class:`QuestionWriter` asks the LLM for a question (:mod:`~ragfolio.core.synthesis.writer_prompts`),
 then runs :mod:`~ragfolio.core.synthesis.checks` on it, making the reader's two calls (closed-book,
 then from the gold passages) only for a question the free checks keep. Each seed's record (the
 reply, each answer the reader gave, the calls' tokens and time) is stored as it is made
@@ -32,7 +32,7 @@ from ragfolio.core.synthesis.checks import (
     answers_match,
     copied_share,
 )
-from ragfolio.core.synthesis.prompts import PROMPT_VERSION, QUESTION_SCHEMA, parse_written, writer_messages
+from ragfolio.core.synthesis.writer_prompts import PROMPT_VERSION, QUESTION_SCHEMA, parse_written, writer_messages
 from ragfolio.core.synthesis.seeds import Seed, passages_of
 from ragfolio.core.synthesis.store import RecordStore, settings_hash
 

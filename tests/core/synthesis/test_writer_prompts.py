@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ragfolio.core.synthesis.prompts import PASSAGES_PER_KIND, QUESTION_SCHEMA, Written, parse_written, writer_messages
+from ragfolio.core.synthesis.writer_prompts import PASSAGES_PER_KIND, QUESTION_SCHEMA, Written, parse_written, writer_messages
 
 ONE = [("Harbour Works", "Harbour Works is a brick factory on the west quay of Norrvik, opened in 1996.")]
 TWO = [*ONE, ("Norrvik", "Norrvik is a harbour town of 23,000 people.")]
