@@ -4,6 +4,7 @@ OpenAI-compatible server over real HTTP, split into train, dev and (without labe
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from local_http import send_json, serving
 from synthesis_corpus import PASSAGES, write_passage_folder
 
+from ragfolio.core.cache import ArrayCache
 from ragfolio.core.synthesis.store import RecordStore
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 from ragfolio.pipelines.question_synthesis.nodes import synthesize_questions
@@ -23,7 +25,7 @@ def _first_title(prompt: str) -> str:
 
 
 class _Writer(BaseHTTPRequestHandler):
-    """Writes "Which entry ... <first title>?" answered by that title; answers from passages with the
+    """Writes "Which archive entry has the code <crc of the first title>?" answered by that title; answers from passages with the
     first passage's title, closed-book with "guess"."""
 
     seen: list[dict[str, Any]] = []
@@ -34,7 +36,8 @@ class _Writer(BaseHTTPRequestHandler):
         prompt = body["messages"][-1]["content"]
         if prompt.startswith("Passage"):
             title = _first_title(prompt)
-            reply = {"question": f"Which entry of the archive would a reader look up for {title}?", "answer": title}
+            code = zlib.crc32(title.encode())  # a question that does not hold its answer
+            reply = {"question": f"Which archive entry has the code {code}?", "answer": title}
         elif prompt.startswith("Answer the question using the passages"):
             reply = {"answer": _first_title(prompt), "explanation": "passage [1]"}
         else:
@@ -60,7 +63,8 @@ def _params(url: str, **extra: Any) -> dict[str, Any]:
 def _run(raw_dir: Path, store: RecordStore, params: dict[str, Any], **data_prep: Any):  # type: ignore[no-untyped-def]
     prep = {"raw_dir": str(raw_dir), "seed": 0, **data_prep}
     labelled = load_questions(prep)
-    return labelled, *synthesize_questions(labelled, build_corpora(labelled, prep), store, params, prep)
+    cache = ArrayCache(raw_dir.parent / "cache")
+    return labelled, *synthesize_questions(labelled, build_corpora(labelled, prep), store, cache, params, prep)
 
 
 def test_labelled_questions_pass_through_unchanged(tiny_dir: Path) -> None:

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from ragfolio.core.synthesis.writer_prompts import PASSAGES_PER_KIND, QUESTION_SCHEMA, Written, parse_written, writer_messages
+from ragfolio.core.synthesis.writer_prompts import (
+    PASSAGES_PER_KIND,
+    QUESTION_SCHEMA,
+    Written,
+    parse_written,
+    writer_messages,
+)
 
 ONE = [("Harbour Works", "Harbour Works is a brick factory on the west quay of Norrvik, opened in 1996.")]
 TWO = [*ONE, ("Norrvik", "Norrvik is a harbour town of 23,000 people.")]
@@ -16,7 +22,7 @@ def test_writer_messages_per_kind() -> None:
     (single,) = writer_messages("single", ONE)
     assert single["role"] == "user" and single["content"].startswith("Passage:\n")
     assert "Harbour Works" in single["content"] and "opened in 1996" in single["content"]
-    assert "Write a question that this passage answers." in single["content"]
+    assert "Write a question about one fact this passage states" in single["content"]
     assert "from the passage)" in single["content"]  # the rules in the singular
     for kind in ("bridge", "comparison"):
         (message,) = writer_messages(kind, TWO)

@@ -32,9 +32,9 @@ from ragfolio.core.synthesis.checks import (
     answers_match,
     copied_share,
 )
-from ragfolio.core.synthesis.writer_prompts import PROMPT_VERSION, QUESTION_SCHEMA, parse_written, writer_messages
 from ragfolio.core.synthesis.seeds import Seed, passages_of
 from ragfolio.core.synthesis.store import RecordStore, settings_hash
+from ragfolio.core.synthesis.writer_prompts import PROMPT_VERSION, QUESTION_SCHEMA, parse_written, writer_messages
 
 logger = logging.getLogger(__name__)
 

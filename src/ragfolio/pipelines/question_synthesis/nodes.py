@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import UNION, Corpora
 from ragfolio.core.data.loading import split_train_dev, split_train_test
 from ragfolio.core.data.records import Question
@@ -48,9 +49,12 @@ class SynthesisParams(BaseModel):
     log: dict[str, Any] = Field(default_factory=dict)
 
 
-def synthesize_questions(labelled: list[dict[str, Any]], corpora: Corpora, store: RecordStore,
+def synthesize_questions(labelled: list[dict[str, Any]], corpora: Corpora, store: RecordStore, cache: ArrayCache,
                          params: dict[str, Any], data_prep: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The run's questions and a report of how they were made.
+
+    ``cache`` is the run's retrieval cache: a query log's pool is ranked with candidate scoring's
+    first stages, so the corpus is encoded once for both.
 
     Returns:
         ``(questions, report)``: question records with their ``split``; the report names the
@@ -66,7 +70,7 @@ def synthesize_questions(labelled: list[dict[str, Any]], corpora: Corpora, store
     else:
         from ragfolio.core.synthesis.judging import judge_log  # the log path only
 
-        written, report = judge_log(data_prep["log_file"], corpora, store, p)
+        written, report = judge_log(data_prep["log_file"], corpora, store, p, cache=cache)
     questions = _split(written, p, has_test=bool(labelled)) + labelled
     report |= {"source": source, "test": "labelled" if labelled else "synthetic", **_counts(questions),
                "wall_s": round(time.perf_counter() - started, 1)}

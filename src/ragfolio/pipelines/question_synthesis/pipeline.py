@@ -11,7 +11,8 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(
                 synthesize_questions,
                 inputs={"labelled": "labelled_questions", "corpora": "corpora", "store": "synthesis_store",
-                        "params": "params:question_synthesis", "data_prep": "params:data_prep"},
+                        "cache": "retrieval_cache", "params": "params:question_synthesis",
+                        "data_prep": "params:data_prep"},
                 outputs=["questions", "synthesis_report"],
                 name="synthesize_questions",
             ),
