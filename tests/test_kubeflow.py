@@ -37,7 +37,8 @@ def test_compiled_spec_has_one_step_per_pipeline_in_dependency_order(tmp_path: P
     assert set(tasks) == {name.replace("_", "-") for name in STEPS}
     needs = {name: set(task.get("dependentTasks", [])) for name, task in tasks.items()}
     assert needs["data-prep"] == set()
-    assert needs["candidate-scoring"] == {"data-prep"}
+    assert needs["question-synthesis"] == {"data-prep"}
+    assert needs["candidate-scoring"] == {"data-prep", "question-synthesis"}  # the corpora, and the questions
     assert "candidate-scoring" in needs["portfolio-selection"]
     assert "portfolio-selection" in needs["evaluation"] and "portfolio-selection" in needs["router-training"]
     assert "router-training" in needs["answering-evaluation"] and "router-training" in needs["packaging"]
