@@ -34,6 +34,7 @@ from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running import pool_runner
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.features import list_judgements
+from ragfolio.core.synthesis import verdicts, writer_prompts
 from ragfolio_lab.pipelines.answering_evaluation import nodes as answering
 from ragfolio_lab.routers import paper_encoders
 
@@ -223,6 +224,25 @@ def _answers(ctx: Context) -> Output:
             "selection": np.array([picked.index, picked.fallback, picked.position or 0, *picked.shown])}
 
 
+def _written(ctx: Context) -> Output:
+    """The writer's prompts for each kind and its replies read (:data:`writer_prompts.PROMPT_VERSION`)."""
+    two = [(t, x) for t, x in PASSAGES[:2]]
+    prompts = [writer_prompts.writer_messages(kind, two[:writer_prompts.PASSAGES_PER_KIND[kind]])
+               for kind in writer_prompts.KINDS]
+    replies = ['{"question": "Where is  the tower?", "answer": " Lyon "}', "not json", '{"question": 3, "answer": "x"}']
+    return {"prompts": json.dumps(prompts, sort_keys=True),
+            "read": json.dumps([list(vars(writer_prompts.parse_written(r)).values()) for r in replies])}
+
+
+def _verdicts(ctx: Context) -> Output:
+    """The judge's prompts and replies read, in both styles (:data:`verdicts.VERDICT_PROMPT_VERSION`)."""
+    title, text = PASSAGES[0]
+    sent = [verdicts.verdict_messages(QUERIES[0], title, text, style=style) for style in ("yes_no", "grade")]
+    read = [verdicts.parse_verdict(r, style) for style, r in (("yes_no", '{"relevant": true}'), ("yes_no", "no"),
+                                                              ("grade", '{"grade": 2}'), ("grade", "{}"))]
+    return {"sent": json.dumps(sent, sort_keys=True), "read": json.dumps(read)}
+
+
 def probes() -> dict[str, Probe]:
     """Every cached computation by name: the registered families, encoder kinds and LLM backend kinds,
     and the other computations whose cache keys hold a declared version."""
@@ -234,6 +254,8 @@ def probes() -> dict[str, Probe]:
         "paper_encoders.gemma_block": Probe(lambda: [declared(paper_encoders.LLMMeanPool, "version")], _gemma_block,
                                             slow=True),
         "answering_evaluation.answers": Probe(lambda: [declared(answering, "ANSWERS_VERSION")], _answers),
+        "synthesis.writer_prompts": Probe(lambda: [declared(writer_prompts, "PROMPT_VERSION")], _written),
+        "synthesis.verdicts": Probe(lambda: [declared(verdicts, "VERDICT_PROMPT_VERSION")], _verdicts),
     }
     for name, family in families().items():
         found[f"family.{name}"] = Probe(_family_versions(family), _family(name))
