@@ -54,6 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="a folder of labelled JSONL files")
     parser.add_argument("--corpus-dir", type=Path, help="passage files added to the union (default: <data>/corpus)")
+    parser.add_argument("--no-corpus-dir", action="store_true", help="the union of the questions' contexts only")
     parser.add_argument("--n", type=int, default=40, help="logged questions (train questions with gold support)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument("--retrievers", nargs="+", default=["bm25", "dense:minilm"])
@@ -68,8 +69,9 @@ def main() -> None:
 
     questions = load_folder(args.data)
     corpus_dir = args.corpus_dir or (args.data / "corpus")
+    use_dir = corpus_dir.is_dir() and not args.no_corpus_dir
     corpora = build_corpora([q.to_record() for q in questions],
-                            {"raw_dir": str(args.data), "corpus_dir": str(corpus_dir) if corpus_dir.is_dir() else None})
+                            {"raw_dir": str(args.data), "corpus_dir": str(corpus_dir) if use_dir else None})
     corpus = corpora.corpora[UNION]
     sample = sample_train(questions, args.n, args.seed)
     log = [{"id": q.id, "question": normalize_whitespace(q.question)} for q in sample]  # as read_log folds it

@@ -112,7 +112,9 @@ def sample_queries(utility_index: UtilityIndex, n_queries: int | None, seed: int
 
     Keys are every dataset and :data:`~ragfolio.core.scoring.utility_index.ALL` (every dataset's train rows
     stacked in the index's order, as :func:`~ragfolio.core.scoring.utility_index.stacked` gives them); each
-    key draws on its own (seeded by :func:`key_seed`).
+    key draws on its own (seeded by :func:`key_seed`). A dataset with no train question (labelled
+    questions that are all test beside written ones, ``data_prep.questions: synthetic``) gets no
+    portfolio of its own: it is judged with :data:`ALL`'s.
 
     Returns:
         The :class:`~ragfolio.core.selection.query_sample.QuerySample`: per key a
@@ -123,9 +125,11 @@ def sample_queries(utility_index: UtilityIndex, n_queries: int | None, seed: int
     ids = {d: [f"{d}/{utility_index.datasets[d].ids[i]}" for i in rows] for d, rows in train.items()}
     ids[ALL] = [qid for d in train for qid in ids[d]]
     samples = {}
+    if not ids[ALL]:
+        raise ValueError("no train questions to sample from")
     for key, key_ids in ids.items():
         if not key_ids:
-            raise ValueError(f"{key}: no train questions to sample from")
+            continue
         rows = draw_rows(len(key_ids), n_queries, key_seed(seed, key))
         samples[key] = Draw(n_train=len(key_ids), n=int(rows.size), rows=rows.tolist(),
                             ids=[key_ids[i] for i in rows])

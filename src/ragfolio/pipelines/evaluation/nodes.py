@@ -102,6 +102,8 @@ def evaluate_portfolios(
     test_types = _types(utility_index, "test")
     for split in [s for s in SPLITS if s != "dev" or has_split(utility_index, "dev")]:
         for key, U in stacked(utility_matrices, utility_index, split).items():
+            if key not in portfolios.keys:  # a dataset with test questions only: in ALL's figures
+                continue
             sel = portfolios.selection(key)
             entry = report["datasets"].setdefault(key, {
                 "n_selected_on": sel.n_train, "portfolio": sel.portfolio, "certificate": sel.certificate,
@@ -139,7 +141,8 @@ def headline_portfolios(metrics: dict[str, Any]) -> dict[str, Any]:
         the last two for ``all`` only (every dataset's are in ``portfolio_metrics.json``).
     """
     k, datasets = metrics["k"], metrics["datasets"]
-    at_k = {name: {key: entry["test"][f"{name}_at_k"][k - 1] for key, entry in datasets.items()}
+    tested = {key: entry for key, entry in datasets.items() if entry["test"].get("n")}  # written questions may have no test
+    at_k = {name: {key: entry["test"][f"{name}_at_k"][k - 1] for key, entry in tested.items()}
             for name in ("greedy", "top_by_average")}
     overall = datasets.get(ALL, {}).get("test", {})
     return {"k": k, **at_k, "single_best": overall.get("single_best"), "oracle": overall.get("oracle_all")}

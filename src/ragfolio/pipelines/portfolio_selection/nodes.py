@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragfolio.core.scoring.utility_index import UtilityIndex, stacked
+from ragfolio.core.scoring.utility_index import ALL, UtilityIndex, stacked
 from ragfolio.core.selection.baseline_portfolios import random_k, top_k_by_average
 from ragfolio.core.selection.certificate import certificate
 from ragfolio.core.selection.greedy import select_greedy
@@ -71,6 +71,9 @@ def select_portfolios(
     rng = np.random.default_rng(p.seed)
     selections = {}
     for key, U_all in stacked(utility_matrices, utility_index, "train").items():
+        if not len(U_all):  # test questions only: judged with ALL's portfolio
+            logger.info("%s: no train questions, so no portfolio of its own (its test is judged with %s's)", key, ALL)
+            continue
         drawn = query_sample.draw(key)
         if drawn.n_train != len(U_all):
             raise ValueError(f"{key}: the query sample was drawn from {drawn.n_train} train questions, the "
