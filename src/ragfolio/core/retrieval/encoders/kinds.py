@@ -127,6 +127,8 @@ class SentenceTransformerEncoder:
 
     def _encode(self, texts: Sequence[str], prefix: str, progress: bool, *, queries: bool = False) -> npt.NDArray[np.float32]:
         model = self._load()
+        if not texts:  # a split without questions (written questions beside a labelled test have no test)
+            return np.zeros((0, model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
         onnx = self._onnx_queries(model) if queries else None
         if onnx is not None:
             features = model.tokenize([prefix + t for t in texts])  # sentence-transformers' own: strip, cut, pad
