@@ -115,7 +115,8 @@ def test_a_second_run_over_the_store_makes_no_call(tmp_path: Path) -> None:
     backend = ScriptedBackend()
     again, restats = write_questions(_writer(backend), _seeds(*TITLES), CORPUS, RecordStore(path), 100, progress=False)
     assert backend.calls == [] and again == first
-    assert (restats.reused, restats.calls, restats.tokens) == (9, 0, 0) and restats.dropped == stats.dropped
+    assert (restats.reused, restats.calls_now) == (9, 0) and restats.dropped == stats.dropped
+    assert (restats.calls, restats.tokens) == (stats.calls, stats.tokens)  # what the questions cost, made earlier
     other = QuestionWriter(backend, Answerer(backend, max_answer_tokens=24), identity={"kind": "another model"})
     write_questions(other, _seeds("Harbour Works"), CORPUS, RecordStore(path), 1, progress=False)
     assert len(backend.calls) == 3  # another backend's questions are written afresh
@@ -129,10 +130,10 @@ def test_changing_the_thresholds_reuses_every_call_but_changes_the_verdicts(tmp_
     backend = ScriptedBackend()
     strict, stats = write_questions(_writer(backend, min_answer_f1=0.8), _seeds(*TITLES), CORPUS, RecordStore(path),
                                     100, progress=False)
-    assert backend.calls == [] and stats.calls == 0
+    assert backend.calls == [] and stats.calls_now == 0
     assert "Partial" not in {r["contexts"][0]["title"] for r in strict}
     assert stats.dropped["not_answered_from_gold"] == 2
     copied, stats = write_questions(_writer(backend, max_copied=1.0), _seeds("Copied"), CORPUS, RecordStore(path), 1,
                                     progress=False)
     assert [step for step, _ in backend.calls] == ["closed_book", "from_gold"]  # only the calls it lacked
-    assert stats.calls == 2 and len(copied) == 1 and copied[0]["synthetic"]["copied"] == 1.0
+    assert stats.calls_now == 2 and stats.calls == 3 and len(copied) == 1 and copied[0]["synthetic"]["copied"] == 1.0

@@ -54,13 +54,16 @@ class CheckSettings:
 
 @dataclass
 class WriteStats:
-    """What writing cost and kept: seeds tried, each drop reason's count, calls, tokens and time."""
+    """What writing cost and kept: seeds tried, each drop reason's count, and the calls, tokens and
+    LLM time behind every seed tried (made by this run or read back: what the questions cost), of
+    which ``calls_now`` were made by this run."""
 
     tried: int = 0
     kept: int = 0
     reused: int = 0
     dropped: Counter[str] | None = None
     calls: int = 0
+    calls_now: int = 0
     tokens: int = 0
     llm_s: float = 0.0
 
@@ -193,10 +196,10 @@ def write_questions(writer: QuestionWriter, seeds: Sequence[Seed], corpus: Corpu
         else:
             rec = writer.write(seed, corpus, stored)
             store.put(rec)
-            new = rec["calls"][len(stored["calls"]) if stored else 0:]
-            stats.calls += len(new)
-            stats.tokens += sum(c["prompt_tokens"] + c["completion_tokens"] for c in new)
-            stats.llm_s += sum(c["ms"] for c in new) / 1000
+            stats.calls_now += len(rec["calls"]) - (len(stored["calls"]) if stored else 0)
+        stats.calls += len(rec["calls"])
+        stats.tokens += sum(c["prompt_tokens"] + c["completion_tokens"] for c in rec["calls"])
+        stats.llm_s += sum(c["ms"] for c in rec["calls"]) / 1000
         stats.tried += 1
         reason = writer.verdict(rec, corpus, seed)
         if reason is None and normalize_answer(rec["question"]) in seen:
