@@ -80,7 +80,7 @@ def documents_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     kedro = Path(sys.executable).with_name("kedro")
     out = subprocess.run([str(kedro), "run", f"--pipelines={STAGES}", f"--params=run_name=docs,data_prep.raw_dir={docs}"],
-                         cwd=project, env=env, capture_output=True, text=True, timeout=1200)
+                         cwd=project, env=env, capture_output=True, text=True, timeout=2400)
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     return project / "runs" / "docs"
 
