@@ -34,9 +34,9 @@ class SynthesisParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    num_questions: int = Field(300, ge=1)
+    num_questions: int = Field(100, ge=1)
     mix: dict[str, float] = Field(default_factory=lambda: {"single": 0.5, "bridge": 0.3, "comparison": 0.2})
-    max_seeds_factor: float = Field(3.0, ge=1.0)
+    max_seeds_factor: float = Field(4.0, ge=1.0)
     seed: int = 42
     dev_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
