@@ -14,6 +14,7 @@ from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from param_datasets import param_datasets
+from synthesis_stage import synthesis_datasets
 from tiny_stages import tiny_stage_params
 
 from ragfolio.core.bundle import PortfolioBundle, load_bundle
@@ -67,6 +68,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, handoffs: Callable[[Path],
     root = tmp_path_factory.mktemp("packaging")
     datasets: dict[str, Any] = {**param_datasets(PARAMS)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
+    datasets |= synthesis_datasets(root)  # data_prep -> question_synthesis -> candidate_scoring
     for name in ("questions", "candidates", "router_metrics"):
         datasets[name] = JSONDataset(filepath=str(root / f"{name}.json"))
     for name, record in RECORDS.items():
@@ -79,7 +81,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, handoffs: Callable[[Path],
     datasets |= handoffs(root)  # router_training -> router_evaluation, as the catalog stores them
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
-    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation"):
+    for name in ("data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation"):
         SequentialRunner().run(pipelines[name], catalog)
     return Trained(catalog, catalog.load("router_selection"), catalog.load("router_metrics"), root)
 
@@ -92,7 +94,8 @@ def test_the_bundle_serves_what_router_training_chose(trained: Trained) -> None:
     assert set(reported) - set(recorded) == {"corpus", "n_test", "test_best_of_l", "test_minus_single_best",
                                             "test_gap_closed_l1", "test_served_recall", "same_budget"}
     assert recorded == {key: reported[key] for key in recorded} and recorded["dev_best_of_l"] is not None
-    assert set(bundle.selection) == {"greedy_train_values", "certificate", "n_train", "corpus", "served_router"}
+    assert set(bundle.selection) == {"greedy_train_values", "certificate", "n_train", "separation", "corpus", "served_router"}
+    assert set(bundle.selection["separation"]) >= {"separates", "tied_picks", "epsilon", "reasons"}
     assert bundle.default_l == choice.served_default_l(2) == recorded["default_l"] and bundle.name == "all"
     assert choice.default_l == (min(choice.routed_ls) if choice.routed_ls else 2)
     assert bundle.selector_seed == 42

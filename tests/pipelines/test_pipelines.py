@@ -9,6 +9,7 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import JSONDataset as PandasJSONDataset
 from param_datasets import param_datasets
+from synthesis_stage import synthesis_datasets
 
 from ragfolio.core.bundle import save_bundle
 from ragfolio.core.cache import ArrayCache
@@ -67,6 +68,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
     }
     datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
+    datasets |= synthesis_datasets(tmp_path)  # data_prep -> question_synthesis -> candidate_scoring
     # Intermediate outputs persist to files (Kedro releases in-memory ones once consumed).
     for name in JSON_OUTPUTS:
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
@@ -89,7 +91,7 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
 def test_every_pipeline_in_order(catalog: DataCatalog, tmp_path) -> None:
     pipelines = register_pipelines()
     assert pipelines["portfolio"].all_outputs() >= pipelines["evaluation"].all_outputs()
-    for name in ("data_prep", "candidate_scoring", "portfolio_selection"):
+    for name in ("data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection"):
         SequentialRunner().run(pipelines[name], catalog)
     figures = SequentialRunner().run(pipelines["evaluation"], catalog)
     index = catalog.load("utility_index")
@@ -212,7 +214,7 @@ def test_per_dataset_corpora_are_reported_per_dataset(catalog: DataCatalog, tiny
     """``data_prep.corpus: per_dataset``: each dataset retrieves from its own corpus, and reports say so."""
     catalog.save("params:data_prep", {"raw_dir": str(tiny_dir), "test_fraction": 0.3, "seed": 0, "corpus": "per_dataset"})
     pipelines = register_pipelines()
-    for name in ("data_prep", "candidate_scoring", "portfolio_selection", "evaluation", "router_training",
+    for name in ("data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection", "evaluation", "router_training",
                  "router_evaluation", "packaging"):
         SequentialRunner().run(pipelines[name], catalog)
     corpora = catalog.load("corpora")

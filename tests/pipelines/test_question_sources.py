@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 from synthesis_corpus import PASSAGES, write_passage_folder
 
+from ragfolio.core.cache import ArrayCache
+from ragfolio.core.data.sources import in_log, read_log, source_of
+from ragfolio.core.synthesis.store import RecordStore
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
+from ragfolio.pipelines.question_synthesis.nodes import synthesize_questions
 
 
 @pytest.fixture
@@ -51,14 +55,21 @@ def test_with_a_query_log_the_logged_labelled_questions_are_left_out(mixed: Path
     rows = [json.loads(line) for line in (mixed / "musique.jsonl").read_text().splitlines()]
     log = tmp_path / "log.txt"
     log.write_text(f"{rows[0]['question'].upper()}\nA question nobody labelled?\n")  # case and spacing do not matter
-    questions = load_questions({"raw_dir": str(mixed), "questions": "log", "log_file": str(log)})
-    assert len(questions) == 13 and rows[0]["id"] not in {q["id"] for q in questions}
-    assert {q["split"] for q in questions} == {"test"}
+    prep = {"raw_dir": str(mixed), "questions": "log"}
+    labelled = load_questions(prep)
+    assert len(labelled) == 14 and {q["split"] for q in labelled} == {"test"}
+    corpora = build_corpora(labelled, prep)
+    assert source_of(corpora.datasets) == "log"
+    logged = read_log(log)
+    kept = [q for q in labelled if not in_log(q["question"], logged)]
+    assert len(kept) == 13 and rows[0]["id"] not in {q["id"] for q in kept}
 
 
-def test_log_needs_a_log_file_and_synthetic_needs_one_corpus(mixed: Path) -> None:
-    with pytest.raises(ValueError, match="log_file"):
-        load_questions({"raw_dir": str(mixed), "questions": "log"})
+def test_log_needs_a_log_file_and_synthetic_needs_one_corpus(mixed: Path, tmp_path: Path) -> None:
+    prep = {"raw_dir": str(mixed), "questions": "log"}
+    labelled = load_questions(prep)
+    with pytest.raises(ValueError, match="question_synthesis.log_file"):
+        synthesize_questions(labelled, build_corpora(labelled, prep), RecordStore(None), ArrayCache(tmp_path / "c"), {})
     with pytest.raises(ValueError, match="corpus: union"):
         load_questions({"raw_dir": str(mixed), "questions": "synthetic", "corpus": "per_dataset"})
 

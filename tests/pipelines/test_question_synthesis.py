@@ -64,7 +64,7 @@ def _run(raw_dir: Path, store: RecordStore, params: dict[str, Any], **data_prep:
     prep = {"raw_dir": str(raw_dir), "seed": 0, **data_prep}
     labelled = load_questions(prep)
     cache = ArrayCache(raw_dir.parent / "cache")
-    return labelled, *synthesize_questions(labelled, build_corpora(labelled, prep), store, cache, params, prep)
+    return labelled, *synthesize_questions(labelled, build_corpora(labelled, prep), store, cache, params)
 
 
 def test_labelled_questions_pass_through_unchanged(tiny_dir: Path) -> None:

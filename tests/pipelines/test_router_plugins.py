@@ -14,6 +14,7 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pickle import PickleDataset
 from param_datasets import param_datasets
+from synthesis_stage import synthesis_datasets
 
 from ragfolio.core.bundle import resolve_bundle
 from ragfolio.core.cache import ArrayCache
@@ -117,6 +118,7 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
     }
     datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
+    datasets |= synthesis_datasets(tmp_path)  # data_prep -> question_synthesis -> candidate_scoring
     datasets["router_metrics"] = JSONDataset(filepath=str(tmp_path / "router_metrics.json"))
     datasets["dev_same_budget"] = PickleDataset(filepath=str(tmp_path / "dev_same_budget.pkl"))
     datasets["bundles"] = BundlesDataset(str(tmp_path / "bundles"))
@@ -125,7 +127,7 @@ def test_a_router_module_named_in_the_parameters_is_trained_judged_and_served(
         str(tmp_path / "router_selection.json"), "ragfolio.core.routing.judging.choice.RouterSelection")
     catalog = DataCatalog(datasets)
     pipelines = register_pipelines()
-    stages = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation", "packaging")
+    stages = ("data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation", "packaging")
     SequentialRunner().run(sum((pipelines[s] for s in stages[1:]), pipelines[stages[0]]), catalog)
 
     metrics = catalog.load("router_metrics")

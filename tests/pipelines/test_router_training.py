@@ -13,6 +13,7 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pickle import PickleDataset
 from param_datasets import param_datasets
 from routed_portfolio import SWITCHING_NET
+from synthesis_stage import synthesis_datasets
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.routing.registry import servable_names
@@ -62,6 +63,7 @@ def _catalog(tmp_path, tiny_dir, router: str, dev_fraction: float = 0.0, net: di
     params = _params(tiny_dir, router, dev_fraction, net)
     datasets = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(tmp_path / "cache"), copy_mode="assign")
+    datasets |= synthesis_datasets(tmp_path)  # data_prep -> question_synthesis -> candidate_scoring
     for name in ("router_metrics", "router_timings"):
         datasets[name] = JSONDataset(filepath=str(tmp_path / f"{name}.json"))
     datasets["router_headline"] = JSONDataset(filepath=str(tmp_path / "router_headline.json"))
@@ -80,7 +82,7 @@ def catalog(tmp_path, tiny_dir) -> DataCatalog:
 
 def _run(catalog: DataCatalog) -> None:
     pipelines = register_pipelines()
-    names = ("data_prep", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation",
+    names = ("data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection", "router_training", "router_evaluation",
              "packaging")
     SequentialRunner().run(sum((pipelines[name] for name in names[1:]), pipelines[names[0]]), catalog)
 

@@ -13,6 +13,7 @@ from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 from param_datasets import param_datasets
+from synthesis_stage import synthesis_datasets
 from tiny_stages import tiny_stage_params
 
 from ragfolio.core.cache import ArrayCache
@@ -26,13 +27,14 @@ GRID = {
     "bm25": [{"k1": [0.6, 1.5], "b": [0.3, 0.9]}],
     "two_hop": [{"first": "bm25", "append": ["title", "text"], "second": "bm25"}],
 }
-BEFORE = ("data_prep", "candidate_scoring", "portfolio_selection")
+BEFORE = ("data_prep", "question_synthesis", "candidate_scoring", "portfolio_selection")
 
 
 def _catalog(root: Path, tiny_dir: Path, stored: dict[str, Any]) -> DataCatalog:
     params = tiny_stage_params(tiny_dir, GRID)
     datasets: dict[str, Any] = {**param_datasets(params)}
     datasets["retrieval_cache"] = MemoryDataset(ArrayCache(root / "cache"), copy_mode="assign")
+    datasets |= synthesis_datasets(root)  # data_prep -> question_synthesis -> candidate_scoring
     for name in ("questions", "candidates", "router_metrics", "router_headline"):
         datasets[name] = JSONDataset(filepath=str(root / f"{name}.json"), save_args={"indent": 1})
     datasets["utility_matrices"] = ArrayFolderDataset(str(root / "utility"))

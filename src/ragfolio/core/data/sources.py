@@ -6,9 +6,9 @@
   and test (:mod:`ragfolio.core.data.loading`);
 * ``synthetic``: the embedded reader writes questions from the corpus's passages
   (:mod:`ragfolio.core.synthesis`); labelled rows, if any, are all test;
-* ``log``: a file of a team's questions without labels; relevance is judged on the pool's top
-  passages (:mod:`ragfolio.core.synthesis.judging`); labelled rows, if any, are all test, except
-  those whose text is in the log;
+* ``log``: a file of a team's questions without labels (``question_synthesis.log_file``);
+  relevance is judged on the pool's top passages (:mod:`ragfolio.core.synthesis.judging`);
+  labelled rows, if any, are all test, except those whose text is in the log;
 * ``auto`` (the default): ``labelled`` when ``raw_dir`` holds question files, ``synthetic`` when it
   holds passage files only.
 """
@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final, Literal
 
@@ -45,8 +46,21 @@ def resolve_source(requested: str, raw_dir: str | Path) -> str:
             f"{raw_dir} holds {len(passage_files)} passage file(s) ({{\"title\", \"text\"}} per line) and no "
             "question file, so there is nothing labelled to choose retrievers on. Set "
             "data_prep.questions=synthetic (or leave it auto) and the reader writes questions from the passages, "
-            "or data_prep.questions=log with data_prep.log_file=<your users' questions> to judge relevance for them")
+            "or data_prep.questions=log with question_synthesis.log_file=<your users' questions> to judge relevance "
+            "for them")
     return requested
+
+
+def source_of(datasets: Iterable[str]) -> str:
+    """The source a run's corpora were built for: ``synthetic`` or ``log`` when their datasets name
+    the written or judged questions' dataset (data_prep adds it), else ``labelled``."""
+    names = set(datasets)
+    return SYNTHETIC if SYNTHETIC in names else LOG if LOG in names else "labelled"
+
+
+def in_log(question: str, log: Iterable[Mapping[str, str]]) -> bool:
+    """Whether ``question`` (whitespace folded, any case) is one of ``log``'s (:func:`read_log`)."""
+    return " ".join(question.split()).lower() in {row["question"].lower() for row in log}
 
 
 def read_log(path: str | Path) -> list[dict[str, str]]:

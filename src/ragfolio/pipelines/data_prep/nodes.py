@@ -28,8 +28,8 @@ from ragfolio.core.data.loading import (
     split_train_dev,
     split_train_test,
 )
-from ragfolio.core.data.records import Question, build_corpus, normalize_whitespace
-from ragfolio.core.data.sources import LOG, SYNTHETIC, Source, read_log, resolve_source
+from ragfolio.core.data.records import Question, build_corpus
+from ragfolio.core.data.sources import LOG, SYNTHETIC, Source, resolve_source
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,6 @@ class DataPrepParams(BaseModel):
     corpus: Mode = UNION
     corpus_dir: str | None = None
     questions: Source = "auto"
-    log_file: str | None = None
 
     @model_validator(mode="after")
     def _corpus_dir_needs_union(self) -> DataPrepParams:
@@ -56,8 +55,6 @@ class DataPrepParams(BaseModel):
                              f"(got corpus: {self.corpus})")
         if self.questions in ("synthetic", "log") and self.corpus != UNION:
             raise ValueError(f"questions: {self.questions} writes questions about one corpus: it needs corpus: union")
-        if self.questions == "log" and not self.log_file:
-            raise ValueError("questions: log needs data_prep.log_file, a file of your users' questions")
         return self
 
     @property
@@ -79,7 +76,7 @@ def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
     source = p.source
     questions = load_question_files(split_folder(p.raw_dir)[0])
     if source != "labelled":
-        return _labelled_as_test(questions + (load_folder(p.test_dir) if p.test_dir else []), source, p.log_file)
+        return _labelled_as_test(questions + (load_folder(p.test_dir) if p.test_dir else []), source)
     if p.test_dir:
         train, test = questions, load_folder(p.test_dir)
         clash = {q.id for q in train} & {q.id for q in test}
@@ -97,15 +94,9 @@ def load_questions(params: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def _labelled_as_test(questions: list[Question], source: str, log_file: str | None) -> list[dict[str, Any]]:
-    """Labelled questions beside written or judged ones: all test. With a query log, those whose
-    text is in the log are left out (relevance was judged for that text, so they are not unseen)."""
-    if source == LOG and log_file:
-        logged = {normalize_whitespace(row["question"]).lower() for row in read_log(log_file)}
-        kept = [q for q in questions if normalize_whitespace(q.question).lower() not in logged]
-        if len(kept) < len(questions):
-            logger.info("%d labelled questions are in the query log: left out of test", len(questions) - len(kept))
-        questions = kept
+def _labelled_as_test(questions: list[Question], source: str) -> list[dict[str, Any]]:
+    """Labelled questions beside written or judged ones: all test (question_synthesis leaves out
+    those whose text is in a query log)."""
     logger.info("questions: %s; %d labelled questions, all test (none reaches synthesis, selection or routing)",
                 source, len(questions))
     return [{**q.to_record(), "split": "test"} for q in questions]

@@ -20,11 +20,10 @@ from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import UNION, Corpora
 from ragfolio.core.data.loading import split_train_dev, split_train_test
 from ragfolio.core.data.records import Question
-from ragfolio.core.data.sources import SYNTHETIC
+from ragfolio.core.data.sources import SYNTHETIC, in_log, read_log, source_of
 from ragfolio.core.llm.backend_config import EMBEDDED_LLM
 from ragfolio.core.synthesis.store import RecordStore
 from ragfolio.core.synthesis.writer import CheckSettings
-from ragfolio.pipelines.data_prep.nodes import DataPrepParams
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +45,15 @@ class SynthesisParams(BaseModel):
     llm: dict[str, Any] = Field(default_factory=lambda: dict(EMBEDDED_LLM))
     max_answer_tokens: int = Field(24, ge=1)
     progress: bool = True
+    log_file: str | None = None  # data_prep.questions: log: a .txt (one question a line) or JSONL file
     log: dict[str, Any] = Field(default_factory=dict)
 
 
 def synthesize_questions(labelled: list[dict[str, Any]], corpora: Corpora, store: RecordStore, cache: ArrayCache,
-                         params: dict[str, Any], data_prep: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                         params: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The run's questions and a report of how they were made.
+
+    The source is the one data_prep built the corpora for (:func:`~ragfolio.core.data.sources.source_of`).
 
     ``cache`` is the run's retrieval cache: a query log's pool is ranked with candidate scoring's
     first stages, so the corpus is encoded once for both.
@@ -60,7 +62,7 @@ def synthesize_questions(labelled: list[dict[str, Any]], corpora: Corpora, store
         ``(questions, report)``: question records with their ``split``; the report names the
         source, the counts per split and, for written questions, what was kept and why the rest was not.
     """
-    source = DataPrepParams(**data_prep).source
+    source = source_of(corpora.datasets)
     p = SynthesisParams(**params)
     if source == "labelled":
         return labelled, {"source": "labelled", "test": "labelled", **_counts(labelled)}
@@ -70,7 +72,14 @@ def synthesize_questions(labelled: list[dict[str, Any]], corpora: Corpora, store
     else:
         from ragfolio.core.synthesis.judging import judge_log  # the log path only
 
-        written, report = judge_log(data_prep["log_file"], corpora, store, p, cache=cache)
+        if not p.log_file:
+            raise ValueError("data_prep.questions: log needs question_synthesis.log_file, a file of your users' questions")
+        written, report = judge_log(p.log_file, corpora, store, p, cache=cache)
+        logged = read_log(p.log_file)
+        kept = [q for q in labelled if not in_log(q["question"], logged)]
+        if len(kept) < len(labelled):  # their text was judged: not unseen
+            logger.info("%d labelled questions are in the query log: left out of test", len(labelled) - len(kept))
+        labelled = kept
     questions = _split(written, p, has_test=bool(labelled)) + labelled
     report |= {"source": source, "test": "labelled" if labelled else "synthetic", **_counts(questions),
                "wall_s": round(time.perf_counter() - started, 1)}

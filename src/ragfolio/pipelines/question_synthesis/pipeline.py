@@ -11,8 +11,7 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
             node(
                 synthesize_questions,
                 inputs={"labelled": "labelled_questions", "corpora": "corpora", "store": "synthesis_store",
-                        "cache": "retrieval_cache", "params": "params:question_synthesis",
-                        "data_prep": "params:data_prep"},
+                        "cache": "retrieval_cache", "params": "params:question_synthesis"},
                 outputs=["questions", "synthesis_report"],
                 name="synthesize_questions",
             ),
