@@ -66,15 +66,15 @@ def fingerprint(output: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def differences(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """The outputs whose fingerprints differ (floats within :data:`RTOL`/:data:`ATOL` are equal)."""
+def differences(recorded: Mapping[str, Any], now: Mapping[str, Any], atol: float = ATOL) -> list[str]:
+    """The outputs whose fingerprints differ (floats within :data:`RTOL` and ``atol`` are equal)."""
     if set(recorded) != set(now):
         return [f"outputs {sorted(recorded)} are now {sorted(now)}"]
     changed = []
     for name in sorted(now):
         was, new = dict(recorded[name]), dict(now[name])
         sums_was, sums_new = was.pop("sums", []), new.pop("sums", [])
-        if was != new or not np.allclose(sums_new, sums_was, rtol=RTOL, atol=ATOL):
+        if was != new or not np.allclose(sums_new, sums_was, rtol=RTOL, atol=atol):
             changed.append(f"{name}: {recorded[name]} -> {now[name]}")
     return changed
 
@@ -110,7 +110,7 @@ def test_an_output_changes_only_with_its_version(name: str, tmp_path: Path) -> N
     assert recorded["versions"] == versions, (
         f"{name}'s versions are now {versions}, its fingerprint was recorded under {recorded['versions']}: "
         f"record the new one with {fix}")
-    changed = differences(recorded["fingerprint"], printed)
+    changed = differences(recorded["fingerprint"], printed, probe.atol or ATOL)
     assert changed == [], (
         f"{name}'s output changed but its versions {versions} did not: bump the version of what changed "
         f"(so caches holding the old output miss), then record the new fingerprint with {fix}. Changed: {changed}")
