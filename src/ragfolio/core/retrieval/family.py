@@ -188,6 +188,10 @@ class Family(ABC):
             the family's short rows first; None when the family ranks the corpus itself.
         base: Whether the family also ranks as a base (:meth:`rank_base`), named by its ``name``.
         base_encoder: Whether its base is named ``<name>:<encoder>`` and reads that encoder.
+        live_updates: Whether it ranks passages added while serving (it reads only indexes, bases,
+            embeddings and texts, which a live corpus extends); a family whose structure is built
+            over the corpus (the passage graph) says False, and ranks the indexed passages until the
+            next run (:mod:`ragfolio.core.retrieval.running.view_runner`).
     """
 
     name: ClassVar[str]
@@ -199,6 +203,7 @@ class Family(ABC):
     first_stage: ClassVar[str | None] = None
     base: ClassVar[bool] = False
     base_encoder: ClassVar[bool] = False
+    live_updates: ClassVar[bool] = True
 
     def full_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """A candidate's ``params`` with the optional parameters it leaves out at their defaults."""

@@ -26,6 +26,7 @@ class GraphFamily(Family):
     optional = {"max_entity_df": None, "max_candidates": None}
     required = ("seeds",)
     first_stage = "seeds"
+    live_updates = False  # the graph links the indexed passages; added ones join at the next run
     result_version = 2  # 2: short neighbourhoods are backfilled from the seeds' ranking
 
     def needs(self, params: Mapping[str, Any]) -> SharedParts:

@@ -104,8 +104,23 @@ class BM25Retriever:
         retriever._n_docs = n_docs
         return retriever
 
-    def retrieve(self, queries: Sequence[str], k: int) -> RetrievalResult:
-        """Top-``k`` corpus rows per query, ``-1``-padded where a query matches fewer passages."""
+    @property
+    def n_docs(self) -> int:
+        return self._n_docs
+
+    def statistics(self) -> Any:
+        """The fitted bm25s index (its vocabulary, per-token score columns and parameters), which
+        :class:`~ragfolio.core.retrieval.indexes.delta_bm25.DeltaBM25` scores new passages against."""
+        if self._index is None:
+            raise RuntimeError("call index() or load() before statistics()")
+        return self._index
+
+    def retrieve(self, queries: Sequence[str], k: int, *, allowed: np.ndarray | None = None) -> RetrievalResult:
+        """Top-``k`` corpus rows per query, ``-1``-padded where a query matches fewer passages.
+
+        ``allowed``: an ``(n_docs,)`` bool mask; the rows it leaves out are never returned (bm25s's
+        ``weight_mask``, so a query still gets ``k`` passages when ``k`` allowed ones match).
+        """
         if self._index is None:
             raise RuntimeError("call index() before retrieve()")
         if k < 1:
@@ -117,8 +132,9 @@ class BM25Retriever:
         scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         nonempty = [i for i, q in enumerate(query_tokens) if q]
         if nonempty:
+            mask = None if allowed is None else np.asarray(allowed, dtype=np.float32)
             ids, sc = self._index.retrieve(
-                [query_tokens[i] for i in nonempty], k=depth, show_progress=False, n_threads=1
+                [query_tokens[i] for i in nonempty], k=depth, show_progress=False, n_threads=1, weight_mask=mask
             )
             ids = np.asarray(ids, dtype=np.int64)
             sc = np.asarray(sc, dtype=np.float32)

@@ -121,13 +121,31 @@ class DenseRetriever:
         view = faiss.rev_swig_ptr(flat.get_xb(), n * dim)
         return np.asarray(_Rows(self._index, view.__array_interface__["data"][0], (n, dim)))
 
-    def retrieve_embedded(self, query_emb: npt.NDArray[np.float32], k: int) -> RetrievalResult:
-        """Top-``k`` rows for each of ``query_emb``'s ``(n_queries, dim)`` rows."""
+    def retrieve_embedded(
+        self, query_emb: npt.NDArray[np.float32], k: int, *, allowed: npt.NDArray[np.bool_] | None = None
+    ) -> RetrievalResult:
+        """Top-``k`` rows for each of ``query_emb``'s ``(n_queries, dim)`` rows.
+
+        ``allowed``: an ``(n_passages,)`` bool mask; only its rows are searched (FAISS's
+        ``IDSelectorBitmap``, so a query still gets ``k`` passages when ``k`` rows are allowed).
+        """
+        import faiss
+
         if self._index is None:
             raise RuntimeError("call index() before retrieve_embedded()")
         if k < 1:
             raise ValueError(f"k={k} must be >= 1")
-        scores, ids = self._index.search(np.ascontiguousarray(query_emb, dtype=np.float32), k)
+        query = np.ascontiguousarray(query_emb, dtype=np.float32)
+        if allowed is None:
+            scores, ids = self._index.search(query, k)
+        else:
+            if len(allowed) != self.n_passages:
+                raise ValueError(f"allowed has {len(allowed)} rows for an index of {self.n_passages} passages")
+            bits = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")  # alive while searching
+            selector = faiss.IDSelectorBitmap(self.n_passages, faiss.swig_ptr(bits))
+            params = (faiss.SearchParametersHNSW(sel=selector, efSearch=self.hnsw_ef_search)
+                      if self.built_type == "hnsw" else faiss.SearchParameters(sel=selector))
+            scores, ids = self._index.search(query, k, params=params)
         scores = scores.astype(np.float32)
         scores[ids < 0] = -np.inf
         return RetrievalResult(ids.astype(np.int64), scores)
