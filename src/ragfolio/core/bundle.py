@@ -75,6 +75,9 @@ if TYPE_CHECKING:
 FORMAT = 2  # 2: indexes/ and the manifest's "indexes"
 FORMATS = (1, 2)  # formats load_bundle reads
 MANIFEST = "manifest.json"
+# The living corpus's folder in a bundle (the update log a service writes ahead of every document it
+# adds or deletes, :mod:`ragfolio.core.corpus.wal`): beside the bundle, not part of it, so not checksummed.
+LIVE_FOLDER = "live"
 CORPUS = "corpus.jsonl"
 ROUTER = "router"
 EMBEDDINGS = "embeddings"
@@ -261,7 +264,8 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
                                    f"this ragfolio reads {list(FORMATS)}")
     if _manifest_checksum(manifest) != manifest.get("checksum"):
         raise BundleIntegrityError(f"{folder / MANIFEST} does not match its recorded checksum (was it edited?)")
-    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MANIFEST}
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*")
+               if p.is_file() and p.relative_to(folder).parts[0] != LIVE_FOLDER} - {MANIFEST}
     listed = set(manifest["files"])
     if missing := sorted(listed - present):
         raise BundleIntegrityError(f"{folder / missing[0]} is listed in the manifest but missing")

@@ -209,6 +209,26 @@ class TracingConfig(BaseModel):
         return self
 
 
+class LiveUpdatesConfig(BaseModel):
+    """Documents added, replaced and deleted while serving (``POST /documents``, ``DELETE /documents/{id}``).
+
+    Attributes:
+        enabled: Whether the service takes updates (off: the two routes answer 403).
+        log: The update log's name, in the bundle's ``live/`` folder (not part of the checksummed bundle):
+            written ahead of every update, replayed at start.
+        max_documents: Most documents in one ``POST /documents``.
+        stale_share: The delta (added plus removed passages) as a share of the corpus the portfolio
+            was chosen on, above which ``/portfolio`` and the log warn that the portfolio may be stale.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    log: str = Field("updates.jsonl", pattern=r"^[A-Za-z0-9_.-]+$")
+    max_documents: int = Field(1000, ge=1, le=100_000)
+    stale_share: float = Field(0.1, gt=0)
+
+
 class ServingConfig(BaseModel):
     """Settings of :class:`ragfolio.serving.service.RagfolioService` (see conf/base/serving.yml).
 
@@ -245,6 +265,7 @@ class ServingConfig(BaseModel):
         auth: API keys; off (open) unless ``api_keys_env`` names a variable.
         cors: Cross-origin browser access; None (the default): none.
         tracing: OpenTelemetry spans per request; off (``exporter: none``) by default.
+        live_updates: Documents added and deleted while serving (:class:`LiveUpdatesConfig`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -270,6 +291,7 @@ class ServingConfig(BaseModel):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     cors: CORSConfig | None = None
     tracing: TracingConfig = Field(default_factory=TracingConfig)
+    live_updates: LiveUpdatesConfig = Field(default_factory=LiveUpdatesConfig)
 
     @field_validator("llm")
     @classmethod

@@ -61,19 +61,25 @@ from typing import Any
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.streaming import stream_answer
-from ragfolio.core.bundle import PortfolioBundle, load_bundle, resolve_bundle
+from ragfolio.core.bundle import LIVE_FOLDER, PortfolioBundle, load_bundle, resolve_bundle
+from ragfolio.core.corpus.filters import Filter, parse_filter
+from ragfolio.core.corpus.live_corpus import Applied, LiveCorpus
+from ragfolio.core.corpus.wal import UpdateLog
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 from ragfolio.core.retrieval.running.member_executor import MemberResults
 from ragfolio.core.system.request import RetrievalRequest
+from ragfolio.core.retrieval.family import families
+from ragfolio.core.system.live_systems import LiveSystems
 from ragfolio.core.system.routed_system import RoutedRetrieval, RoutedSystem
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
 from ragfolio.serving.schemas import (
     AnswerResponse,
     Candidate,
+    DocumentsResponse,
     Limits,
     MemberInfo,
     MemberResult,
@@ -108,11 +114,13 @@ class RetrievalItem:
         request: The request as resolved at the edge: what is routed and retrieved.
         query: The query as sent (the response echoes it).
         request_id: The request's id (the log's and the response's ``x-request-id``).
+        where: The request's metadata filter (None: every passage).
     """
 
     request: RetrievalRequest
     query: str
     request_id: str | None = None
+    where: Filter | None = None
 
 
 class ServingEngine:
@@ -148,6 +156,11 @@ class ServingEngine:
         self.system = RoutedSystem.from_bundle(bundle, timeout_s=config.member_timeout_s)
         self.rag = AdaptiveRAG(self.system, self.answerer)
         inject_fault(self.system, config.fault_injection)
+        # the corpus as it lives: the bundle's, with the documents added and deleted since (replayed from the log)
+        live = config.live_updates
+        log = UpdateLog.open(folder / LIVE_FOLDER / live.log, bundle.corpus.fingerprint) if live.enabled else None
+        self.live = LiveCorpus(bundle.corpus, self._encode_passages, log)
+        self.systems = LiveSystems(self.system, self.live)
         if config.fault_injection is not None:
             logger.warning("fault injection (benchmarks and tests only): member %s sleeps %.3g s per run",
                            config.fault_injection.member, config.fault_injection.delay_s)
@@ -171,6 +184,64 @@ class ServingEngine:
                            "(routes at l = %s). %s", self.default_l, bundle.members[bundle.single_best].name,
                            self.system.unrouted_depth(self.default_l, self.num_docs), list(bundle.routed_ls) or "none",
                            why)
+
+    # --- the living corpus ---------------------------------------------------------------------
+    def _encode_passages(self, texts: list[str]) -> dict[str, Any]:
+        """Vectors of added passages for every encoder the bundle carries passage vectors of."""
+        runner = self.system.runner
+        return {name: runner._encode(name, texts, queries=False) for name in self.bundle.embeddings}
+
+    def add_documents(self, records: Sequence[Any]) -> DocumentsResponse:
+        """Add or replace passages by id (all or none), logged before they are applied.
+
+        Raises:
+            PermissionError: Live updates are off.
+            ragfolio.core.corpus.live_corpus.DocumentError: A document is malformed (names it).
+        """
+        self._check_updates()
+        if len(records) > self.config.live_updates.max_documents:
+            raise ValueError(f"documents: {len(records)} documents; the limit is "
+                             f"live_updates.max_documents={self.config.live_updates.max_documents}")
+        return self._updated(self.live.upsert(records))
+
+    def delete_document(self, pid: str) -> DocumentsResponse:
+        """Delete passage ``pid``. Raises KeyError when no live passage has that id."""
+        self._check_updates()
+        return self._updated(self.live.delete([pid]))
+
+    def document(self, pid: str) -> dict[str, Any] | None:
+        """The live passage ``pid`` (``{"id", "title", "text", "metadata"}``), or None."""
+        snapshot = self.live.snapshot()
+        row = snapshot.row_of(pid)
+        return None if row is None else {k: v for k, v in self._passage(row).items() if k != "score"}
+
+    def _check_updates(self) -> None:
+        if not self.config.live_updates.enabled:
+            raise PermissionError("live updates are off (serving setting live_updates.enabled)")
+
+    def _updated(self, applied: Applied) -> DocumentsResponse:
+        status = self.live_status()
+        logger.info("update %d: %d added, %d replaced, %d deleted; %d passages, delta %.1f%% of the base corpus",
+                    applied.version, len(applied.added), len(applied.replaced), len(applied.deleted),
+                    status["passages"], 100 * status["delta_share"])
+        if status["stale"]:
+            logger.warning("the delta is %.1f%% of the corpus the portfolio was chosen on (above live_updates."
+                           "stale_share=%.0f%%): the portfolio may be stale; rerun the pipeline",
+                           100 * status["delta_share"], 100 * self.config.live_updates.stale_share)
+        return DocumentsResponse(version=applied.version, added=list(applied.added), replaced=list(applied.replaced),
+                                 deleted=list(applied.deleted), passages=status["passages"],
+                                 delta_share=status["delta_share"], stale=status["stale"])
+
+    def live_status(self) -> dict[str, Any]:
+        """The living corpus for ``/portfolio``: counts, share, staleness, members without live updates."""
+        status = self.live.snapshot().status()
+        registered = families()
+        return {**status, "enabled": self.config.live_updates.enabled,
+                "log": self.live.log.path.name if self.live.log is not None else None,
+                "stale": status["delta_share"] > self.config.live_updates.stale_share,
+                "stale_share": self.config.live_updates.stale_share,
+                "members_without_live_updates": [m.name for m in self.bundle.members if m.family in registered
+                                                 and not registered[m.family].live_updates]}
 
     # --- start-up -----------------------------------------------------------------------------
     def _backend(self, llm: dict[str, Any], config: ServingConfig) -> ChatBackend:
@@ -215,25 +286,31 @@ class ServingEngine:
     def close(self) -> None:
         if self.llm_process is not None:
             self.llm_process.stop()
+        self.systems.close()
         self.system.close()
 
     # --- requests -----------------------------------------------------------------------------
     def item(
-        self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None  # noqa: E741
+        self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None,  # noqa: E741
+        where: Any = None,
     ) -> RetrievalItem:
         """The edge: ``query`` with ``l`` members and ``num_docs`` passages each (None: the defaults),
-        resolved and checked once (:meth:`ragfolio.core.system.request.RequestRules.request`).
+        resolved and checked once (:meth:`ragfolio.core.system.request.RequestRules.request`), and
+        the metadata filter ``where`` parsed (:func:`ragfolio.core.corpus.filters.parse_filter`).
 
         Raises:
-            ValueError: ``l`` is outside 1..k or ``num_docs`` outside 1..``prefilter_depth``.
+            ValueError: ``l`` is outside 1..k, ``num_docs`` outside 1..``prefilter_depth``, or the
+                filter is malformed (:class:`~ragfolio.core.corpus.filters.FilterError`, naming the field).
         """
-        return RetrievalItem(self.rules.request(query.strip(), l, num_docs), query, request_id)
+        parsed = None if where is None else parse_filter(where)
+        return RetrievalItem(self.rules.request(query.strip(), l, num_docs), query, request_id, parsed)
 
     def retrieve(
-        self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None  # noqa: E741
+        self, query: str, l: int | None = None, num_docs: int | None = None, request_id: str | None = None,  # noqa: E741
+        where: Any = None,
     ) -> RetrieveResponse:
         """Route ``query`` to l members, run them concurrently and merge their passages (a batch of one)."""
-        return self.retrieve_many([self.item(query, l, num_docs, request_id)])[0]
+        return self.retrieve_many([self.item(query, l, num_docs, request_id, where)])[0]
 
     def route_many(self, items: Sequence[RetrievalItem]) -> list[RoutedRetrieval]:
         """Route and retrieve a batch of queries (see the module docstring); results in order.
@@ -242,7 +319,15 @@ class ServingEngine:
         requests: those whose l the router routes are routed together at the bundle's ``num_docs``
         and run at their own depth; the others are the single best member at l x their depth.
         """
-        return self.system.retrieve_batch([item.request for item in items])
+        groups: dict[str, list[int]] = {}
+        for i, item in enumerate(items):  # one system per filter: the corpus view it searches
+            groups.setdefault("" if item.where is None else item.where.key(), []).append(i)
+        out: list[RoutedRetrieval | None] = [None] * len(items)
+        for rows in groups.values():
+            system = self.systems.system_for(items[rows[0]].where)
+            for i, routed in zip(rows, system.retrieve_batch([items[i].request for i in rows]), strict=True):
+                out[i] = routed
+        return [routed for routed in out if routed is not None]
 
     def retrieve_many(self, items: Sequence[RetrievalItem]) -> list[RetrieveResponse]:
         """Retrieve for a batch of queries at once (see the module docstring); responses in order.
@@ -286,7 +371,7 @@ class ServingEngine:
             ragfolio.core.llm.chat.LLMUnavailableError: The LLM cannot be reached.
             ragfolio.core.llm.chat.LLMRequestError: The LLM endpoint rejected a request.
         """
-        result: RAGAnswer = self.rag.answer(item.request, retrieval=retrieval)
+        result: RAGAnswer = self._rag(item).answer(item.request, retrieval=retrieval)
         return self._answer_response(item, result)
 
     def answer_stream(self, item: RetrievalItem, retrieval: RoutedRetrieval | None = None) -> Iterator[str | AnswerResponse]:
@@ -299,8 +384,14 @@ class ServingEngine:
         before the response (:func:`ragfolio.core.answering.streaming.stream_answer`). Raises
         what :meth:`answer` raises, before the first piece or (the LLM lost mid-answer) after.
         """
-        result = yield from stream_answer(self.rag, item.request, retrieval=retrieval)
+        result = yield from stream_answer(self._rag(item), item.request, retrieval=retrieval)
         yield self._answer_response(item, result)
+
+    def _rag(self, item: RetrievalItem) -> AdaptiveRAG:
+        """Answering over the corpus the item is served from (rows never change meaning: a retrieval
+        made before an update reads the same passages after it)."""
+        system = self.systems.system_for(item.where)
+        return self.rag if system is self.system else AdaptiveRAG(system, self.answerer)
 
     def _answer_response(self, item: RetrievalItem, result: RAGAnswer) -> AnswerResponse:
         results = result.retrieval.results
@@ -341,12 +432,14 @@ class ServingEngine:
                     "llm_process": self.config.llm_process.mode
                     if isinstance(self.answerer.backend, LocalModel | ProcessBackend) else None,
                     "batching": self.config.batching.model_dump()},
+            live=self.live_status(),
         )
 
     # --- response parts -----------------------------------------------------------------------
     def _passage(self, row: int, score: float | None = None) -> dict[str, Any]:
-        corpus = self.bundle.corpus
-        return {"id": corpus.ids[row], "title": corpus.titles[row], "text": corpus.texts[row], "score": score}
+        pid, title, text, metadata = self.live.snapshot().passage(row)
+        return {"id": pid, "title": title, "text": text, "score": score,
+                "metadata": None if metadata is None else dict(metadata)}
 
     def _members(self, routed: RoutedRetrieval, request_id: str | None) -> list[MemberResult]:
         out = []

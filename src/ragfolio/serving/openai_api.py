@@ -11,8 +11,9 @@ OpenAI's chat request and answers it with ``/answer`` (:meth:`ragfolio.serving.e
 - **Accepted and not used**: ``model`` (any name; replies name :data:`MODEL_ID`), ``max_tokens``,
   ``max_completion_tokens`` and ``temperature`` (type- and range-checked; the reader's limits are
   the ``answerer`` settings and it decodes greedily). ``n`` must be 1. Any other field is ignored.
-- **Extensions**: ``l`` (members to route to, 1..k, as in ``/answer``) and ``references``
-  (bool, default false: append the numbered references to the answer's text).
+- **Extensions**: ``l`` (members to route to, 1..k, as in ``/answer``), ``filter`` (a metadata
+  filter, as in ``/answer``: every member searches only the passages whose metadata match) and
+  ``references`` (bool, default false: append the numbered references to the answer's text).
 - **The reply**: ``choices[0].message.content`` is ``/answer``'s ``answer`` (then the references,
   when asked), ``finish_reason`` ``"stop"``, ``usage`` the tokens of every LLM call of the answer
   (readers and selector). ``citations`` (an extension) lists the passages the chosen answer was
@@ -126,6 +127,7 @@ class ChatCompletionRequest(BaseModel):
     n: Count = Field(1, le=1, description="Choices to return: only 1.")
     l: Count | None = Field(None, description="Extension: members to route to, 1..k.")  # noqa: E741
     references: bool = Field(False, description="Extension: append numbered references to the content.")
+    filter: dict[str, Any] | None = Field(None, description="Extension: a metadata filter, as in /answer.")
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,8 @@ def parse_chat_request(body: bytes, limits: Limits) -> ChatRequest:
     except PydanticCustomError as exc:
         raise OpenAIError(400, exc.message(), param=param, code=exc.type) from None
     try:
-        answer = AnswerRequest.model_validate({"query": question, "l": options.l}, context={"limits": limits})
+        answer = AnswerRequest.model_validate({"query": question, "l": options.l, "filter": options.filter},
+                                              context={"limits": limits})
     except ValidationError as exc:
         raise _invalid(exc, {"query": param}) from None
     return ChatRequest(options, answer)

@@ -1,5 +1,6 @@
-"""The routes the service mounts next to BentoML's APIs: ``GET /portfolio``, OpenAI's ``/v1/``, the
-playground at ``GET /`` and the OpenAPI document at ``GET /docs.json``.
+"""The routes the service mounts next to BentoML's APIs: ``GET /portfolio``, OpenAI's ``/v1/``, the live
+updates (``POST /documents``, ``GET`` and ``DELETE /documents/{id}``), the playground at ``GET /`` and the OpenAPI
+document at ``GET /docs.json``.
 
 BentoML's APIs are ``POST`` with BentoML's own bodies; these routes live in a small Starlette app
 mounted at ``/`` next to them, which BentoML consults before its own routes: so the playground
@@ -35,6 +36,20 @@ async def chat_completions_view(request: Request) -> Response:
     return await bentoml.get_current_service().chat_completions(await request.body())
 
 
+async def documents_view(request: Request) -> Response:
+    """``POST /documents``: see :meth:`ragfolio.serving.service.RagfolioService.add_documents`."""
+    return await bentoml.get_current_service().add_documents(await request.body())
+
+
+async def document_view(request: Request) -> Response:
+    """``GET /documents/{id}``: the passage; ``DELETE``: see
+    :meth:`ragfolio.serving.service.RagfolioService.delete_document`."""
+    service = bentoml.get_current_service()
+    if request.method == "DELETE":
+        return await service.delete_document(request.path_params["pid"])
+    return service.document(request.path_params["pid"])
+
+
 async def docs_view(request: Request) -> JSONResponse:
     """``GET /docs.json``: every endpoint, with the limits the running service enforces."""
     return JSONResponse(bentoml.get_current_service().openapi())
@@ -43,5 +58,7 @@ async def docs_view(request: Request) -> JSONResponse:
 portfolio_app = Starlette(routes=[Route("/portfolio", portfolio_view, methods=["GET"]),
                                   Route("/v1/models", models_view, methods=["GET"]),
                                   Route("/v1/chat/completions", chat_completions_view, methods=["POST"]),
+                                  Route("/documents", documents_view, methods=["POST"]),
+                                  Route("/documents/{pid:path}", document_view, methods=["GET", "DELETE"]),
                                   Route("/docs.json", docs_view, methods=["GET"]),
                                   Route("/", playground_view, methods=["GET"])])

@@ -24,6 +24,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from ragfolio.core.corpus.filters import FilterError, parse_filter
+
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 QUERY_CHARS_CEILING = 100_000  # the schemas' max_length of a query; max_query_chars may be at most this
@@ -126,11 +128,32 @@ class _Query(BaseModel):
         return check_query(value, _limits(info))
 
 
-class RetrieveRequest(_Query, _RoutedRetrieval):
+class _Filtered(BaseModel):
+    """The ``filter`` field: a metadata filter every member keeps to (:mod:`ragfolio.core.corpus.filters`)."""
+
+    model_config = _STRICT
+
+    filter: dict[str, Any] | None = Field(
+        None, description='Passages whose metadata match, e.g. {"source": "wiki", "year": {"gte": 2020}}: equality, '
+                          'eq, ne, in, nin, gt, gte, lt, lte, exists, and, or, not; "id" and "title" name the '
+                          "passage's own. Every member searches only the matching passages.")
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                parse_filter(value)
+            except FilterError as exc:
+                raise PydanticCustomError("filter", "{message}", {"message": str(exc)}) from None
+        return value
+
+
+class RetrieveRequest(_Query, _RoutedRetrieval, _Filtered):
     """``POST /retrieve``: route one query and return the routed members' passages."""
 
 
-class BatchRetrieveRequest(_RoutedRetrieval):
+class BatchRetrieveRequest(_RoutedRetrieval, _Filtered):
     """``POST /batch_retrieve``: :class:`RetrieveRequest` for a list of queries."""
 
     queries: list[QueryText] = Field(min_length=1, max_length=BATCH_CEILING,
@@ -148,7 +171,7 @@ class BatchRetrieveRequest(_RoutedRetrieval):
         return [check_query(q, limits, f"queries[{i}]") for i, q in enumerate(value)]
 
 
-class AnswerRequest(_Query, _Routed):
+class AnswerRequest(_Query, _Routed, _Filtered):
     """``POST /answer``: route, retrieve, answer with each routed member's passages, select."""
 
     stream: bool = Field(False, description="Send the answer as server-sent events as it is written (token events, "
@@ -163,6 +186,7 @@ class Passage(BaseModel):
     title: str
     text: str
     score: float | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class MergedPassage(BaseModel):
@@ -171,6 +195,7 @@ class MergedPassage(BaseModel):
     id: str
     title: str
     text: str
+    metadata: dict[str, Any] | None = None
     members: list[str]
 
 
@@ -290,3 +315,29 @@ class PortfolioInfo(BaseModel):
                                            "answering evaluation measured with it).")
     routing: dict[str, Any]
     limits: dict[str, Any]
+    live: dict[str, Any] | None = Field(
+        None, description="The living corpus: updates applied (version), passages added and removed since the "
+                          "bundle's corpus (base_corpus), their share of it (delta_share), whether the portfolio "
+                          "may be stale, and the members that rank added passages only after the next run.")
+
+
+class DocumentsRequest(BaseModel):
+    """``POST /documents``: passages added, or replaced where their id exists, all or none."""
+
+    model_config = _STRICT
+
+    documents: list[dict[str, Any]] = Field(
+        min_length=1, description='Passages {"id"?, "title"?, "text", "metadata"?}; an id that exists is replaced, '
+                                  "one left out is the hash of the title and text (at most live_updates.max_documents).")
+
+
+class DocumentsResponse(BaseModel):
+    """What an update did, and the corpus after it."""
+
+    version: int
+    added: list[str]
+    replaced: list[str]
+    deleted: list[str]
+    passages: int
+    delta_share: float
+    stale: bool

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import bentoml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.responses import JSONResponse, Response
 
 from ragfolio.core.batching import MicroBatcher
@@ -79,6 +79,8 @@ from ragfolio.serving.schemas import (
     AnswerResponse,
     BatchRetrieveRequest,
     BatchRetrieveResponse,
+    DocumentsRequest,
+    DocumentsResponse,
     RetrieveRequest,
     RetrieveResponse,
 )
@@ -135,6 +137,7 @@ class RagfolioService:
         batching = self.config.batching
         self._retrieve_pool = ThreadPoolExecutor(batching.concurrent_batches, thread_name_prefix="ragfolio-retrieve")
         self._answer_pool = ThreadPoolExecutor(self.config.answer_threads, thread_name_prefix="ragfolio-answer")
+        self._update_pool = ThreadPoolExecutor(1, thread_name_prefix="ragfolio-update")  # updates one at a time
         self.metrics = serving_metrics()
         self._batcher: MicroBatcher[RetrievalItem, RetrieveResponse] = MicroBatcher(
             lambda items: self.engine.retrieve_many(items),
@@ -172,6 +175,7 @@ class RagfolioService:
     def shutdown(self) -> None:
         self._retrieve_pool.shutdown(wait=False, cancel_futures=True)
         self._answer_pool.shutdown(wait=False, cancel_futures=True)
+        self._update_pool.shutdown(wait=True)  # an update in progress is logged and applied, or not begun
         self.engine.close()
         self.tracing.close()
 
@@ -194,12 +198,14 @@ class RagfolioService:
 
     @bentoml.api(input_spec=RetrieveRequest, output_spec=RetrieveResponse)
     async def retrieve(
-        self, query: str, l: int | None = None, num_docs: int | None = None  # noqa: E741 - the API's name
+        self, query: str, l: int | None = None, num_docs: int | None = None,  # noqa: E741 - the API's name
+        filter: dict[str, Any] | None = None,  # noqa: A002 - the API's name
     ) -> RetrieveResponse | JSONResponse:
-        """Route the query to l members and return each one's passages and the merged list."""
+        """Route the query to l members and return each one's passages and the merged list (only
+        passages whose metadata match ``filter``, when given)."""
         trace = self.tracing.start("/retrieve", current_request_id())  # the request's spans (tracing.py)
-        request = self._validate(RetrieveRequest, query=query, l=l, num_docs=num_docs)
-        item = self.engine.item(request.query, request.l, request.num_docs, current_request_id())
+        request = self._validate(RetrieveRequest, query=query, l=l, num_docs=num_docs, filter=filter)
+        item = self.engine.item(request.query, request.l, request.num_docs, current_request_id(), request.filter)
         try:
             response = await asyncio.wait_for(self._batcher.submit(item), self.config.request_timeout_s)
         except TimeoutError:
@@ -211,15 +217,16 @@ class RagfolioService:
 
     @bentoml.api(input_spec=BatchRetrieveRequest, output_spec=BatchRetrieveResponse)
     async def batch_retrieve(
-        self, queries: list[str], l: int | None = None, num_docs: int | None = None  # noqa: E741
+        self, queries: list[str], l: int | None = None, num_docs: int | None = None,  # noqa: E741
+        filter: dict[str, Any] | None = None,  # noqa: A002 - the API's name
     ) -> BatchRetrieveResponse | JSONResponse:
         """``/retrieve`` for each query (at most max_batch), batched with any concurrent ones; in order."""
         trace = self.tracing.start("/batch_retrieve", rid := current_request_id())
-        request = self._validate(BatchRetrieveRequest, queries=queries, l=l, num_docs=num_docs)
+        request = self._validate(BatchRetrieveRequest, queries=queries, l=l, num_docs=num_docs, filter=filter)
         self.metrics.batch_size.labels(endpoint="/batch_retrieve").observe(len(request.queries))
         loop = asyncio.get_running_loop()
         start = loop.time()
-        items = [self.engine.item(q, request.l, request.num_docs, rid) for q in request.queries]
+        items = [self.engine.item(q, request.l, request.num_docs, rid, request.filter) for q in request.queries]
         try:
             results = await asyncio.wait_for(self._batcher.submit_many(items), self.config.request_timeout_s)
         except TimeoutError:
@@ -234,11 +241,12 @@ class RagfolioService:
 
     @bentoml.api(input_spec=AnswerRequest, output_spec=AnswerResponse)
     async def answer(
-        self, query: str, l: int | None = None, stream: bool = False  # noqa: E741
+        self, query: str, l: int | None = None, stream: bool = False,  # noqa: E741
+        filter: dict[str, Any] | None = None,  # noqa: A002 - the API's name
     ) -> AnswerResponse | Response:
         """Retrieve with l routed members, answer from each member's passages, select one answer
         (``stream``: as server-sent events while it is written, :meth:`_answer_events`)."""
-        request = self._validate(AnswerRequest, query=query, l=l, stream=stream)
+        request = self._validate(AnswerRequest, query=query, l=l, stream=stream, filter=filter)
         if request.stream:
             return await self._answer_events(request)
         result = await self._answered("/answer", request)
@@ -255,7 +263,7 @@ class RagfolioService:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.answer_timeout_s
         try:
-            item = self.engine.item(request.query, request.l, request_id=rid)
+            item = self.engine.item(request.query, request.l, request_id=rid, where=request.filter)
             retrieval = trace.retrieved(await self._retrieval(item))
             call = functools.partial(self.engine.answer, item, retrieval=retrieval)
             response: AnswerResponse = await self._in_pool(self._answer_pool, max(deadline - loop.time(), 1e-3), call)
@@ -286,6 +294,40 @@ class RagfolioService:
             return Failure(502, "the LLM rejected the request", {"llm": kind}, "llm_rejected")
         logger.error("request %s: %s failed", rid, endpoint, exc_info=exc)
         return Failure(500, INTERNAL_ERROR, code="internal_error")
+
+    async def add_documents(self, body: bytes) -> JSONResponse:
+        """``POST /documents``: add passages, or replace those whose id exists, all or none; the reply
+        comes once they are logged and searchable (:meth:`ServingEngine.add_documents`)."""
+        try:
+            request = DocumentsRequest.model_validate_json(body)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "body"
+            return error(400, f"{where}: {first['msg']}")
+        return await self._update(lambda: self.engine.add_documents(request.documents))
+
+    def document(self, pid: str) -> JSONResponse:
+        """``GET /documents/{id}``: the live passage with that id (404 when none)."""
+        found = self.engine.document(pid)
+        return error(404, f"no passage has id {pid!r}") if found is None else JSONResponse(found)
+
+    async def delete_document(self, pid: str) -> JSONResponse:
+        """``DELETE /documents/{id}``: delete one passage (404 when no passage has that id)."""
+        return await self._update(lambda: self.engine.delete_document(pid))
+
+    async def _update(self, call: Callable[[], DocumentsResponse]) -> JSONResponse:
+        """An update in the update thread (one at a time, off the retrieval threads), or why it failed."""
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._update_pool, call)
+        except PermissionError as exc:
+            return error(403, str(exc))
+        except KeyError as exc:
+            return error(404, f"no passage has id {exc.args[0]!r}")
+        except ValueError as exc:  # a malformed document or too many: the message names the field
+            return error(400, str(exc))
+        except Exception:
+            return internal_error("/documents")
+        return JSONResponse(result.model_dump(mode="json"))
 
     def openapi(self) -> dict[str, Any]:
         """``GET /docs.json``: BentoML's document with every route and the limits in force
@@ -347,7 +389,7 @@ class RagfolioService:
         trace = self.tracing.start(endpoint, rid := current_request_id())
         deadline = asyncio.get_running_loop().time() + self.config.answer_timeout_s
         try:
-            item = self.engine.item(request.query, request.l, request_id=rid)
+            item = self.engine.item(request.query, request.l, request_id=rid, where=request.filter)
             return await started_answer(
                 self._retrieval(item),
                 lambda retrieval: self.engine.answer_stream(item, retrieval=trace.retrieved(retrieval)),

@@ -163,6 +163,14 @@ class RoutedSystem:
             retrieval_features=self.retrieval_features, single_best=self.single_best,
         )
 
+    def over(self, runner: PoolRunner) -> RoutedSystem:
+        """The same portfolio, router and settings over ``runner`` (a view of this system's corpus,
+        :func:`~ragfolio.core.retrieval.running.view_runner.runner_over`); its own executor (close it)."""
+        return RoutedSystem(
+            runner, self.members, self.router, self.hasher, self.encoders, timeout_s=self.timeout_s,
+            retrieval_features=self.retrieval_features, routed_ls=self.routed_ls, single_best=self.single_best,
+        )
+
     @property
     def k(self) -> int:
         return len(self.members)
