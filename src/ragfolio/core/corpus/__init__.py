@@ -1,0 +1,1 @@
+"""The living corpus: passage metadata, filters, live updates and their log."""
