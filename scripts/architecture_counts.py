@@ -26,7 +26,7 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-STAGES = ("data", "retrieval", "scoring", "selection", "routing", "system", "answering", "synthesis")  # in the method's order
+STAGES = ("data", "retrieval", "scoring", "selection", "routing", "corpus", "system", "answering", "synthesis")  # in the method's order (corpus: the served corpus as it lives)
 ARTIFACTS = ("corpora", "pool_settings", "query_sample", "portfolios", "utility_index", "router_features",
              "retrieval_features", "retrieval_inputs", "router_selection", "query_features", "router_metrics")
 CONVENTIONAL = {"__init__.py", "nodes.py", "pipeline.py"}

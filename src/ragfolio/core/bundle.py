@@ -75,9 +75,23 @@ if TYPE_CHECKING:
 FORMAT = 2  # 2: indexes/ and the manifest's "indexes"
 FORMATS = (1, 2)  # formats load_bundle reads
 MANIFEST = "manifest.json"
-# The living corpus's folder in a bundle (the update log a service writes ahead of every document it
-# adds or deletes, :mod:`ragfolio.core.corpus.wal`): beside the bundle, not part of it, so not checksummed.
+# The living corpus's folder (the update log a service writes ahead of every document it adds or
+# deletes, :mod:`ragfolio.core.corpus.wal`), see live_folder: not part of the bundle, never checksummed.
 LIVE_FOLDER = "live"
+
+
+def live_folder(bundle_folder: str | Path) -> Path:
+    """Where the service keeps a bundle's update log: outside the pipeline's outputs, so a rerun that
+    rebuilds the bundle keeps it and DVC does not see its output changed.
+
+    Packaging's bundles (``06_models/bundles/<key>``): ``06_models/live/<key>``. A bundle folder
+    elsewhere (one copied, or written by hand): its own ``live/`` subfolder, which
+    :func:`verify_bundle` does not count as part of it.
+    """
+    folder = Path(bundle_folder)
+    if folder.parent.name == "bundles":
+        return folder.parent.parent / LIVE_FOLDER / folder.name
+    return folder / LIVE_FOLDER
 CORPUS = "corpus.jsonl"
 ROUTER = "router"
 EMBEDDINGS = "embeddings"

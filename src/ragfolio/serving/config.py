@@ -214,8 +214,10 @@ class LiveUpdatesConfig(BaseModel):
 
     Attributes:
         enabled: Whether the service takes updates (off: the two routes answer 403).
-        log: The update log's name, in the bundle's ``live/`` folder (not part of the checksummed bundle):
-            written ahead of every update, replayed at start.
+        log: The update log's name, in the bundle's live folder (:func:`ragfolio.core.bundle.live_folder`:
+            ``06_models/live/<key>`` beside packaging's bundles, outside the pipeline's outputs, so a
+            rerun keeps it): written ahead of every update, replayed at start, carried over onto a
+            rebuilt bundle (:mod:`ragfolio.core.corpus.carry_over`).
         max_documents: Most documents in one ``POST /documents``.
         stale_share: The delta (added plus removed passages) as a share of the corpus the portfolio
             was chosen on, above which ``/portfolio`` and the log warn that the portfolio may be stale.

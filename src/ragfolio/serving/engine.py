@@ -61,50 +61,32 @@ from typing import Any
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.streaming import stream_answer
-from ragfolio.core.bundle import LIVE_FOLDER, PortfolioBundle, load_bundle, resolve_bundle
+from ragfolio.core.bundle import PortfolioBundle, live_folder, load_bundle, resolve_bundle
 from ragfolio.core.corpus.filters import Filter, parse_filter
-from ragfolio.core.corpus.live_corpus import Applied, LiveCorpus
-from ragfolio.core.corpus.wal import UpdateLog
+from ragfolio.core.corpus.live_corpus import LiveCorpus
+from ragfolio.core.corpus.carry_over import open_log
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 from ragfolio.core.retrieval.encoders.kinds import with_query_engine
-from ragfolio.core.retrieval.running.member_executor import MemberResults
-from ragfolio.core.system.request import RetrievalRequest
-from ragfolio.core.retrieval.family import families
 from ragfolio.core.system.live_systems import LiveSystems
+from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedRetrieval, RoutedSystem
 from ragfolio.serving.config import ServingConfig
 from ragfolio.serving.faults import inject_fault
+from ragfolio.serving.live_documents import LiveDocuments
+from ragfolio.serving.response_parts import MEMBER_FAILED, ResponseParts, public_error  # noqa: F401 - public here too
 from ragfolio.serving.schemas import (
     AnswerResponse,
     Candidate,
-    DocumentsResponse,
     Limits,
     MemberInfo,
-    MemberResult,
-    MergedPassage,
-    Passage,
     PortfolioInfo,
     RetrieveResponse,
     Tokens,
 )
 
 logger = logging.getLogger(__name__)
-
-MEMBER_FAILED = "failed (the server log has the detail under this response's x-request-id)"
-
-
-def public_error(error: str | None) -> str | None:
-    """What a response may say of a member's ``error``: its timeout as it is, else only that it failed.
-
-    Core's :class:`ragfolio.core.retrieval.running.member_executor.MemberRun` reports ``"timeout after <s> s"`` or
-    ``"<ExceptionType>: <message>"``; the message is for the log only.
-    """
-    if error is None or error.startswith("timeout after "):
-        return error
-    return MEMBER_FAILED
-
 
 @dataclass(frozen=True)
 class RetrievalItem:
@@ -158,9 +140,11 @@ class ServingEngine:
         inject_fault(self.system, config.fault_injection)
         # the corpus as it lives: the bundle's, with the documents added and deleted since (replayed from the log)
         live = config.live_updates
-        log = UpdateLog.open(folder / LIVE_FOLDER / live.log, bundle.corpus.fingerprint) if live.enabled else None
+        log = open_log(live_folder(folder) / live.log, bundle.corpus) if live.enabled else None
         self.live = LiveCorpus(bundle.corpus, self._encode_passages, log)
         self.systems = LiveSystems(self.system, self.live)
+        self.documents = LiveDocuments(self.live, live, bundle.members)
+        self.parts = ResponseParts(self.live, self.system.members)
         if config.fault_injection is not None:
             logger.warning("fault injection (benchmarks and tests only): member %s sleeps %.3g s per run",
                            config.fault_injection.member, config.fault_injection.delay_s)
@@ -185,63 +169,9 @@ class ServingEngine:
                            self.system.unrouted_depth(self.default_l, self.num_docs), list(bundle.routed_ls) or "none",
                            why)
 
-    # --- the living corpus ---------------------------------------------------------------------
     def _encode_passages(self, texts: list[str]) -> dict[str, Any]:
         """Vectors of added passages for every encoder the bundle carries passage vectors of."""
-        runner = self.system.runner
-        return {name: runner._encode(name, texts, queries=False) for name in self.bundle.embeddings}
-
-    def add_documents(self, records: Sequence[Any]) -> DocumentsResponse:
-        """Add or replace passages by id (all or none), logged before they are applied.
-
-        Raises:
-            PermissionError: Live updates are off.
-            ragfolio.core.corpus.live_corpus.DocumentError: A document is malformed (names it).
-        """
-        self._check_updates()
-        if len(records) > self.config.live_updates.max_documents:
-            raise ValueError(f"documents: {len(records)} documents; the limit is "
-                             f"live_updates.max_documents={self.config.live_updates.max_documents}")
-        return self._updated(self.live.upsert(records))
-
-    def delete_document(self, pid: str) -> DocumentsResponse:
-        """Delete passage ``pid``. Raises KeyError when no live passage has that id."""
-        self._check_updates()
-        return self._updated(self.live.delete([pid]))
-
-    def document(self, pid: str) -> dict[str, Any] | None:
-        """The live passage ``pid`` (``{"id", "title", "text", "metadata"}``), or None."""
-        snapshot = self.live.snapshot()
-        row = snapshot.row_of(pid)
-        return None if row is None else {k: v for k, v in self._passage(row).items() if k != "score"}
-
-    def _check_updates(self) -> None:
-        if not self.config.live_updates.enabled:
-            raise PermissionError("live updates are off (serving setting live_updates.enabled)")
-
-    def _updated(self, applied: Applied) -> DocumentsResponse:
-        status = self.live_status()
-        logger.info("update %d: %d added, %d replaced, %d deleted; %d passages, delta %.1f%% of the base corpus",
-                    applied.version, len(applied.added), len(applied.replaced), len(applied.deleted),
-                    status["passages"], 100 * status["delta_share"])
-        if status["stale"]:
-            logger.warning("the delta is %.1f%% of the corpus the portfolio was chosen on (above live_updates."
-                           "stale_share=%.0f%%): the portfolio may be stale; rerun the pipeline",
-                           100 * status["delta_share"], 100 * self.config.live_updates.stale_share)
-        return DocumentsResponse(version=applied.version, added=list(applied.added), replaced=list(applied.replaced),
-                                 deleted=list(applied.deleted), passages=status["passages"],
-                                 delta_share=status["delta_share"], stale=status["stale"])
-
-    def live_status(self) -> dict[str, Any]:
-        """The living corpus for ``/portfolio``: counts, share, staleness, members without live updates."""
-        status = self.live.snapshot().status()
-        registered = families()
-        return {**status, "enabled": self.config.live_updates.enabled,
-                "log": self.live.log.path.name if self.live.log is not None else None,
-                "stale": status["delta_share"] > self.config.live_updates.stale_share,
-                "stale_share": self.config.live_updates.stale_share,
-                "members_without_live_updates": [m.name for m in self.bundle.members if m.family in registered
-                                                 and not registered[m.family].live_updates]}
+        return {name: self.system.runner._encode(name, texts, queries=False) for name in self.bundle.embeddings}
 
     # --- start-up -----------------------------------------------------------------------------
     def _backend(self, llm: dict[str, Any], config: ServingConfig) -> ChatBackend:
@@ -347,8 +277,8 @@ class ServingEngine:
         results = routed.results
         return RetrieveResponse(
             query=item.query, l=item.request.l, num_docs=item.request.depth, routed=routed.routed,
-            members=self._members(routed, item.request_id),
-            passages=self._merged(results), degraded=results.degraded, reasons=self._reasons(results),
+            members=self.parts.members(routed, item.request_id),
+            passages=self.parts.merged(results), degraded=results.degraded, reasons=self.parts.reasons(results),
             latency_ms=self._latency(routed, total_ms), batch_size=routed.batch_size,
         )
 
@@ -400,8 +330,8 @@ class ServingEngine:
             chosen_member=result.candidates[result.chosen][0] if result.chosen >= 0 else None,
             fallback=result.fallback,
             candidates=[Candidate(member=name, answer=text) for name, text in result.candidates],
-            members=self._members(result.retrieval, item.request_id), passages=self._merged(results),
-            degraded=results.degraded, reasons=self._reasons(results),
+            members=self.parts.members(result.retrieval, item.request_id), passages=self.parts.merged(results),
+            degraded=results.degraded, reasons=self.parts.reasons(results),
             latency_ms={**result.latency_ms, **{f"stage.{name}": ms for name, ms in result.retrieval.stages_ms.items()}},
             batch_size=result.retrieval.batch_size,
             tokens=Tokens(
@@ -432,38 +362,5 @@ class ServingEngine:
                     "llm_process": self.config.llm_process.mode
                     if isinstance(self.answerer.backend, LocalModel | ProcessBackend) else None,
                     "batching": self.config.batching.model_dump()},
-            live=self.live_status(),
+            live=self.documents.status(),
         )
-
-    # --- response parts -----------------------------------------------------------------------
-    def _passage(self, row: int, score: float | None = None) -> dict[str, Any]:
-        pid, title, text, metadata = self.live.snapshot().passage(row)
-        return {"id": pid, "title": title, "text": text, "score": score,
-                "metadata": None if metadata is None else dict(metadata)}
-
-    def _members(self, routed: RoutedRetrieval, request_id: str | None) -> list[MemberResult]:
-        out = []
-        for j, score, run in zip(routed.members, routed.router_scores, routed.results.runs, strict=True):
-            if not run.ok:
-                logger.warning("request %s: member %s left out: %s", request_id, run.name, run.error)
-            out.append(MemberResult(
-                name=run.name, family=self.system.members[j].family, router_score=score, ok=run.ok,
-                error=public_error(run.error),
-                latency_ms=run.latency_ms,
-                passages=[Passage(**self._passage(i, s)) for i, s in zip(run.doc_ids, run.scores, strict=True)],
-            ))
-        return out
-
-    @staticmethod
-    def _reasons(results: MemberResults) -> list[str]:
-        return [f"{run.name}: {public_error(run.error)}" for run in results.runs if not run.ok]
-
-    def _merged(self, results: MemberResults) -> list[MergedPassage]:
-        by_row: dict[int, list[str]] = {}
-        for run in results.ok_runs:
-            for row in run.doc_ids:
-                by_row.setdefault(row, []).append(run.name)
-        return [
-            MergedPassage(**{k: v for k, v in self._passage(row).items() if k != "score"}, members=by_row[row])
-            for row in results.merged_doc_ids()
-        ]

@@ -37,17 +37,17 @@ async def chat_completions_view(request: Request) -> Response:
 
 
 async def documents_view(request: Request) -> Response:
-    """``POST /documents``: see :meth:`ragfolio.serving.service.RagfolioService.add_documents`."""
-    return await bentoml.get_current_service().add_documents(await request.body())
+    """``POST /documents``: see :meth:`ragfolio.serving.live_documents.DocumentsAPI.add`."""
+    return await bentoml.get_current_service().documents.add(await request.body())
 
 
 async def document_view(request: Request) -> Response:
     """``GET /documents/{id}``: the passage; ``DELETE``: see
-    :meth:`ragfolio.serving.service.RagfolioService.delete_document`."""
-    service = bentoml.get_current_service()
+    :meth:`ragfolio.serving.live_documents.DocumentsAPI.delete`."""
+    documents = bentoml.get_current_service().documents
     if request.method == "DELETE":
-        return await service.delete_document(request.path_params["pid"])
-    return service.document(request.path_params["pid"])
+        return await documents.delete(request.path_params["pid"])
+    return documents.get(request.path_params["pid"])
 
 
 async def docs_view(request: Request) -> JSONResponse:

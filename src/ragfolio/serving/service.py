@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import bentoml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response
 
 from ragfolio.core.batching import MicroBatcher
@@ -60,6 +60,7 @@ from ragfolio.serving.guard import (
     install_request_logging,
     service_setting,
 )
+from ragfolio.serving.live_documents import DocumentsAPI
 from ragfolio.serving.openai_api import (
     ChatRequest,
     ChunkHead,
@@ -79,8 +80,6 @@ from ragfolio.serving.schemas import (
     AnswerResponse,
     BatchRetrieveRequest,
     BatchRetrieveResponse,
-    DocumentsRequest,
-    DocumentsResponse,
     RetrieveRequest,
     RetrieveResponse,
 )
@@ -137,7 +136,7 @@ class RagfolioService:
         batching = self.config.batching
         self._retrieve_pool = ThreadPoolExecutor(batching.concurrent_batches, thread_name_prefix="ragfolio-retrieve")
         self._answer_pool = ThreadPoolExecutor(self.config.answer_threads, thread_name_prefix="ragfolio-answer")
-        self._update_pool = ThreadPoolExecutor(1, thread_name_prefix="ragfolio-update")  # updates one at a time
+        self.documents = DocumentsAPI(self.engine.documents)  # POST, GET and DELETE /documents
         self.metrics = serving_metrics()
         self._batcher: MicroBatcher[RetrievalItem, RetrieveResponse] = MicroBatcher(
             lambda items: self.engine.retrieve_many(items),
@@ -175,7 +174,7 @@ class RagfolioService:
     def shutdown(self) -> None:
         self._retrieve_pool.shutdown(wait=False, cancel_futures=True)
         self._answer_pool.shutdown(wait=False, cancel_futures=True)
-        self._update_pool.shutdown(wait=True)  # an update in progress is logged and applied, or not begun
+        self.documents.close()  # an update in progress is logged and applied, or not begun
         self.engine.close()
         self.tracing.close()
 
@@ -294,40 +293,6 @@ class RagfolioService:
             return Failure(502, "the LLM rejected the request", {"llm": kind}, "llm_rejected")
         logger.error("request %s: %s failed", rid, endpoint, exc_info=exc)
         return Failure(500, INTERNAL_ERROR, code="internal_error")
-
-    async def add_documents(self, body: bytes) -> JSONResponse:
-        """``POST /documents``: add passages, or replace those whose id exists, all or none; the reply
-        comes once they are logged and searchable (:meth:`ServingEngine.add_documents`)."""
-        try:
-            request = DocumentsRequest.model_validate_json(body)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "body"
-            return error(400, f"{where}: {first['msg']}")
-        return await self._update(lambda: self.engine.add_documents(request.documents))
-
-    def document(self, pid: str) -> JSONResponse:
-        """``GET /documents/{id}``: the live passage with that id (404 when none)."""
-        found = self.engine.document(pid)
-        return error(404, f"no passage has id {pid!r}") if found is None else JSONResponse(found)
-
-    async def delete_document(self, pid: str) -> JSONResponse:
-        """``DELETE /documents/{id}``: delete one passage (404 when no passage has that id)."""
-        return await self._update(lambda: self.engine.delete_document(pid))
-
-    async def _update(self, call: Callable[[], DocumentsResponse]) -> JSONResponse:
-        """An update in the update thread (one at a time, off the retrieval threads), or why it failed."""
-        try:
-            result = await asyncio.get_running_loop().run_in_executor(self._update_pool, call)
-        except PermissionError as exc:
-            return error(403, str(exc))
-        except KeyError as exc:
-            return error(404, f"no passage has id {exc.args[0]!r}")
-        except ValueError as exc:  # a malformed document or too many: the message names the field
-            return error(400, str(exc))
-        except Exception:
-            return internal_error("/documents")
-        return JSONResponse(result.model_dump(mode="json"))
 
     def openapi(self) -> dict[str, Any]:
         """``GET /docs.json``: BentoML's document with every route and the limits in force
