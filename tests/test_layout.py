@@ -26,9 +26,7 @@ def _counts() -> ModuleType:
 
 COUNTS = _counts()  # scripts/architecture_counts.py: the stages in order, twins, arrows
 STAGES = set(COUNTS.STAGES)
-# packages beside the stages, used by several of them: the LLM runtime, and the living corpus (passage
-# metadata, filters over it, passages added while the service runs)
-RUNTIME = {"llm", "corpus"}
+RUNTIME = {"llm"}  # the LLM runtime, used by several stages, is a package beside them
 SHARED = {"__init__.py", "bundle.py", "batching.py", "cache.py", "code_identity.py", "metrics.py", "record_checks.py", "stats.py",
           "timings.py", "model_cache.py", "answer_text.py", "folder_swap.py"}
 
