@@ -3,7 +3,6 @@ metadata filters on every retrieval endpoint, and the update log replayed at the
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest

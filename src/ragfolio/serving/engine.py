@@ -62,9 +62,9 @@ from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.streaming import stream_answer
 from ragfolio.core.bundle import PortfolioBundle, live_folder, load_bundle, resolve_bundle
+from ragfolio.core.corpus.carry_over import open_log
 from ragfolio.core.corpus.filters import Filter, parse_filter
 from ragfolio.core.corpus.live_corpus import LiveCorpus
-from ragfolio.core.corpus.carry_over import open_log
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend

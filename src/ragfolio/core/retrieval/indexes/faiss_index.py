@@ -143,8 +143,8 @@ class DenseRetriever:
                 raise ValueError(f"allowed has {len(allowed)} rows for an index of {self.n_passages} passages")
             bits = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")  # alive while searching
             selector = faiss.IDSelectorBitmap(self.n_passages, faiss.swig_ptr(bits))
-            params = (faiss.SearchParametersHNSW(sel=selector, efSearch=self.hnsw_ef_search)
-                      if self.built_type == "hnsw" else faiss.SearchParameters(sel=selector))
+            params: Any = (faiss.SearchParametersHNSW(sel=selector, efSearch=self.hnsw_ef_search)  # type: ignore[attr-defined]
+                           if self.built_type == "hnsw" else faiss.SearchParameters(sel=selector))  # type: ignore[call-arg]
             scores, ids = self._index.search(query, k, params=params)
         scores = scores.astype(np.float32)
         scores[ids < 0] = -np.inf

@@ -119,7 +119,8 @@ class PoolRunner:
             raise ValueError(f"prefilter_depth={prefilter_depth} must be >= num_docs={num_docs}")
         if len(texts) < num_docs:
             raise ValueError(f"the corpus has {len(texts)} passages, fewer than num_docs={num_docs}")
-        self.titles, self.texts = list(titles), list(texts)
+        self.titles: Sequence[str] = list(titles)  # a view runner's: the indexed rows', then the added ones'
+        self.texts: Sequence[str] = list(texts)
         self.encoder_specs = {name: dict(spec) for name, spec in encoders.items()}
         # Settings and package versions of each encoder: part of every cache key that vectors feed.
         self.encoder_ids = {name: encoder_identity(spec) for name, spec in self.encoder_specs.items()}

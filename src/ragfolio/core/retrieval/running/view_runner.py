@@ -182,8 +182,8 @@ class ViewRunner(PoolRunner):
             return self._base_view.run(candidate, queries)
         result = self._compute(candidate, queries)
         fallbacks: list[Callable[[], RetrievalResult]] = []
-        if family.first_stage:
-            fallbacks.append(lambda: self.base(candidate.params[family.first_stage], queries))
+        if (stage := family.first_stage) is not None:
+            fallbacks.append(lambda: self.base(candidate.params[stage], queries))
         if self.completion_encoder is not None:
             fallbacks.append(lambda: self.base(f"dense:{self.completion_encoder}", queries))
         return allowed_rows(result, self.view.allowed, fallbacks, len(self.texts))

@@ -86,7 +86,7 @@ CROSS_MEMBER_COLUMNS = (2, 3)  # their columns in RetrievalFeaturizer.member_nam
 class FirstStageParts(Protocol):
     """What the features read from a pool runner (:class:`~ragfolio.core.retrieval.running.pool_runner.PoolRunner` is one)."""
 
-    titles: list[str]
+    titles: Sequence[str]
     num_docs: int
 
     def base(self, name: str, queries: Sequence[str]) -> RetrievalResult: ...
