@@ -117,7 +117,7 @@ def test_corpus_dir_passages_are_added_once(tmp_path) -> None:
     passages = tmp_path / "passages"
     passages.mkdir()
     lines = [{"title": "Extra", "text": "A passage no question shows."},
-             {"title": "Shared page", "text": "First sentence. Second sentence.", "id": "ignored"},  # a context already
+             {"title": "Shared page", "text": "First sentence. Second sentence.", "id": "kept?"},  # a context: keeps its content id
              {"title": "Extra", "text": "A passage  no question shows."}]
     (passages / "more.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
     (passages / "notes.txt").write_text("not a passage file")
@@ -128,6 +128,25 @@ def test_corpus_dir_passages_are_added_once(tmp_path) -> None:
     assert len(corpus) == len(without.corpus_for("hotpotqa")) + 1
     assert corpus.titles[-1] == "Extra" and corpus.texts[-1] == "A passage no question shows."
     assert corpus.fingerprint != without.corpus_for("hotpotqa").fingerprint
+
+
+def test_passage_ids_and_metadata_reach_the_saved_corpora(tmp_path) -> None:
+    passages = tmp_path / "passages"
+    passages.mkdir()
+    lines = [{"title": "Extra", "text": "A passage no question shows.", "id": "doc-7", "metadata": {"year": 2021}},
+             {"title": "Shared page", "text": "First sentence. Second sentence.", "id": "doc-8",
+              "metadata": {"tags": ["shared"]}}]
+    (passages / "more.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    raw = _write_raw(tmp_path / "raw")
+    _, without = _corpora(raw)
+    _, corpora = _corpora(raw, corpus_dir=str(passages))
+    records = json.loads(json.dumps(corpora.to_dict()))["corpora"]["union"]
+    assert records[-1] == {"id": "doc-7", "title": "Extra", "text": "A passage no question shows.",
+                           "metadata": {"year": 2021}}
+    shared = [r for r in records if r.get("metadata") == {"tags": ["shared"]}]
+    assert len(shared) == 1 and shared[0]["id"].startswith("p")  # the context's row keeps its content id
+    assert [r["id"] for r in records[:-1]] == list(without.corpus_for("wiki").ids)
+    assert Corpora.from_dict(corpora.to_dict()) == corpora
 
 
 def test_malformed_corpus_dir_line_names_file_and_line(tmp_path) -> None:

@@ -4,7 +4,8 @@ A bundle is an inspectable folder; nothing in it is a pickle::
 
     manifest.json        members, parameters, selection metrics, the corpus's size and fingerprint,
                          per-file sha256 and the checksum
-    corpus.jsonl         the passages served ({"id", "title", "text"} per line)
+    corpus.jsonl         the passages served ({"id", "title", "text"} per line, and "metadata" on
+                         the passages that have it, for filtering)
     router/              the router's folder: router.json (naming its kind) and any weights
     embeddings/<enc>.npy the corpus embeddings of every encoder the members and router read
     indexes/<kind>-<i>/  every corpus index the service searches (BM25, FAISS, passage graphs),

@@ -46,3 +46,13 @@ def test_unknown_dataset_and_bad_forms_are_named() -> None:
         Corpora("per_dataset", {"hotpotqa": HOTPOT}, {"hotpotqa": "hotpotqa", "musique": "nowhere"})
     with pytest.raises(ValueError, match="mode='both'"):
         Corpora("both", {}, {})  # type: ignore[arg-type]
+
+
+def test_metadata_survives_the_json_form_and_names_another_corpus() -> None:
+    tagged = Corpus(UNION.ids, UNION.titles, UNION.texts, (None, {"year": 2021, "tags": ["a"]}, None))
+    data = json.loads(json.dumps(Corpora.union(tagged, ["hotpotqa"]).to_dict()))
+    assert data["corpora"]["union"][1]["metadata"] == {"year": 2021, "tags": ["a"]}
+    assert "metadata" not in data["corpora"]["union"][0]
+    again = Corpora.from_dict(data).corpus_for("hotpotqa")
+    assert again == tagged and again.metadata[1] == {"year": 2021, "tags": ["a"]}
+    assert again.fingerprint == tagged.fingerprint != UNION.fingerprint

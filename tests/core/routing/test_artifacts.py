@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -304,3 +305,15 @@ def test_a_pointer_to_no_bundle_or_not_a_pointer_says_so(tmp_path: Path) -> None
     (tmp_path / "other.json").write_text('{"k": 3}')
     with pytest.raises(ValueError, match=r"other.json is not a served-bundle pointer"):
         resolve_bundle(tmp_path / "other.json")
+
+
+def test_passage_metadata_survives_a_saved_bundle(tmp_path: Path) -> None:
+    plain = _bundle()
+    metadata = tuple({"topic": "rivers", "tags": ["europe"]} if i < 2 else None for i in range(len(PASSAGES)))
+    corpus = Corpus(plain.corpus.ids, plain.corpus.titles, plain.corpus.texts, metadata)
+    manifest = save_bundle(dataclasses.replace(plain, corpus=corpus), tmp_path / "bundle")
+    lines = [json.loads(line) for line in (tmp_path / "bundle" / "corpus.jsonl").read_text().splitlines()]
+    assert lines[0]["metadata"] == {"topic": "rivers", "tags": ["europe"]} and "metadata" not in lines[2]
+    loaded = load_bundle(tmp_path / "bundle")
+    assert loaded.corpus == corpus and loaded.corpus.metadata == metadata
+    assert manifest["corpus"]["fingerprint"] == loaded.corpus.fingerprint != plain.corpus.fingerprint

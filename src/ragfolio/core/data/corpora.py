@@ -10,6 +10,9 @@ one retrieval runner per distinct corpus, not one per dataset. Its JSON form
      "datasets": {dataset: corpus name, ...},
      "corpora": {corpus name: [{"id", "title", "text"}, ...], ...}}
 
+A passage with metadata (from a passage file, see :mod:`ragfolio.core.data.metadata`) carries a
+fourth key, ``"metadata"``, in its record (:meth:`~ragfolio.core.data.records.Corpus.to_records`).
+
 In ``union`` mode the single corpus is named ``"union"``; in ``per_dataset`` mode each corpus is
 named after its dataset.
 """

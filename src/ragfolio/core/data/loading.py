@@ -7,8 +7,8 @@ in :mod:`ragfolio.core.data.records`), reject repeated ids and raise
 on past a bad row: every bad row of the files is reported in one error
 (:mod:`ragfolio.core.data.row_errors`), and a last line cut short (no newline, not JSON) is said to
 look truncated.
-:func:`load_passage_folder` reads passage-only files (``{"title", "text"}`` per line) that extend
-the retrieval corpus. :func:`split_train_test` holds out a seeded fraction of each dataset for test,
+:func:`load_passage_folder` reads passage-only files (``{"title", "text"}`` per line, optional
+``id`` and ``metadata``) that extend the retrieval corpus. :func:`split_train_test` holds out a seeded fraction of each dataset for test,
 :func:`split_train_dev` one of its train questions for dev.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ragfolio.core.data.records import DataFormatError, Question
+from ragfolio.core.data.records import DataFormatError, PassageRow, Question, parse_metadata
 from ragfolio.core.data.row_errors import raise_collected
 
 logger = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def load_question_files(files: Sequence[Path]) -> list[Question]:
     return questions
 
 
-def load_passage_files(files: Sequence[Path]) -> list[tuple[str, str]]:
+def load_passage_files(files: Sequence[Path]) -> list[PassageRow]:
     """The passages of ``files`` in order (see :func:`load_passage_file`), every bad line in one error."""
     errors: list[DataFormatError] = []
     passages = [passage for path in files for passage in _read_passages(path, errors)]
@@ -162,7 +162,7 @@ def load_passage_files(files: Sequence[Path]) -> list[tuple[str, str]]:
     return passages
 
 
-def _parse_passage(raw: str, path: Path, lineno: int) -> tuple[str, str]:
+def _parse_passage(raw: str, path: Path, lineno: int) -> PassageRow:
     record = _parse_json(raw, path, lineno)
     if not isinstance(record, dict):
         raise DataFormatError(path, lineno, "<row>", f"expected a JSON object, got {type(record).__name__}")
@@ -173,18 +173,25 @@ def _parse_passage(raw: str, path: Path, lineno: int) -> tuple[str, str]:
             raise DataFormatError(path, lineno, key, f"expected a string, got {type(record[key]).__name__}")
     if not record["text"].strip():
         raise DataFormatError(path, lineno, "text", "must be a non-empty string")
-    return record["title"], record["text"]
+    pid = record.get("id")
+    if pid is not None and (not isinstance(pid, str) or not pid.strip()):
+        reason = "must be a non-empty string" if isinstance(pid, str) else f"expected a string, got {type(pid).__name__}"
+        raise DataFormatError(path, lineno, "id", reason)
+    metadata = parse_metadata(record.get("metadata"), path, lineno)
+    return PassageRow(record["title"], record["text"], pid, metadata, source=str(path), line=lineno)
 
 
-def load_passage_file(path: str | Path) -> list[tuple[str, str]]:
-    """``(title, text)`` of every line of a passage file (``{"title": str, "text": str}`` per line).
+def load_passage_file(path: str | Path) -> list[PassageRow]:
+    """The passages of a passage file, one :class:`~ragfolio.core.data.records.PassageRow` per line.
 
-    The title may be empty, the text may not; other keys (an ``id``, say) are ignored, since a
-    corpus names passages by :func:`~ragfolio.core.data.records.passage_id`. Blank lines are skipped.
+    A line is ``{"title": str, "text": str}`` with an optional ``id`` (a non-empty string, the
+    passage's corpus id, see :func:`~ragfolio.core.data.records.build_corpus`) and optional
+    ``metadata`` (an object, see :mod:`~ragfolio.core.data.metadata`); ``null`` counts as absent
+    for both. The title may be empty, the text may not; other keys are ignored. Blank lines are skipped.
 
     Raises:
         DataFormatError: On invalid lines, all of them in one error (see :func:`load_jsonl`), naming
-            the file, the line and the field of each.
+            the file, the line and the field of each (``metadata.year`` for a bad metadata value).
     """
     errors: list[DataFormatError] = []
     passages = _read_passages(Path(path), errors)
@@ -192,8 +199,8 @@ def load_passage_file(path: str | Path) -> list[tuple[str, str]]:
     return passages
 
 
-def _read_passages(path: Path, errors: list[DataFormatError]) -> list[tuple[str, str]]:
-    """``(title, text)`` of each valid line of ``path``; each bad line's error is appended to ``errors``."""
+def _read_passages(path: Path, errors: list[DataFormatError]) -> list[PassageRow]:
+    """The passage of each valid line of ``path``; each bad line's error is appended to ``errors``."""
     passages = []
     with path.open(encoding="utf-8") as handle:
         for lineno, raw in enumerate(handle, start=1):
@@ -205,7 +212,7 @@ def _read_passages(path: Path, errors: list[DataFormatError]) -> list[tuple[str,
     return passages
 
 
-def load_passage_folder(folder: str | Path) -> list[tuple[str, str]]:
+def load_passage_folder(folder: str | Path) -> list[PassageRow]:
     """The passages of every top-level ``*.jsonl`` file of ``folder``, files in name order.
 
     Raises:

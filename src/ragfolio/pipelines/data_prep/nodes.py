@@ -131,7 +131,8 @@ def build_corpora(questions: list[dict[str, Any]], params: dict[str, Any]) -> Co
 
     ``union``: one corpus of every dataset's contexts (train and test questions pooled; datasets
     in name order, questions in id order), then ``corpus_dir``'s passages, de-duplicated on
-    whitespace-normalised title and text. ``per_dataset``: each dataset's own contexts.
+    whitespace-normalised title and text; a passage-file row's ``id`` and ``metadata`` are kept
+    (:func:`~ragfolio.core.data.records.build_corpus`). ``per_dataset``: each dataset's own contexts.
     """
     p = DataPrepParams(**params)
     by_dataset = _retrievable(questions)
