@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever, tokenize
 from ragfolio.core.retrieval.running.pool_runner import passage_texts
 

@@ -40,7 +40,7 @@ import yaml
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.pool import expand_grid, resolve_grid
 from ragfolio.core.retrieval.running.member_executor import PortfolioExecutor
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner

@@ -50,7 +50,7 @@ def subset(candidates: list[dict], n: int | None, encoders: list[str] | None) ->
 
 def encode_corpora(corpora: dict, params: dict, cache_dir: str) -> None:
     """Passage embeddings of every corpus and encoder into ``cache_dir`` (the --warm-corpus start)."""
-    from ragfolio.core.data.records import Corpus
+    from ragfolio.core.data.passages import Corpus
     from ragfolio.pipelines.candidate_scoring.nodes import CandidateScoringParams
 
     settings = CandidateScoringParams(**params).pool_settings()

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.indexes.bm25_index import BM25Retriever
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever
 from ragfolio.core.retrieval.indexes.elasticsearch_requests import rank_overlap

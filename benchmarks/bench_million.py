@@ -56,7 +56,8 @@ from bench_service import Phase, run_phase
 from service_harness import load_average, machine, serve, service_processes, serving_config
 
 from ragfolio.core.bundle import PortfolioBundle, load_bundle, resolve_bundle, save_bundle
-from ragfolio.core.data.records import Corpus, Question
+from ragfolio.core.data.passages import Corpus
+from ragfolio.core.data.records import Question
 from ragfolio.core.metrics import support_recall
 from ragfolio.core.retrieval.encoders.kinds import make_encoder
 from ragfolio.core.retrieval.encoders.vectors import l2_normalise

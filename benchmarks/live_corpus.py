@@ -49,7 +49,7 @@ import yaml
 
 from ragfolio.core.bundle import load_bundle, resolve_bundle, save_bundle
 from ragfolio.core.data.loading import load_jsonl
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.llm.process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

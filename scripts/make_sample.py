@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 
 from ragfolio.core.data.loading import load_jsonl
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 
 logger = logging.getLogger("make_sample")
 

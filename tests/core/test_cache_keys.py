@@ -11,7 +11,7 @@ from fake_encoders import HASHING, install_hashing_encoder
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.encoders import kinds
 from ragfolio.core.retrieval.family import get_family
 from ragfolio.core.retrieval.pool import expand_grid

@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ragfolio.core.data.records import Question, build_corpus
+from ragfolio.core.data.passages import build_corpus
+from ragfolio.core.data.records import Question
 from ragfolio.core.retrieval.reranking.cross_encoder_folder import CrossEncoderScorer, TrainedCrossEncoder
 from ragfolio.core.retrieval.reranking.fine_tuning import CrossEncoderSettings, new_cross_encoder
 

@@ -12,7 +12,7 @@ import pytest
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.encoders.kinds import ENCODER_KINDS
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 

@@ -11,7 +11,7 @@ import pytest
 from fake_encoders import install_hashing_encoder, tiny_runner
 
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.pool import CandidateSpec, expand_grid, make_candidate
 from ragfolio.core.retrieval.running.member_executor import PortfolioExecutor
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner

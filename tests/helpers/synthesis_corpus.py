@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ragfolio.core.data.records import Corpus, passage_id
+from ragfolio.core.data.passages import Corpus
+from ragfolio.core.data.records import passage_id
 
 PASSAGES: list[tuple[str, str]] = [
     ("Larkspur Instruments", "Larkspur Instruments is a maker of river sensors founded in 1994 by Tessa Lind in the "

@@ -46,7 +46,7 @@ def settings() -> Iterator[Any]:
 def tiny(tiny_dir: Path) -> tuple[list[str], list[str], list[str]]:
     """Passage texts as every retriever sees them, their stable ids, and the questions."""
     from ragfolio.core.data.loading import load_folder
-    from ragfolio.core.data.records import build_corpus
+    from ragfolio.core.data.passages import build_corpus
     from ragfolio.core.retrieval.running.pool_runner import passage_texts
 
     questions = load_folder(tiny_dir)

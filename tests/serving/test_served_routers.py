@@ -125,7 +125,7 @@ def test_served_picks_equal_the_offline_picks_with_a_dense_member_whose_queries_
     from ragfolio.core.bundle import PortfolioBundle, save_bundle
     from ragfolio.core.cache import ArrayCache
     from ragfolio.core.data.loading import load_folder
-    from ragfolio.core.data.records import build_corpus
+    from ragfolio.core.data.passages import build_corpus
     from ragfolio.core.retrieval.pool import make_candidate
     from ragfolio.core.routing.base import RouteInputs
     from ragfolio.core.routing.features.query_features import TextHasher

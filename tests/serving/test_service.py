@@ -9,7 +9,7 @@ import pytest
 from tiny_bundle import FIXTURES, MEMBERS, questions
 
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.serving.engine import MEMBER_FAILED, ServingEngine
 from ragfolio.serving.guard import INTERNAL_ERROR

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from ragfolio.core.bundle import PortfolioBundle, save_bundle
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.pool import CandidateSpec, make_candidate
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.routing.base import RouteInputs

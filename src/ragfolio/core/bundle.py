@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.cache import ArrayCache, file_sha256
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.folder_swap import replace_folder
 from ragfolio.core.llm.reader import ReaderSettings
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex

@@ -97,8 +97,14 @@ class LiveDocuments:
         return {**status, "enabled": self.config.enabled,
                 "log": self.corpus.log.path.name if self.corpus.log is not None else None,
                 "stale": status["delta_share"] > self.config.stale_share, "stale_share": self.config.stale_share,
-                "members_without_live_updates": [m.name for m in self.members if m.family in registered
-                                                 and not registered[m.family].live_updates]}
+                "members_without_live_updates": [m.name for m in self.members if not _takes_updates(m, registered)]}
+
+
+def _takes_updates(member: CandidateSpec, registered: dict[str, Any]) -> bool:
+    """Whether ``member`` ranks passages added while serving: its family says so, and its index is in
+    process (an Elasticsearch index is searched as built, then kept to the live rows)."""
+    family = registered.get(member.family)
+    return family is not None and family.live_updates and member.params.get("backend", "inprocess") == "inprocess"
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 
 HOTPOT = Corpus(ids=("p1", "p2"), titles=("A", "B"), texts=("a", "b"))
 MUSIQUE = Corpus(ids=("p3",), titles=("C",), texts=("c",))

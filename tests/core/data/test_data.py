@@ -8,15 +8,8 @@ import json
 import pytest
 from records import row
 
-from ragfolio.core.data.records import (
-    Context,
-    Corpus,
-    DataFormatError,
-    Question,
-    build_corpus,
-    normalize_whitespace,
-    passage_id,
-)
+from ragfolio.core.data.passages import Corpus, build_corpus
+from ragfolio.core.data.records import Context, DataFormatError, Question, normalize_whitespace, passage_id
 
 # --- records -----------------------------------------------------------------------------------
 

@@ -10,15 +10,8 @@ import pytest
 
 from ragfolio.core.data.loading import load_passage_file, load_passage_files
 from ragfolio.core.data.metadata import MetadataError, canonical_json, validate_metadata
-from ragfolio.core.data.records import (
-    Context,
-    Corpus,
-    DataFormatError,
-    PassageRow,
-    Question,
-    build_corpus,
-    passage_id,
-)
+from ragfolio.core.data.passages import Corpus, PassageRow, build_corpus
+from ragfolio.core.data.records import Context, DataFormatError, Question, passage_id
 from ragfolio.core.data.row_errors import DataFormatErrors
 
 META = {"source": "handbook", "year": 2021, "score": 0.5, "public": True, "updated": "2024-05-01", "tags": ["hr", 3]}
@@ -62,7 +55,10 @@ def test_valid_metadata_is_copied_with_its_lists() -> None:
         ({"owner": {"name": "x"}}, "metadata.owner", "got an object"),
         ({"tags": ["a", ["b"]]}, "metadata.tags[1]", "got list"),
         ({"tags": ["a", None]}, "metadata.tags[1]", "null is not allowed"),
-        ({"score": float("nan")}, "metadata.score", "must be a finite number"),
+        ({"score": float("nan")}, "metadata.score", "must be a finite float64 number"),
+        ({"score": 10**400}, "metadata.score", "must be a finite float64 number"),
+        ({"id": "x"}, "metadata.id", "the key 'id' is reserved"),
+        ({"title": "x"}, "metadata.title", "the key 'title' is reserved"),
     ],
 )
 def test_bad_metadata_names_the_key(value: object, field: str, reason: str) -> None:
@@ -97,7 +93,7 @@ def test_passage_file_keeps_ids_and_metadata(tmp_path: Path) -> None:
         ({"title": "T", "text": "x", "metadata": {"year": None}}, "metadata.year", "null is not allowed"),
         ({"title": "T", "text": "x", "metadata": {"a": {"b": 1}}}, "metadata.a", "got an object"),
         ({"title": "T", "text": "x", "metadata": {"tags": [[1]]}}, "metadata.tags[0]", "got list"),
-        ('{"title": "T", "text": "x", "metadata": {"score": NaN}}', "metadata.score", "finite number"),
+        ('{"title": "T", "text": "x", "metadata": {"score": NaN}}', "metadata.score", "finite float64 number"),
     ],
 )
 def test_a_bad_id_or_metadata_names_file_line_and_field(tmp_path: Path, row: object, field: str, reason: str) -> None:

@@ -11,7 +11,7 @@ from fake_encoders import install_hashing_encoder, tiny_runner
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval import family
 from ragfolio.core.retrieval.family import Family, Parts, SharedParts, families, get_family, register
 from ragfolio.core.retrieval.pool import count_by_family, encoders_used, expand_grid, make_candidate
@@ -207,7 +207,7 @@ def test_an_unknown_family_in_a_grid_names_the_registered_ones() -> None:
 FAMILY_MODULE = '''
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.results import RetrievalResult, pad_rows
 from ragfolio.core.retrieval.family import Family, SharedParts, register
 

@@ -23,7 +23,7 @@ import yaml
 sys.path.insert(0, "tests/helpers")
 from fake_encoders import HASHING, register_hashing_kind
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.data.loading import load_folder
 from ragfolio.core.retrieval.pool import expand_grid, resolve_grid
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner

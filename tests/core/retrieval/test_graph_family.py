@@ -8,7 +8,7 @@ from fake_encoders import HASHING, install_hashing_encoder, tiny_runner
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.indexes.passage_graph import PassageGraph
 from ragfolio.core.retrieval.pool import expand_grid
 from ragfolio.core.retrieval.ranking.graph_expansion import graph_expand

@@ -19,7 +19,7 @@ from ragfolio.core.bundle import (
     save_bundle,
     save_served,
 )
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.retrieval.pool import encoders_used, make_candidate
 from ragfolio.core.routing.base import RouteInputs
 from ragfolio.core.routing.features.query_features import TextHasher, query_features

@@ -12,7 +12,7 @@ from fake_encoders import HASHING, install_hashing_encoder, register_hashing_kin
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.scoring import distributed as dist
 from ragfolio.pipelines.candidate_scoring.nodes import expand_candidates, score_candidates

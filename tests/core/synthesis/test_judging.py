@@ -19,7 +19,8 @@ import pytest
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.data.records import Corpus, Question, passage_id
+from ragfolio.core.data.passages import Corpus
+from ragfolio.core.data.records import Question, passage_id
 from ragfolio.core.llm.chat import Completion
 from ragfolio.core.retrieval.encoders.kinds import ENCODER_KINDS
 from ragfolio.core.synthesis.agreement import judged_agreement

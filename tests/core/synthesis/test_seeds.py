@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from synthesis_corpus import company_corpus
 
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.synthesis.seeds import kind_sequence, plan_seeds, spread_rows, title_index, title_links
 
 MIX = {"single": 0.5, "bridge": 0.3, "comparison": 0.2}

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.data.records import Corpus, Question
+from ragfolio.core.data.passages import Corpus
+from ragfolio.core.data.records import Question
 from ragfolio.core.llm.chat import Completion
 from ragfolio.core.synthesis.checks import REASONS
 from ragfolio.core.synthesis.seeds import Seed

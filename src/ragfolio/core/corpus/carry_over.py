@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragfolio.core.corpus.wal import UpdateLog, fold
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 
 logger = logging.getLogger(__name__)
 

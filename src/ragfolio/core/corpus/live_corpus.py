@@ -27,9 +27,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ragfolio.core.corpus.filters import Filter
-from ragfolio.core.corpus.metadata_columns import MetadataColumns, validate_metadata
+from ragfolio.core.corpus.metadata_columns import MetadataColumns
 from ragfolio.core.corpus.wal import Update, UpdateLog
-from ragfolio.core.data.records import Corpus, passage_id
+from ragfolio.core.data.metadata import MetadataError, validate_metadata
+from ragfolio.core.data.passages import Corpus
+from ragfolio.core.data.records import passage_id
 from ragfolio.core.retrieval.running.pool_runner import passage_texts
 from ragfolio.core.retrieval.running.view_runner import CorpusView
 
@@ -77,9 +79,9 @@ class Document:
         metadata = record.get("metadata")
         if metadata is not None:
             try:
-                metadata = validate_metadata(metadata, f"{where}.metadata")
-            except ValueError as exc:
-                raise DocumentError(f"{where}.metadata", str(exc)) from None
+                metadata = validate_metadata(metadata, f"{where}.metadata") or None
+            except MetadataError as exc:
+                raise DocumentError(exc.field, exc.reason) from None
         return cls(pid, title, text, metadata)
 
     def to_record(self) -> dict[str, Any]:

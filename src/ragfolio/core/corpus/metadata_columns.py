@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.corpus.metadata_values import Token, is_number, parse_date, token, validate_metadata
+from ragfolio.core.corpus.metadata_values import Token, is_number, parse_date, token
+from ragfolio.core.data.metadata import validate_metadata
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_VALUES = np.zeros(0, dtype=np.float64)
@@ -137,14 +138,14 @@ class MetadataColumns:
 
         Raises:
             ValueError: ``ids`` or ``titles`` of another length than ``rows``, or a row that
-                :func:`~ragfolio.core.corpus.metadata_values.validate_metadata` rejects (named by its index).
+                :func:`~ragfolio.core.data.metadata.validate_metadata` rejects (named by its index).
         """
         n = len(rows)
         if len(ids) != n or len(titles) != n:
             raise ValueError(f"rows ({n}), ids ({len(ids)}) and titles ({len(titles)}) must have one length")
         entries: defaultdict[str, list[tuple[int, Any]]] = defaultdict(list)
         for i, row in enumerate(rows):
-            for key, value in validate_metadata(row, f"metadata row {i}").items():
+            for key, value in (validate_metadata(row, f"metadata row {i}") if row is not None else {}).items():
                 entries[key].append((i, value))
         fields = {key: Column.build(n, found) for key, found in entries.items()}
         fields["id"] = Column.build(n, list(enumerate(_strings(ids, "ids"))))

@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-Scalar = str | int | float | bool
+from ragfolio.core.data.metadata import Scalar
+
 # A value as the filter language compares it for equality: the kind ("s", "n" or "b") and the value
 # (numbers as float, so that 1 and 1.0 are one value).
 Token = tuple[str, str | float | bool]
 
-RESERVED_FIELDS = ("id", "title")  # pseudo-fields of the filter language: the passage's id and title
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?")
 
@@ -86,43 +86,3 @@ def token(value: Scalar) -> Token:
     if isinstance(value, str):
         return ("s", value)
     return ("n", float(value))
-
-
-def validate_metadata(value: Any, where: str) -> dict[str, Any]:
-    """Check a passage's metadata object and return a copy of it (lists as lists).
-
-    Args:
-        value: The metadata as read from JSON; None means no metadata (an empty object).
-        where: What holds it, for the message (e.g. ``"passages.jsonl line 12"``).
-
-    Returns:
-        ``{key: value}`` with string keys and scalar or list-of-scalar values.
-
-    Raises:
-        ValueError: Naming ``where`` and the key: not an object, a key that is not a non-empty string or
-            is reserved (``id``, ``title``), a null, a nested object, a list holding a non-scalar, or a
-            number that is not a finite float64.
-    """
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: metadata must be a JSON object, got {type_name(value)}")
-    checked: dict[str, Any] = {}
-    for key, item in value.items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"{where}: metadata keys must be non-empty strings, got {key!r}")
-        if key in RESERVED_FIELDS:
-            raise ValueError(f"{where}: metadata key {key!r} is reserved (filters address the passage's own {key})")
-        if isinstance(item, list | tuple):
-            for j, element in enumerate(item):
-                if (problem := scalar_problem(element)) is not None:
-                    raise ValueError(f"{where}: metadata[{key!r}][{j}] must be a string, number or boolean, {problem}")
-            checked[key] = list(item)
-        elif (problem := scalar_problem(item)) is not None:
-            raise ValueError(
-                f"{where}: metadata[{key!r}] must be a string, number, boolean or a list of those, {problem}"
-                + (" (leave the key out for no value)" if item is None else "")
-            )
-        else:
-            checked[key] = item
-    return checked

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 
 Mode = Literal["union", "per_dataset"]
 UNION: Final = "union"

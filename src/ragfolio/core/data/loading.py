@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ragfolio.core.data.records import DataFormatError, PassageRow, Question, parse_metadata
+from ragfolio.core.data.passages import PassageRow, parse_metadata
+from ragfolio.core.data.records import DataFormatError, Question
 from ragfolio.core.data.row_errors import raise_collected
 
 logger = logging.getLogger(__name__)

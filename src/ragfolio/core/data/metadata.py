@@ -20,6 +20,7 @@ from typing import Any
 
 Scalar = str | int | float | bool
 FIELD = "metadata"
+RESERVED = ("id", "title")  # what a filter calls the passage's own id and title (ragfolio.core.corpus.filters)
 
 
 class MetadataError(ValueError):
@@ -39,12 +40,19 @@ class MetadataError(ValueError):
 def _scalar(value: Any, field: str) -> Scalar:
     if value is None:
         raise MetadataError(field, "null is not allowed; leave the key out")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise MetadataError(field, f"must be a finite number, got {value}")
+    if isinstance(value, int | float) and not isinstance(value, bool) and not _finite(value):
+        raise MetadataError(field, f"must be a finite float64 number, got {value}")
     if not isinstance(value, str | int | float):  # bool is an int
         kind = "an object" if isinstance(value, Mapping) else type(value).__name__
         raise MetadataError(field, f"expected a string, number or boolean, got {kind}")
     return value
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int beyond float64
+        return False
 
 
 def validate_metadata(value: Any, field: str = FIELD) -> dict[str, Scalar | list[Scalar]]:
@@ -58,7 +66,8 @@ def validate_metadata(value: Any, field: str = FIELD) -> dict[str, Scalar | list
         A new dict (its lists copied too), keys in their original order.
 
     Raises:
-        MetadataError: ``value`` is not an object, a key is not a non-empty string, or a value is
+        MetadataError: ``value`` is not an object, a key is not a non-empty string or is reserved
+            (:data:`RESERVED`), or a value is
             ``null``, an object, a list holding anything but scalars, or a non-finite number; the
             error names the key (``metadata.year``) or the list item (``metadata.tags[1]``).
     """
@@ -69,6 +78,8 @@ def validate_metadata(value: Any, field: str = FIELD) -> dict[str, Scalar | list
         if not isinstance(key, str) or not key:
             raise MetadataError(field, f"keys must be non-empty strings, got {key!r}")
         where = f"{field}.{key}"
+        if key in RESERVED:
+            raise MetadataError(where, f"the key {key!r} is reserved: filters name the passage's own {key} so")
         if isinstance(item, list | tuple):
             checked[key] = [_scalar(x, f"{where}[{i}]") for i, x in enumerate(item)]
         else:

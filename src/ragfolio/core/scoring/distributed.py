@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.retrieval.pool import CandidateSpec, encoders_used
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner
 from ragfolio.core.scoring.runners import RunnerConfig, Score

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import Corpora
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.record_checks import checked_fields
 from ragfolio.core.retrieval.family import import_families
 from ragfolio.core.retrieval.pool import CandidateSpec

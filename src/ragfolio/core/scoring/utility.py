@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.data.records import Corpus, Question
+from ragfolio.core.data.passages import Corpus
+from ragfolio.core.data.records import Question
 from ragfolio.core.metrics import contains_answer
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.scoring.runners import SCORES, Score

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.corpora import UNION, Corpora
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.data.sources import LOG, read_log
 from ragfolio.core.llm.chat import ChatBackend
 from ragfolio.core.synthesis.pooling import Pool, PoolingSettings, pool_passages

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ragfolio.core.cache import ArrayCache
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.retrieval.family import base_family
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner

@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ragfolio.core.answer_text import normalize_answer
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.synthesis.writer_prompts import KINDS, Kind
 
 MAX_TITLE_WORDS: Final = 6  # longer titles are not looked for in texts

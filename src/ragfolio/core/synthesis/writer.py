@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.data.records import Corpus
+from ragfolio.core.data.passages import Corpus
 from ragfolio.core.data.sources import SYNTHETIC
 from ragfolio.core.llm.chat import ChatBackend, Completion
 from ragfolio.core.synthesis.checks import (

@@ -28,7 +28,8 @@ from ragfolio.core.data.loading import (
     split_train_dev,
     split_train_test,
 )
-from ragfolio.core.data.records import Question, build_corpus
+from ragfolio.core.data.passages import build_corpus
+from ragfolio.core.data.records import Question
 from ragfolio.core.data.sources import LOG, SYNTHETIC, Source, resolve_source
 
 logger = logging.getLogger(__name__)

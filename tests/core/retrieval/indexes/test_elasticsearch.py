@@ -27,7 +27,7 @@ from rankings import rank_overlap  # noqa: E402
 
 from ragfolio.core.cache import ArrayCache  # noqa: E402
 from ragfolio.core.data.loading import load_folder  # noqa: E402
-from ragfolio.core.data.records import build_corpus  # noqa: E402
+from ragfolio.core.data.passages import build_corpus  # noqa: E402
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
 from ragfolio.core.retrieval.indexes.elasticsearch_requests import (
     bm25_index_body,

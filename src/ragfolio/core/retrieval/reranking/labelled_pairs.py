@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragfolio.core.data.records import Corpus, Question
+from ragfolio.core.data.passages import Corpus
+from ragfolio.core.data.records import Question
 
 TRAIN_SPLIT = "train"  # the only split whose labels a cross-encoder is trained on
 
