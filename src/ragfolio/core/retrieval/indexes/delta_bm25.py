@@ -54,17 +54,21 @@ class DeltaBM25:
         indptr = np.asarray(base.scores["indptr"])
         vocab = base.vocab_dict
         n_total = n_base + self.n
-        delta_df = Counter(term for doc in docs for term in set(doc))
+        found: dict[str, tuple[list[int], list[int]]] = {}  # term -> (added rows holding it, its count in each)
+        for i, doc in enumerate(docs):
+            for term, tf in Counter(doc).items():
+                rows, tfs = found.setdefault(term, ([], []))
+                rows.append(i)
+                tfs.append(tf)
         idf_of, tfc_of = _select_idf_scorer(base.method), _select_tfc_scorer(base.method)
         # term -> (rows of the added passages that hold it, their scores for that term)
         self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
-        for term, df in delta_df.items():
+        for term, (rows, tfs) in found.items():
             base_df = int(indptr[vocab[term] + 1] - indptr[vocab[term]]) if term in vocab else 0
-            idf = idf_of(base_df + df, N=n_total)
-            rows = np.array([i for i, doc in enumerate(docs) if term in doc], dtype=np.int64)
-            tf = np.array([docs[i].count(term) for i in rows], dtype=np.float32)
-            tfc = tfc_of(tf, lengths[rows], avg_len, base.k1, base.b, base.delta)
-            self._postings[term] = (rows, (idf * tfc).astype(np.float32))
+            idf = idf_of(base_df + len(rows), N=n_total)
+            at = np.array(rows, dtype=np.int64)
+            tfc = tfc_of(np.array(tfs, dtype=np.float32), lengths[at], avg_len, base.k1, base.b, base.delta)
+            self._postings[term] = (at, (idf * tfc).astype(np.float32))
 
     def scores(self, queries: Sequence[str]) -> npt.NDArray[np.float32]:
         """``(n_queries, n_added)`` BM25 scores; 0 where a passage shares no term with the query."""
