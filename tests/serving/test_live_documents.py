@@ -119,3 +119,30 @@ def test_a_graph_member_says_it_sees_added_documents_after_the_next_run(fake_llm
         body = client.post("/retrieve", json={"query": QUESTION, "l": 3}).json()
         assert body["degraded"] is False
         assert NEW["id"] in _ids(body)
+
+
+def test_queries_during_updates_all_answer(bundle, fake_llm_url, tmp_path, counting):
+    import threading
+
+    config = write_config(tmp_path / "serving.yml", bundle, fake_llm_url)
+    with service_client(config) as client:
+        statuses: list[int] = []
+        stop = threading.Event()
+
+        def ask() -> None:
+            while not stop.is_set():
+                statuses.append(client.post("/retrieve", json={"query": QUESTION, "l": 3}).status_code)
+
+        askers = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in askers:
+            thread.start()
+        for i in range(20):
+            doc = {**NEW, "id": f"doc-{i}", "text": f"{NEW['text']} Note {i}."}
+            assert client.post("/documents", json={"documents": [doc]}).status_code == 200
+            if i % 3 == 2:
+                assert client.delete(f"/documents/doc-{i - 1}").status_code == 200
+        stop.set()
+        for thread in askers:
+            thread.join()
+        assert len(statuses) > 20 and set(statuses) == {200}
+        assert client.get("/portfolio").json()["live"]["added"] == 20 - 6
