@@ -5,7 +5,8 @@ BentoML's own document (``Service.openapi_spec``) lists its APIs (``/retrieve``,
 :func:`openapi_document` starts from it and
 
 - adds the routes the service mounts (:mod:`ragfolio.serving.routes`): ``GET /portfolio``,
-  ``GET /v1/models``, ``POST /v1/chat/completions`` and the playground, ``GET /``;
+  ``GET /v1/models``, ``POST /v1/chat/completions``, the live updates (``POST /documents``,
+  ``GET`` and ``DELETE /documents/{pid}``) and the playground, ``GET /``;
 - writes the running service's limits into every request schema (:func:`limited`): a query at most
   ``max_query_chars`` characters and not blank, at most ``max_batch`` queries, ``l`` in 1..k,
   ``num_docs`` in 1..``max_num_docs``; in a chat request every ``user`` message is such a question
@@ -31,7 +32,10 @@ from ragfolio.serving.schemas import (
     NOT_BLANK,
     AnswerRequest,
     BatchRetrieveRequest,
+    DocumentsRequest,
+    DocumentsResponse,
     Limits,
+    Passage,
     PortfolioInfo,
     RetrieveRequest,
 )
@@ -41,6 +45,8 @@ JSON, EVENTS = "application/json", "text/event-stream"
 STATUSES = {
     400: "A bad request: the field and the rule it breaks, or why the body was refused unread.",
     401: "No API key, or a wrong one (when API keys are on).",
+    403: "Live updates are off (live_updates.enabled).",
+    404: "No passage has that id.",
     413: "The body is larger than max_body_bytes.",
     415: "The body is not plain JSON (Content-Type application/json, not compressed).",
     500: "An internal error; the server log has the detail under the request id.",
@@ -237,11 +243,26 @@ def openapi_document(bentoml_spec: dict[str, Any], limits: Limits, *, keys: bool
         "responses": _responses({"description": "The answer.", "content": _content(_ref(ChatCompletion, components),
                                                                                   CHUNK_EVENT)},
                                 ANSWER_ERRORS, openai=True, keys=keys)}}
+    documents = _responses({"description": "What the update did, and the corpus after it.",
+                            "content": _content(_ref(DocumentsResponse, components))}, (400, 403, 500), openai=False, keys=keys)
+    paths["/documents"] = {"post": {
+        "operationId": "add_documents", "description": "Add passages, or replace those whose id exists; all or none.",
+        "requestBody": {"required": True, "content": _content(DocumentsRequest.model_json_schema())},
+        "responses": documents}}
+    pid = [{"name": "pid", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}]
+    paths["/documents/{pid}"] = {
+        "get": {"operationId": "get_document", "description": "The passage with that id.", "parameters": pid,
+                "responses": _responses({"description": "The passage.", "content": _content(_ref(Passage, components))},
+                                        (404, 500), openai=False, keys=keys)},
+        "delete": {"operationId": "delete_document", "description": "Delete the passage with that id.",
+                   "parameters": pid, "responses": {**documents, **_responses(
+                       documents["200"], (403, 404, 500), openai=False, keys=keys)}}}
     paths["/"] = {"get": {"operationId": "playground", "description": "The playground page.", "responses": {
         "200": {"description": "An HTML page.", "content": {"text/html": {"schema": {"type": "string"}}}}}}}
     if keys:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-        for path in ("/retrieve", "/batch_retrieve", "/answer", "/portfolio", "/v1/models", "/v1/chat/completions"):
+        for path in ("/retrieve", "/batch_retrieve", "/answer", "/portfolio", "/v1/models", "/v1/chat/completions",
+                     "/documents", "/documents/{pid}"):
             for operation in paths[path].values():
                 operation["security"] = [{"bearer": []}]
     return doc
