@@ -71,7 +71,8 @@ class ClusterIndex:
 
     Attributes:
         index_name_: The index, once :meth:`_build` or :meth:`_attach` has run.
-        n_docs_: The base rows it holds (``row < n_docs_``; live updates may add rows beyond).
+        n_docs_: The rows :meth:`_build` loaded (``0..n_docs_-1``; live updates may add rows beyond), or
+            the documents :meth:`_attach` found.
         passages_key_: The digest of the passages' ids, titles and metadata in the index name, or None.
     """
 
@@ -94,6 +95,7 @@ class ClusterIndex:
         from elasticsearch import BadRequestError, helpers
 
         client = self._client()
+        self._fields_mapped = False
         with translated_errors(self.settings, name):
             if client.indices.exists(index=name) and self._base_count(name, n_docs) == n_docs:
                 logger.info("Elasticsearch index %s already holds the %d passages", name, n_docs)
@@ -127,6 +129,7 @@ class ClusterIndex:
         return int(self._client().count(index=name, query={"range": {"row": {"lt": n_docs}}})["count"])
 
     def _attach(self, name: str) -> None:
+        self._fields_mapped = False
         with translated_errors(self.settings, name):
             client = self._client()
             if not client.indices.exists(index=name):
