@@ -1,9 +1,10 @@
 """Elasticsearch backend: request building and response parsing, through the real client.
 
-No cluster runs here: :class:`ReplayNode` stands in for the HTTP layer only (it replaces
-elastic_transport's urllib3 node), so the official client serialises every request and parses
-every response as it would against a cluster. Responses are recorded ES 8.x bodies under
-tests/fixtures/elasticsearch/; tests/integration/test_elasticsearch_live.py runs against a real one.
+No cluster runs here: ``ReplayNode`` (tests/helpers/elasticsearch_replay.py) stands in for the HTTP
+layer only, so the official client serialises every request and parses every response as it would
+against a cluster. Responses are recorded ES 8.x bodies under tests/fixtures/elasticsearch/;
+tests/integration/test_elasticsearch_live.py runs against a real one. Filters and live updates:
+test_elasticsearch_live_updates.py.
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -21,18 +19,17 @@ import pytest
 pytest.importorskip("elasticsearch")
 
 import elastic_transport  # noqa: E402
-from elastic_transport import ApiResponseMeta, BaseNode, HttpHeaders  # noqa: E402
-from elastic_transport._node import NodeApiResponse  # noqa: E402  (public in _node only)
+from elasticsearch_replay import URL, Reply, ndjson, recorded, replay  # noqa: E402
 from rankings import rank_overlap  # noqa: E402
 
 from ragfolio.core.cache import ArrayCache  # noqa: E402
 from ragfolio.core.data.loading import load_folder  # noqa: E402
 from ragfolio.core.data.passages import build_corpus  # noqa: E402
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
+from ragfolio.core.retrieval.indexes.elasticsearch_documents import bulk_actions
 from ragfolio.core.retrieval.indexes.elasticsearch_requests import (
     bm25_index_body,
     bm25_searches,
-    bulk_actions,
     dense_index_body,
     index_name,
     knn_searches,
@@ -49,54 +46,8 @@ from ragfolio.core.retrieval.pool import expand_grid, make_candidate  # noqa: E4
 from ragfolio.core.retrieval.results import RetrievalResult  # noqa: E402
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner  # noqa: E402
 
-RECORDED = Path(__file__).resolve().parents[3] / "fixtures" / "elasticsearch"
-URL = "http://es.invalid:9200"
 TEXTS = ["Paris. Capital of France.", "Berlin. Capital of Germany.", "The Eiffel Tower is in Paris.", "Rome."]
 IDS = ["p-000", "p-001", "p-002", "p-003"]
-ES_HEADERS = {
-    "content-type": "application/vnd.elasticsearch+json;compatible-with=8",
-    "x-elastic-product": "Elasticsearch",
-}
-
-
-def recorded(name: str) -> dict[str, Any]:
-    return json.loads((RECORDED / name).read_text())
-
-
-Reply = tuple[int, dict[str, Any] | None] | Exception
-
-
-class ReplayNode(BaseNode):
-    """An HTTP node that answers from ``script`` in order and records each request."""
-
-    _CLIENT_META_HTTP_CLIENT = ("rp", "1.0")
-    script: ClassVar[list[tuple[str, str, Reply]]] = []
-    requests: ClassVar[list[tuple[str, str, bytes | None]]] = []
-
-    def perform_request(self, method, target, body=None, headers=None, request_timeout=None) -> NodeApiResponse:
-        type(self).requests.append((method, target, body))
-        if not type(self).script:
-            raise AssertionError(f"unexpected request {method} {target}")
-        want_method, want_path, reply = type(self).script.pop(0)
-        assert (method, target.split("?")[0]) == (want_method, want_path), (method, target)
-        if isinstance(reply, Exception):
-            raise type(reply)(*reply.args)  # a fresh one each time: the transport chains retried errors
-        status, payload = reply
-        data = b"" if payload is None else json.dumps(payload).encode()
-        meta = ApiResponseMeta(status=status, http_version="1.1", headers=HttpHeaders(ES_HEADERS), duration=0.0,
-                               node=self.config)
-        return NodeApiResponse(meta, data)
-
-
-def replay(script: Sequence[tuple[str, str, Reply]], **settings: Any) -> tuple[ElasticsearchSettings, Any, type]:
-    """Settings, a real client over a fresh :class:`ReplayNode` class, and that class."""
-    node = type("Node", (ReplayNode,), {"script": list(script), "requests": []})
-    es = ElasticsearchSettings(url=URL, retry_backoff=0.0, **settings)
-    return es, es.connect(node_class=node), node
-
-
-def ndjson(body: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in body.decode().splitlines() if line]
 
 
 # --- settings -------------------------------------------------------------------------------------
@@ -179,15 +130,15 @@ def test_dense_mapping_and_index_names() -> None:
     assert a.startswith("ragfolio-bm25-") and a == a.lower()
 
 
-def test_bulk_actions_use_the_stable_id_so_reindexing_overwrites() -> None:
-    actions = list(bulk_actions("ix", [{"text": t} for t in TEXTS[:2]], IDS[:2]))
+def test_bulk_actions_key_documents_by_row_so_reindexing_overwrites() -> None:
+    actions = list(bulk_actions("ix", [{"text": t} for t in TEXTS[:2]], ids=IDS[:2]))
     assert actions == [
-        {"_op_type": "index", "_index": "ix", "_id": "p-000", "_source": {"row": 0, "text": TEXTS[0]}},
-        {"_op_type": "index", "_index": "ix", "_id": "p-001", "_source": {"row": 1, "text": TEXTS[1]}},
+        {"_op_type": "index", "_index": "ix", "_id": "0", "_source": {"row": 0, "text": TEXTS[0], "passage_id": "p-000"}},
+        {"_op_type": "index", "_index": "ix", "_id": "1", "_source": {"row": 1, "text": TEXTS[1], "passage_id": "p-001"}},
     ]
-    assert [a["_id"] for a in bulk_actions("ix", [{}, {}])] == ["0", "1"]
-    with pytest.raises(ValueError, match="1 ids for 2 documents"):
-        list(bulk_actions("ix", [{}, {}], ["x"]))
+    assert [a["_source"] for a in bulk_actions("ix", [{}, {}])] == [{"row": 0}, {"row": 1}]
+    with pytest.raises(ValueError, match="ids: 1 values for 2 passages"):
+        list(bulk_actions("ix", [{}, {}], ids=["x"]))
 
 
 def test_msearch_bodies() -> None:
@@ -248,7 +199,8 @@ def test_index_then_retrieve_through_the_client() -> None:
     assert created["settings"]["similarity"]["ragfolio_bm25"] == {"type": "BM25", "k1": 0.9, "b": 0.4}
     assert created["mappings"]["_meta"]["corpus"] == "corpus-1"
     lines = ndjson(requests[("PUT", "/_bulk")])
-    assert lines[0] == {"index": {"_index": name, "_id": "p-000"}} and lines[1] == {"row": 0, "text": TEXTS[0]}
+    assert lines[0] == {"index": {"_index": name, "_id": "0"}}
+    assert lines[1] == {"row": 0, "text": TEXTS[0], "passage_id": "p-000"}
     assert len(lines) == 8
     lines = ndjson(requests[("POST", "/_msearch")])
     assert lines == msearch_lines(name, bm25_searches(["eiffel tower paris", "the of"], 3))
@@ -288,7 +240,7 @@ def test_dense_knn_scores_are_mapped_back_to_cosine() -> None:
     search = ndjson(node.requests[-1][2])[1]
     assert search["knn"]["k"] == 3 and search["knn"]["num_candidates"] == 100
     bulk = ndjson(node.requests[2][2])
-    assert bulk[1] == {"row": 0, "embedding": [1.0, 0.0, 0.0]}
+    assert bulk[1] == {"row": 0, "embedding": [1.0, 0.0, 0.0], "passage_id": "p-000"}
 
 
 def test_rejected_searches_are_retried_alone() -> None:

@@ -3,10 +3,18 @@
 The same two families as in process (:mod:`.bm25`, :mod:`.dense`) with the same results contract:
 corpus row indices in a :class:`RetrievalResult`. One index holds one corpus under one parameter set,
 named ``<prefix>-bm25-<digest>`` or ``<prefix>-dense-<digest>`` (the digest covers the corpus and the
-parameters), because BM25's ``k1`` and ``b`` are index settings in Elasticsearch (a custom ``BM25``
-similarity). A document is ``{"row": <corpus row>, "text": ...}`` or ``{"row": ..., "embedding": [...]}``
-under ``_id`` = the passage's stable id (the row number when none is given), so indexing twice
-overwrites instead of duplicating; hits map back to rows through ``row``.
+parameters, and the passages' ids, titles and metadata when titles or metadata are given), because
+BM25's ``k1`` and ``b`` are index settings in Elasticsearch (a custom ``BM25`` similarity). A document
+is ``{"row": <corpus row>, "text": ...}`` or ``{"row": ..., "embedding": [...]}`` under ``_id`` = the
+row number, so indexing twice overwrites instead of duplicating; hits map back to rows through
+``row``. Documents may also carry ``passage_id``, ``title`` and ``metadata``, which filters address
+(:mod:`~ragfolio.core.retrieval.indexes.elasticsearch_documents` says how they are mapped).
+
+A living corpus keeps the index current through :meth:`~ElasticsearchBM25Retriever.upsert` (rows
+added or re-indexed) and :meth:`~ElasticsearchBM25Retriever.delete` (rows removed), both through the
+bulk API and searchable when they return; ``retrieve`` and ``retrieve_embedded`` take a filter clause
+(``Filter.to_elasticsearch()``) and rows to exclude (rows the corpus has masked but not deleted here),
+both applied inside the search so that ``k`` allowed hits come back when ``k`` exist.
 
 The analyzer mirrors bm25s's tokenisation so that both backends rank alike: split on non-word
 characters, lower-case, drop one-character tokens and, for ``stopwords: english``, the 33 English
@@ -23,155 +31,39 @@ only when a cluster is used.
 from __future__ import annotations
 
 import hashlib
-import logging
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from tqdm.auto import tqdm
 
 from ragfolio.core.cache import fingerprint
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS
+from ragfolio.core.retrieval.indexes.elasticsearch_cluster import ClusterIndex
+from ragfolio.core.retrieval.indexes.elasticsearch_documents import bulk_actions, delete_actions, passages_key
 from ragfolio.core.retrieval.indexes.elasticsearch_requests import (
     bm25_index_body,
     bm25_searches,
-    bulk_actions,
     dense_index_body,
     index_name,
     knn_searches,
-    msearch_lines,
-    parse_msearch,
-)
-from ragfolio.core.retrieval.indexes.elasticsearch_settings import (
-    RETRY_STATUSES,
-    ElasticsearchIndexMissingError,
-    ElasticsearchRequestError,
-    ElasticsearchSettings,
-    ElasticsearchUnavailableError,
 )
 from ragfolio.core.retrieval.results import RetrievalResult
 
-logger = logging.getLogger(__name__)
+Metadata = Sequence[Mapping[str, Any] | None]
 
 
-@contextmanager
-def translated_errors(settings: ElasticsearchSettings, index: str) -> Iterator[None]:
-    """Turn the client's transport and API errors into ragfolio's, naming the URL or the index."""
-    import elastic_transport
-    from elasticsearch import ApiError, AuthenticationException, AuthorizationException, NotFoundError
-
-    try:
-        yield
-    except (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout) as err:
-        raise ElasticsearchUnavailableError(
-            f"cannot reach Elasticsearch at {settings.url} after {settings.max_retries} retries ({err}); "
-            "is it running, and is ELASTICSEARCH_URL right?"
-        ) from err
-    except NotFoundError as err:
-        if "index_not_found_exception" in str(err.body):
-            raise ElasticsearchIndexMissingError(index) from err
-        raise
-    except (AuthenticationException, AuthorizationException) as err:
-        raise PermissionError(
-            f"Elasticsearch at {settings.url} refused the credentials ({err.meta.status}); set "
-            "ELASTICSEARCH_API_KEY or ELASTICSEARCH_USERNAME/ELASTICSEARCH_PASSWORD"
-        ) from err
-    except ApiError as err:
-        if err.meta.status in RETRY_STATUSES:
-            raise ElasticsearchUnavailableError(
-                f"Elasticsearch at {settings.url} still answered {err.meta.status} after "
-                f"{settings.max_retries} retries: {err}"
-            ) from err
-        raise
+def _with_passages(meta: dict[str, Any], passages: str | None) -> dict[str, Any]:
+    """The name key ``meta``, with the passages' digest when there is one (an index name without it is
+    the one built before documents carried titles and metadata)."""
+    return meta if passages is None else {**meta, "passages": passages}
 
 
 @dataclass
-class _ClusterIndex:
-    """What both retrievers share: the settings, a lazily made client and one index."""
-
-    settings: ElasticsearchSettings
-    client: Any = field(default=None, repr=False, compare=False, kw_only=True)
-
-    def __post_init__(self) -> None:
-        self.index_name_: str | None = None
-        self.n_docs_ = 0
-
-    def _client(self) -> Any:
-        if self.client is None:
-            self.client = self.settings.connect()
-        return self.client
-
-    def _build(self, name: str, body: Mapping[str, Any], actions: Iterator[dict[str, Any]], n_docs: int) -> None:
-        """Create index ``name`` if needed and bulk-load it, unless it already holds ``n_docs`` documents."""
-        from elasticsearch import BadRequestError, helpers
-
-        client = self._client()
-        with translated_errors(self.settings, name):
-            if client.indices.exists(index=name) and client.count(index=name)["count"] == n_docs:
-                logger.info("Elasticsearch index %s already holds the %d passages", name, n_docs)
-            else:
-                try:
-                    client.indices.create(index=name, **body)
-                except BadRequestError as err:  # created meanwhile by another process: fine
-                    if "resource_already_exists_exception" not in str(err.body):
-                        raise
-                stream = helpers.streaming_bulk(
-                    client, actions, chunk_size=self.settings.bulk_chunk_size, max_retries=self.settings.max_retries,
-                    initial_backoff=max(self.settings.retry_backoff, 0.01), raise_on_error=False,
-                )
-                failed = []
-                for ok, item in tqdm(stream, total=n_docs, desc=f"indexing {name}", unit="doc", disable=n_docs < 1000):
-                    if not ok:
-                        failed.append(item)
-                if failed:
-                    raise ElasticsearchRequestError(
-                        f"{len(failed)} document(s) failed to index into {name!r}, the first: {failed[0]}"
-                    )
-                client.indices.refresh(index=name)
-            count = client.count(index=name)["count"]
-        if count != n_docs:
-            raise ElasticsearchRequestError(f"index {name!r} holds {count} documents, expected {n_docs}")
-        self.index_name_, self.n_docs_ = name, n_docs
-
-    def _attach(self, name: str) -> None:
-        with translated_errors(self.settings, name):
-            client = self._client()
-            if not client.indices.exists(index=name):
-                raise ElasticsearchIndexMissingError(name)
-            self.index_name_, self.n_docs_ = name, int(client.count(index=name)["count"])
-
-    def _search(self, searches: list[dict[str, Any]], k: int, score: Callable[[float], float]) -> RetrievalResult:
-        """Run ``searches`` in ``_msearch`` batches; items the cluster rejected as overloaded are retried."""
-        if self.index_name_ is None:
-            raise RuntimeError("call index() or attach() before retrieving")
-        name, batch = self.index_name_, self.settings.msearch_batch_size
-        answers: list[Mapping[str, Any]] = [{}] * len(searches)
-        starts = range(0, len(searches), batch)
-        for start in tqdm(starts, desc=f"searching {name}", unit="batch", disable=len(starts) < 10):
-            pending = list(range(start, min(start + batch, len(searches))))
-            for attempt in range(self.settings.max_retries + 1):
-                with translated_errors(self.settings, name):
-                    reply = self._client().msearch(searches=msearch_lines(name, [searches[i] for i in pending]))
-                retry = []
-                for i, item in zip(pending, reply["responses"], strict=True):
-                    if item.get("status") in RETRY_STATUSES and attempt < self.settings.max_retries:
-                        retry.append(i)
-                    else:
-                        answers[i] = item
-                if not retry:
-                    break
-                time.sleep(self.settings.retry_backoff * 2**attempt)
-                pending = retry
-        return parse_msearch({"responses": answers}, k, name, score)
-
-
-@dataclass
-class ElasticsearchBM25Retriever(_ClusterIndex):
-    """BM25 over a text field of an Elasticsearch index: ``index`` (or ``attach``), then ``retrieve``.
+class ElasticsearchBM25Retriever(ClusterIndex):
+    """BM25 over a text field of an Elasticsearch index: ``index`` (or ``attach``), then ``retrieve``;
+    ``upsert`` and ``delete`` keep it current.
 
     Args:
         settings: The cluster (see :meth:`ElasticsearchSettings.resolve`).
@@ -198,37 +90,102 @@ class ElasticsearchBM25Retriever(_ClusterIndex):
         if self.stopwords not in ("english", "none"):
             raise ValueError(f"stopwords={self.stopwords!r} must be 'english' or 'none'")
 
-    def _name_and_meta(self, corpus_key: str) -> tuple[str, dict[str, Any]]:
-        meta = {"corpus": corpus_key, "k1": self.k1, "b": self.b, "stopwords": self.stopwords}
+    def _name_and_meta(self, corpus_key: str, passages: str | None = None) -> tuple[str, dict[str, Any]]:
+        meta = _with_passages({"corpus": corpus_key, "k1": self.k1, "b": self.b, "stopwords": self.stopwords},
+                              passages)
         return index_name(self.settings.index_prefix, "bm25", meta), {"ragfolio": "bm25", **meta}
 
     def index(
-        self, texts: Sequence[str], ids: Sequence[str] | None = None, *, corpus_key: str | None = None
+        self,
+        texts: Sequence[str],
+        ids: Sequence[str] | None = None,
+        *,
+        titles: Sequence[str] | None = None,
+        metadata: Metadata | None = None,
+        corpus_key: str | None = None,
     ) -> ElasticsearchBM25Retriever:
-        """Index ``texts`` (row ``i`` under ``_id`` ``ids[i]``); a no-op when the index is complete."""
+        """Index ``texts`` as rows ``0..n-1``; a no-op when the index holds them all.
+
+        Args:
+            texts: What BM25 ranks, one per row.
+            ids: Each row's passage id (the field ``passage_id``, what a filter's ``id`` reads).
+            titles: Each row's title (the field ``title``, for filters).
+            metadata: Each row's metadata object, or None (the field ``metadata``).
+            corpus_key: Names the corpus (default: a digest of ``texts`` and ``ids``). When ``titles``
+                or ``metadata`` are given, a digest of ids, titles and metadata joins the index name
+                (:attr:`passages_key_`), so an index built without them is never taken for this one.
+        """
         if not texts:
             raise ValueError("cannot index an empty corpus")
         key = corpus_key or fingerprint([*texts, *(ids or [])])
-        name, meta = self._name_and_meta(key)
+        self.passages_key_ = passages_key(ids, titles, metadata)
+        name, meta = self._name_and_meta(key, self.passages_key_)
         body = bm25_index_body(k1=self.k1, b=self.b, stopwords=self.stopwords, meta=meta)
-        self._build(name, body, bulk_actions(name, [{"text": t} for t in texts], ids), len(texts))
+        documents = [{"text": t} for t in texts]
+        self._build(name, body, bulk_actions(name, documents, ids=ids, titles=titles, metadata=metadata), len(texts))
         return self
 
-    def attach(self, corpus_key: str) -> ElasticsearchBM25Retriever:
-        """Use the index that :meth:`index` built for ``corpus_key`` (raises if it does not exist)."""
-        self._attach(self._name_and_meta(corpus_key)[0])
+    def attach(self, corpus_key: str, *, passages_key: str | None = None) -> ElasticsearchBM25Retriever:
+        """Use the index that :meth:`index` built for ``corpus_key`` (and ``passages_key``, its
+        :attr:`passages_key_` when it had titles or metadata); raises if it does not exist."""
+        self.passages_key_ = passages_key
+        self._attach(self._name_and_meta(corpus_key, passages_key)[0])
         return self
 
-    def retrieve(self, queries: Sequence[str], k: int) -> RetrievalResult:
-        """Top-``k`` corpus rows per query, ``-1``-padded where a query matches fewer passages."""
+    def retrieve(
+        self,
+        queries: Sequence[str],
+        k: int,
+        *,
+        filter_clause: Mapping[str, Any] | None = None,
+        exclude_rows: Sequence[int] = (),
+    ) -> RetrievalResult:
+        """Top-``k`` corpus rows per query, ``-1``-padded where fewer allowed passages match.
+
+        Args:
+            queries: The query texts.
+            k: Rows per query (>= 1).
+            filter_clause: An Elasticsearch query clause the rows must match (``bool.filter``), e.g.
+                ``parse_filter(f).to_elasticsearch()``.
+            exclude_rows: Rows never to return (``bool.must_not``), e.g. rows a living corpus masked.
+        """
         if k < 1:
             raise ValueError(f"k={k} must be >= 1")
-        return self._search(bm25_searches(queries, k), k, float)
+        searches = bm25_searches(queries, k, filter_clause=filter_clause, exclude_rows=exclude_rows)
+        return self._search(searches, k, float)
+
+    def upsert(
+        self,
+        rows: Sequence[int],
+        texts: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        titles: Sequence[str] | None = None,
+        metadata: Metadata | None = None,
+        vectors: npt.NDArray[np.float32] | None = None,
+    ) -> ElasticsearchBM25Retriever:
+        """Index ``texts[i]`` as row ``rows[i]`` (a new row, or a replacement of that row's document);
+        searchable when this returns. ``vectors`` must be None: a BM25 index holds none (the argument
+        is there so that one call fits both retrievers)."""
+        if vectors is not None:
+            raise ValueError("vectors: a BM25 index holds no vectors; pass them to the dense retriever")
+        if len(texts) != len(rows):
+            raise ValueError(f"texts: {len(texts)} texts for {len(rows)} rows")
+        name = self._require_index()
+        documents = [{"text": t} for t in texts]
+        self._write(bulk_actions(name, documents, rows=rows, ids=ids, titles=titles, metadata=metadata), "upsert")
+        return self
+
+    def delete(self, rows: Sequence[int]) -> ElasticsearchBM25Retriever:
+        """Remove the documents of ``rows`` (a row without one is skipped); searchable when this returns."""
+        self._write(delete_actions(self._require_index(), rows), "delete")
+        return self
 
 
 @dataclass
-class ElasticsearchDenseRetriever(_ClusterIndex):
-    """kNN over a ``dense_vector`` field: ``index`` passage embeddings, then ``retrieve_embedded``.
+class ElasticsearchDenseRetriever(ClusterIndex):
+    """kNN over a ``dense_vector`` field: ``index`` passage embeddings, then ``retrieve_embedded``;
+    ``upsert`` and ``delete`` keep it current.
 
     Scores are cosine similarities (Elasticsearch's ``(1 + cos) / 2`` mapped back), which equal the
     in-process inner products for L2-normalised embeddings.
@@ -249,34 +206,87 @@ class ElasticsearchDenseRetriever(_ClusterIndex):
         super().__post_init__()
         if self.index_type not in ("flat", "hnsw"):
             raise ValueError(f"index_type={self.index_type!r} must be 'flat' or 'hnsw'")
+        self.dims_: int | None = None
 
-    def _name_and_meta(self, corpus_key: str, dims: int) -> tuple[str, dict[str, Any]]:
-        meta = {"corpus": corpus_key, "dims": dims, "index_type": self.index_type, "hnsw_m": self.hnsw_m}
+    def _name_and_meta(self, corpus_key: str, dims: int, passages: str | None = None) -> tuple[str, dict[str, Any]]:
+        meta = _with_passages(
+            {"corpus": corpus_key, "dims": dims, "index_type": self.index_type, "hnsw_m": self.hnsw_m}, passages
+        )
         return index_name(self.settings.index_prefix, "dense", meta), {"ragfolio": "dense", **meta}
 
     def index(
-        self, passage_emb: npt.NDArray[np.float32], ids: Sequence[str] | None = None, *, corpus_key: str | None = None
+        self,
+        passage_emb: npt.NDArray[np.float32],
+        ids: Sequence[str] | None = None,
+        *,
+        titles: Sequence[str] | None = None,
+        metadata: Metadata | None = None,
+        corpus_key: str | None = None,
     ) -> ElasticsearchDenseRetriever:
-        """Index ``passage_emb`` of shape ``(n_passages, dim)``; ``corpus_key`` defaults to its digest."""
+        """Index ``passage_emb`` of shape ``(n_passages, dim)`` as rows ``0..n-1``; ``ids``, ``titles``,
+        ``metadata`` and ``corpus_key`` (default: the embeddings' digest) as in
+        :meth:`ElasticsearchBM25Retriever.index`."""
         emb = np.ascontiguousarray(passage_emb, dtype=np.float32)
         if emb.ndim != 2 or len(emb) == 0:
             raise ValueError(f"passage_emb must be a non-empty 2-d array, got shape {emb.shape}")
         key = corpus_key or hashlib.sha256(emb.tobytes()).hexdigest()[:20]
-        name, meta = self._name_and_meta(key, emb.shape[1])
+        self.passages_key_ = passages_key(ids, titles, metadata)
+        name, meta = self._name_and_meta(key, emb.shape[1], self.passages_key_)
         body = dense_index_body(dims=emb.shape[1], index_type=self.index_type, hnsw_m=self.hnsw_m, meta=meta)
         documents = [{"embedding": row.tolist()} for row in emb]
-        self._build(name, body, bulk_actions(name, documents, ids), len(emb))
+        self._build(name, body, bulk_actions(name, documents, ids=ids, titles=titles, metadata=metadata), len(emb))
+        self.dims_ = emb.shape[1]
         return self
 
-    def attach(self, corpus_key: str, dims: int) -> ElasticsearchDenseRetriever:
-        """Use the index that :meth:`index` built for ``corpus_key`` and ``dims``."""
-        self._attach(self._name_and_meta(corpus_key, dims)[0])
+    def attach(self, corpus_key: str, dims: int, *, passages_key: str | None = None) -> ElasticsearchDenseRetriever:
+        """Use the index that :meth:`index` built for ``corpus_key``, ``dims`` (and ``passages_key``)."""
+        self.passages_key_ = passages_key
+        self._attach(self._name_and_meta(corpus_key, dims, passages_key)[0])
+        self.dims_ = dims
         return self
 
-    def retrieve_embedded(self, query_emb: npt.NDArray[np.float32], k: int) -> RetrievalResult:
-        """Top-``k`` rows for each of ``query_emb``'s ``(n_queries, dim)`` rows."""
+    def retrieve_embedded(
+        self,
+        query_emb: npt.NDArray[np.float32],
+        k: int,
+        *,
+        filter_clause: Mapping[str, Any] | None = None,
+        exclude_rows: Sequence[int] = (),
+    ) -> RetrievalResult:
+        """Top-``k`` rows for each of ``query_emb``'s ``(n_queries, dim)`` rows; ``filter_clause`` and
+        ``exclude_rows`` as in :meth:`ElasticsearchBM25Retriever.retrieve`, passed as the kNN
+        search's ``filter`` (so the search walks only the allowed documents)."""
         if k < 1:
             raise ValueError(f"k={k} must be >= 1")
         candidates = min(10_000, self.num_candidates or max(100, 10 * k))  # 10,000: the cluster's cap
-        return self._search(knn_searches(query_emb, k, candidates), k, lambda s: 2.0 * s - 1.0)
+        searches = knn_searches(query_emb, k, candidates, filter_clause=filter_clause, exclude_rows=exclude_rows)
+        return self._search(searches, k, lambda s: 2.0 * s - 1.0)
 
+    def upsert(
+        self,
+        rows: Sequence[int],
+        texts: Sequence[str] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        titles: Sequence[str] | None = None,
+        metadata: Metadata | None = None,
+        vectors: npt.NDArray[np.float32] | None = None,
+    ) -> ElasticsearchDenseRetriever:
+        """Index ``vectors[i]`` (shape ``(len(rows), dim)``) as row ``rows[i]``; searchable when this
+        returns. ``texts`` is not stored (a dense index holds vectors), only checked for length."""
+        if vectors is None:
+            raise ValueError("vectors: the dense retriever needs the rows' embeddings, shape (len(rows), dim)")
+        emb = np.asarray(vectors, dtype=np.float32)
+        if emb.ndim != 2 or len(emb) != len(rows) or emb.shape[1] != (self.dims_ or emb.shape[1]):
+            raise ValueError(f"vectors: shape {emb.shape}, expected ({len(rows)}, {self.dims_ or 'dim'})")
+        if texts is not None and len(texts) != len(rows):
+            raise ValueError(f"texts: {len(texts)} texts for {len(rows)} rows")
+        name = self._require_index()
+        documents = [{"embedding": row.tolist()} for row in emb]
+        self._write(bulk_actions(name, documents, rows=rows, ids=ids, titles=titles, metadata=metadata), "upsert")
+        return self
+
+    def delete(self, rows: Sequence[int]) -> ElasticsearchDenseRetriever:
+        """Remove the documents of ``rows`` (a row without one is skipped); searchable when this returns."""
+        self._write(delete_actions(self._require_index(), rows), "delete")
+        return self
