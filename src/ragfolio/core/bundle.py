@@ -174,8 +174,9 @@ class PortfolioBundle:
         candidate scoring ran the members (``num_docs`` overridable): it encodes no passage, builds
         no index the bundle holds and writes nothing to disk."""
         config = self.scoring.runner_config(ArrayCache(tempfile.gettempdir(), enabled=False), num_docs)
+        metadata = (self.corpus.ids, self.corpus.metadata) if self.corpus.metadata else None
         return config.build(self.corpus.titles, self.corpus.texts, max_query_batches=max_query_batches,
-                            passage_embeddings=self.embeddings, indexes=self.indexes)
+                            passage_embeddings=self.embeddings, indexes=self.indexes, passage_metadata=metadata)
 
     @property
     def k(self) -> int:

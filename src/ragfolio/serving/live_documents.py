@@ -102,7 +102,8 @@ class LiveDocuments:
 
 def _takes_updates(member: CandidateSpec, registered: dict[str, Any]) -> bool:
     """Whether ``member`` ranks passages added while serving: its family says so, and its index is in
-    process (an Elasticsearch index is searched as built, then kept to the live rows)."""
+    process (an Elasticsearch index filters itself and leaves deleted rows out, but holds the indexed
+    rows only: added passages join it at the next run)."""
     family = registered.get(member.family)
     return family is not None and family.live_updates and member.params.get("backend", "inprocess") == "inprocess"
 

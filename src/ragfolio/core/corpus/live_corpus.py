@@ -147,8 +147,10 @@ class Snapshot:
     def view(self, where: Filter | None = None) -> CorpusView:
         """The view a runner ranks for a query with filter ``where``."""
         name = f"v{self.version}" + ("" if where is None else f" {where.key()}")
+        dead = () if self.live is None else tuple(int(r) for r in np.flatnonzero(~self.live))
         return CorpusView(self.n_base, tuple(d.title for d in self.added), tuple(d.text for d in self.added),
-                          self.vectors, self.allowed(where), name)
+                          self.vectors, self.allowed(where), name,
+                          remote_filter=None if where is None else where.to_elasticsearch(), dead=dead)
 
     def status(self) -> dict[str, Any]:
         """What ``/portfolio`` says of the delta: counts and its share of the base corpus."""

@@ -94,3 +94,27 @@ def test_a_deleted_row_is_returned_by_no_member(tiny_dir, calls) -> None:
         assert (got >= 0).all(), candidate.name
         if candidate.family == "graph":  # it ranks the indexed rows only until the next run
             assert (got < n).all(), candidate.name
+
+
+class _RecordingRemote:
+    """Stands in for an index on an Elasticsearch cluster (none runs here; tests/integration runs the
+    real one): records what a search was asked with, and returns row 0."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict] = []
+
+    def retrieve(self, queries, k, *, filter_clause=None, exclude_rows=()):
+        from ragfolio.core.retrieval.results import RetrievalResult
+
+        self.asked.append({"filter_clause": filter_clause, "exclude_rows": tuple(exclude_rows)})
+        return RetrievalResult(np.zeros((len(queries), k), np.int64), np.ones((len(queries), k), np.float32))
+
+
+def test_an_index_on_a_cluster_is_asked_with_the_views_filter_and_dead_rows(tiny_dir, calls, monkeypatch) -> None:
+    runner, queries = tiny_runner(tiny_dir)
+    remote = _RecordingRemote()
+    monkeypatch.setattr(runner, "bm25", lambda params: remote)
+    clause = {"bool": {"filter": [{"term": {"metadata.source": "wiki"}}]}}
+    view = CorpusView(len(runner.texts), allowed=np.ones(len(runner.texts), bool), remote_filter=clause, dead=(3, 7))
+    runner_over(runner, view).bm25({}).retrieve(queries[:1], 2)
+    assert remote.asked == [{"filter_clause": clause, "exclude_rows": (3, 7)}]

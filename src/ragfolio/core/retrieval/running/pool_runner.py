@@ -93,6 +93,8 @@ class PoolRunner:
             with (loaded on first use; :mod:`ragfolio.core.retrieval.running.cross_scores`).
         cross_encoder_folds: The folder of its fold models (cross-fitting): each train question it
             names is scored by the fold model that did not train on it; None: the full model scores all.
+        passage_metadata: ``(ids, metadata)`` of the corpus's rows when some carry metadata (a served
+            bundle's): an Elasticsearch index then stores them, so a query's filter can address them.
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class PoolRunner:
         indexes: Sequence[CorpusIndex] = (),
         cross_encoder: str | None = None,
         cross_encoder_folds: str | None = None,
+        passage_metadata: tuple[Sequence[str], Sequence[Mapping[str, Any] | None]] | None = None,
     ) -> None:
         if num_docs < 1:
             raise ValueError(f"num_docs={num_docs} must be >= 1")
@@ -135,6 +138,7 @@ class PoolRunner:
         self.elasticsearch = dict(elasticsearch or {})
         self._given_indexes = {index_key(index.kind, index.key): index.index for index in indexes}
         self.cross_encoder = CrossEncoderPart(cross_encoder, cross_encoder_folds)
+        self.passage_metadata = passage_metadata
         for name, emb in self._given_embeddings.items():
             if len(emb) != len(self.texts):
                 raise ValueError(f"passage_embeddings[{name!r}] has {len(emb)} rows for {len(self.texts)} passages")
@@ -207,7 +211,7 @@ class PoolRunner:
         if full.pop("backend", "inprocess") == "elasticsearch":  # indexed once per corpus and parameters
             return self._remember(("es_bm25", tuple(sorted(full.items()))), lambda: ElasticsearchBM25Retriever(
                 ElasticsearchSettings.resolve(self.elasticsearch), **full
-            ).index(self.passage_texts, corpus_key=self.corpus_key))
+            ).index(self.passage_texts, corpus_key=self.corpus_key, **self._remote_fields()))
         stopwords = full["stopwords"]
 
         def build() -> BM25Retriever:
@@ -225,11 +229,19 @@ class PoolRunner:
         if backend == "elasticsearch":
             return self._remember(("es_dense", encoder, index_type), lambda: ElasticsearchDenseRetriever(
                 ElasticsearchSettings.resolve(self.elasticsearch), index_type=index_type
-            ).index(self.passage_embeddings(encoder)))
+            ).index(self.passage_embeddings(encoder), **self._remote_fields()))
         return self._index(
             index_key("dense", {"encoder": encoder, "index_type": index_type}),
             lambda: DenseRetriever(index_type=index_type).index(self.passage_embeddings(encoder)),
         )
+
+    def _remote_fields(self) -> dict[str, Any]:
+        """What an Elasticsearch index stores beside each passage for filters: its id, title and
+        metadata, when the corpus has metadata (else nothing, and the index is named as before)."""
+        if self.passage_metadata is None:
+            return {}
+        ids, metadata = self.passage_metadata
+        return {"ids": list(ids), "titles": list(self.titles), "metadata": list(metadata)}
 
     def _index(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
         """The corpus index under ``key``: the one given to the runner, else built once."""

@@ -54,6 +54,9 @@ class CorpusView:
             whose passage embeddings a member reads).
         allowed: ``(n_base + n_added,)`` rows that may be returned; None: every row.
         name: Names the view in logs (the corpus version and the filter).
+        remote_filter: The filter as an Elasticsearch clause (an index on a cluster filters
+            itself, by the metadata it stores); None: no filter.
+        dead: Rows deleted or replaced: an index on a cluster leaves them out of its search.
     """
 
     n_base: int
@@ -62,6 +65,8 @@ class CorpusView:
     vectors: Mapping[str, npt.NDArray[np.float32]] = field(default_factory=dict)
     allowed: Mask | None = None
     name: str = ""
+    remote_filter: Mapping[str, Any] | None = None
+    dead: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.titles) != len(self.texts):
@@ -79,7 +84,8 @@ class CorpusView:
     def base_only(self) -> CorpusView:
         """This view without its added rows: what a family that cannot rank them sees."""
         allowed = None if self.allowed is None else self.allowed[: self.n_base]
-        return CorpusView(self.n_base, allowed=allowed, name=f"{self.name} (indexed rows)")
+        return CorpusView(self.n_base, allowed=allowed, name=f"{self.name} (indexed rows)",
+                          remote_filter=self.remote_filter, dead=tuple(r for r in self.dead if r < self.n_base))
 
 
 class Joined(Sequence[str]):
@@ -145,8 +151,8 @@ class ViewRunner(PoolRunner):
 
     def bm25(self, params: Mapping[str, Any]) -> Any:
         base = self.parent.bm25(params)
-        if not isinstance(base, BM25Retriever):  # an Elasticsearch index: kept to the view after ranking
-            return base
+        if not isinstance(base, BM25Retriever):  # an Elasticsearch index: it filters itself
+            return RemoteView(base, self.view)
         full = {**self.bm25_params, **params}
         key = ("live_bm25", tuple(sorted(full.items())))
         return self._remember(key, lambda: LiveTextIndex(
@@ -155,7 +161,7 @@ class ViewRunner(PoolRunner):
     def dense(self, encoder: str, index_type: str = "auto", backend: str = "inprocess") -> Any:
         base = self.parent.dense(encoder, index_type, backend)
         if not isinstance(base, DenseRetriever):
-            return base
+            return RemoteView(base, self.view)
         added = self.view.vectors.get(encoder) if self.view.n_added else None
         if self.view.n_added and added is None:
             raise ValueError(f"the live corpus holds no {encoder} vectors of its {self.view.n_added} added passages")
@@ -187,6 +193,23 @@ class ViewRunner(PoolRunner):
         if self.completion_encoder is not None:
             fallbacks.append(lambda: self.base(f"dense:{self.completion_encoder}", queries))
         return allowed_rows(result, self.view.allowed, fallbacks, len(self.texts))
+
+
+class RemoteView:
+    """An index on an Elasticsearch cluster searched under a view: the view's filter and its dead rows
+    go into the search (``filter_clause``, ``exclude_rows``), so a filtered query still gets ``k``
+    passages when ``k`` match. The cluster holds the indexed rows only: added passages join at the
+    next run (the Elasticsearch members are listed as such in ``/portfolio``)."""
+
+    def __init__(self, index: Any, view: CorpusView) -> None:
+        self.index, self.view = index, view
+
+    def retrieve(self, queries: Sequence[str], k: int) -> RetrievalResult:
+        return self.index.retrieve(queries, k, filter_clause=self.view.remote_filter, exclude_rows=self.view.dead)
+
+    def retrieve_embedded(self, query_emb: npt.NDArray[np.float32], k: int) -> RetrievalResult:
+        return self.index.retrieve_embedded(query_emb, k, filter_clause=self.view.remote_filter,
+                                            exclude_rows=self.view.dead)
 
 
 def allowed_rows(
