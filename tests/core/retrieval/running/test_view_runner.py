@@ -113,8 +113,9 @@ class _RecordingRemote:
 def test_an_index_on_a_cluster_is_asked_with_the_views_filter_and_dead_rows(tiny_dir, calls, monkeypatch) -> None:
     runner, queries = tiny_runner(tiny_dir)
     remote = _RecordingRemote()
-    monkeypatch.setattr(runner, "bm25", lambda params: remote)
     clause = {"bool": {"filter": [{"term": {"metadata.source": "wiki"}}]}}
     view = CorpusView(len(runner.texts), allowed=np.ones(len(runner.texts), bool), remote_filter=clause, dead=(3, 7))
-    runner_over(runner, view).bm25({}).retrieve(queries[:1], 2)
+    viewed = runner_over(runner, view)
+    monkeypatch.setattr(runner, "bm25", lambda params: remote)  # the parent's index: on a cluster
+    viewed.bm25({}).retrieve(queries[:1], 2)
     assert remote.asked == [{"filter_clause": clause, "exclude_rows": (3, 7)}]
