@@ -147,16 +147,17 @@ class SentenceTransformerEncoder:
         prefixed = [prefix + t for t in texts]
         tokenize = getattr(model, "preprocess", None) or model.tokenize  # tokenize: older sentence-transformers
         lengths = tokenize(prefixed)["attention_mask"].sum(1).tolist()
-        out: npt.NDArray[np.float32] | None = None
+        pieces = []
         with tqdm(total=len(texts), desc="encode", unit="text", disable=not progress) as bar:
             # batches of one token length: no padding, so a text's vector does not depend on its company
             for rows in length_batches(lengths, self.batch_size):
-                emb = model.encode([prefixed[r] for r in rows], batch_size=len(rows), show_progress_bar=False,
-                                   convert_to_numpy=True, normalize_embeddings=True)
-                if out is None:
-                    out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
-                out[rows] = emb
+                pieces.append((rows, model.encode([prefixed[r] for r in rows], batch_size=len(rows),
+                                                  show_progress_bar=False, convert_to_numpy=True,
+                                                  normalize_embeddings=True)))
                 bar.update(len(rows))
+        out = np.empty((len(texts), pieces[0][1].shape[1]), dtype=np.float32)
+        for rows, emb in pieces:
+            out[rows] = emb
         return l2_normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
