@@ -106,8 +106,8 @@ def test_a_new_encoder_version_misses_the_embedding_cache(tiny_dir, tmp_path, mo
     n_encodings = len(calls)
     runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
     assert len(calls) == n_encodings  # same versions: every part from the disk cache
-    monkeypatch.setattr(kinds.ENCODER_KINDS["e5_torch"], "version", 2)
-    assert kinds.encoder_identity({"kind": "e5_torch"})["version"] == [2] != e5["version"]
+    monkeypatch.setattr(kinds.ENCODER_KINDS["e5_torch"], "version", 99)
+    assert kinds.encoder_identity({"kind": "e5_torch"})["version"] == [99] != e5["version"]
     monkeypatch.setattr(kinds.ENCODER_KINDS["hashing"], "version", 2, raising=False)  # the encoder the pool runs
     runner_on_disk(tiny_dir, cache_dir)[0].run(dense, queries)
     assert {kind for _, kind, _ in calls[n_encodings:]} == {"passages", "queries"}  # re-encoded

@@ -38,3 +38,13 @@ def test_resolve_device_auto_takes_cuda_only_when_torch_sees_it(monkeypatch: pyt
     for bad in ("gpu", "cpu:0", "auto:1"):
         with pytest.raises(ValueError, match="must be one of"):
             resolve_device(bad)
+
+
+def test_length_batches_hold_one_length_each_and_cover_every_row_once() -> None:
+    from ragfolio.core.retrieval.encoders.vectors import length_batches
+
+    lengths = [5, 3, 5, 5, 3, 9, 5]
+    batches = length_batches(lengths, batch_size=2)
+    assert [b.tolist() for b in batches] == [[1, 4], [0, 2], [3, 6], [5]]  # shortest first, rows in order
+    with pytest.raises(ValueError, match="batch_size=0"):
+        length_batches(lengths, batch_size=0)

