@@ -146,3 +146,14 @@ def test_queries_during_updates_all_answer(bundle, fake_llm_url, tmp_path, count
             thread.join()
         assert len(statuses) > 20 and set(statuses) == {200}
         assert client.get("/portfolio").json()["live"]["added"] == 20 - 6
+
+
+def test_a_delta_past_stale_share_says_the_portfolio_may_be_stale(bundle, fake_llm_url, tmp_path, counting, caplog):
+    config = write_config(tmp_path / "serving.yml", bundle, fake_llm_url, live_updates={"stale_share": 0.05})
+    with service_client(config) as client:
+        n = client.get("/portfolio").json()["live"]["base_passages"]
+        docs = [{**NEW, "id": f"doc-{i}", "text": f"{NEW['text']} Part {i}."} for i in range(int(0.05 * n) + 1)]
+        reply = client.post("/documents", json={"documents": docs}).json()
+        assert reply["stale"] is True and reply["delta_share"] > 0.05
+        assert client.get("/portfolio").json()["live"]["stale"] is True
+    assert any("the portfolio may be stale" in r.getMessage() for r in caplog.records)

@@ -144,6 +144,7 @@ class ServingEngine:
         self.live = LiveCorpus(bundle.corpus, self._encode_passages, log)
         self.systems = LiveSystems(self.system, self.live)
         self.documents = LiveDocuments(self.live, live, bundle.members)
+        self.documents.warn_if_stale()
         self.parts = ResponseParts(self.live, self.system.members)
         if config.fault_injection is not None:
             logger.warning("fault injection (benchmarks and tests only): member %s sleeps %.3g s per run",

@@ -77,15 +77,20 @@ class LiveDocuments:
         if not self.config.enabled:
             raise PermissionError("live updates are off (serving setting live_updates.enabled)")
 
-    def _done(self, applied: Applied) -> DocumentsResponse:
+    def warn_if_stale(self) -> dict[str, Any]:
+        """The status; logged as a warning when the delta passed ``stale_share`` (the portfolio may be stale)."""
         status = self.status()
-        logger.info("update %d: %d added, %d replaced, %d deleted; %d passages, delta %.1f%% of the base corpus",
-                    applied.version, len(applied.added), len(applied.replaced), len(applied.deleted),
-                    status["passages"], 100 * status["delta_share"])
         if status["stale"]:
             logger.warning("the delta is %.1f%% of the corpus the portfolio was chosen on (above live_updates."
                            "stale_share=%.0f%%): the portfolio may be stale; rerun the pipeline",
                            100 * status["delta_share"], 100 * self.config.stale_share)
+        return status
+
+    def _done(self, applied: Applied) -> DocumentsResponse:
+        status = self.warn_if_stale()
+        logger.info("update %d: %d added, %d replaced, %d deleted; %d passages, delta %.1f%% of the base corpus",
+                    applied.version, len(applied.added), len(applied.replaced), len(applied.deleted),
+                    status["passages"], 100 * status["delta_share"])
         return DocumentsResponse(version=applied.version, added=list(applied.added), replaced=list(applied.replaced),
                                  deleted=list(applied.deleted), passages=status["passages"],
                                  delta_share=status["delta_share"], stale=status["stale"])
