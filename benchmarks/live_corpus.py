@@ -194,7 +194,7 @@ def main() -> None:
     served = load_bundle(bundle, verify=False)
     corpus, k = served.corpus, served.k
     report: dict = {"passages": len(corpus), "members": [m.name for m in served.members], "k": k}
-    docs = new_passages(args.added_from, set(corpus.ids), 1101 + 1000)
+    docs = new_passages(args.added_from, set(corpus.ids), 1101 + 100 + 1000)  # updates, small acked ones, the killed one
     timed = [q["question"] for q in test[: args.queries]]
     with serve(bundle, work) as (url, _), httpx.Client(timeout=600) as client:
         report["lone_p50_ms_before"] = p50_ms(client, url, timed)
@@ -261,11 +261,11 @@ def main() -> None:
         report["throughput_with_1000_delta"] = throughput(url, [q["question"] for q in test[:320]])
         report["portfolio_live"] = client.get(f"{url}/portfolio").json()["live"]
     # a kill in the middle of a 1,000-passage update
-    acked: list[str] = []
-    in_flight = docs[used:used + 1000]
+    acked: list[str] = [d["id"] for d in docs[:used]]  # acknowledged by the first service, stopped since
+    in_flight = docs[used + 100:used + 1100]
     with serve(bundle, work) as (url, proc):
         with httpx.Client(timeout=600) as client:
-            for d in docs[used + 1000:used + 1100]:  # small acknowledged updates first
+            for d in docs[used:used + 100]:  # small acknowledged updates first
                 if client.post(f"{url}/documents", json={"documents": [d]}).status_code == 200:
                     acked.append(d["id"])
         def send() -> None:
