@@ -143,7 +143,7 @@ class ServingEngine:
         log = open_log(live_folder(folder) / live.log, bundle.corpus) if live.enabled else None
         self.live = LiveCorpus(bundle.corpus, self._encode_passages, log)
         self.systems = LiveSystems(self.system, self.live)
-        self.documents = LiveDocuments(self.live, live, bundle.members)
+        self.documents = LiveDocuments(self.live, live, bundle.members, warm=self.systems.warm)
         self.documents.warn_if_stale()
         self.parts = ResponseParts(self.live, self.system.members)
         if config.fault_injection is not None:

@@ -41,10 +41,12 @@ class LiveDocuments:
         config: The ``live_updates`` settings.
         members: The bundle's members (``/portfolio`` names those that rank added passages only
             after the next run).
+        warm: Builds what queries read of the corpus's new version, before an update is answered.
     """
 
-    def __init__(self, corpus: LiveCorpus, config: LiveUpdatesConfig, members: Sequence[CandidateSpec]) -> None:
-        self.corpus, self.config, self.members = corpus, config, list(members)
+    def __init__(self, corpus: LiveCorpus, config: LiveUpdatesConfig, members: Sequence[CandidateSpec],
+                 warm: Callable[[], None] = lambda: None) -> None:
+        self.corpus, self.config, self.members, self.warm = corpus, config, list(members), warm
 
     def add(self, records: Sequence[Any]) -> DocumentsResponse:
         """Add or replace passages by id, all or none, logged before they are applied.
@@ -87,6 +89,11 @@ class LiveDocuments:
         return status
 
     def _done(self, applied: Applied) -> DocumentsResponse:
+        try:  # the reply says searchable: the next query finds the new version built
+            self.warm()
+        except Exception as exc:  # applied and logged already: a query will build it instead
+            logger.warning("update %d applied; building its view failed (%s: %s)", applied.version,
+                           type(exc).__name__, exc)
         status = self.warn_if_stale()
         logger.info("update %d: %d added, %d replaced, %d deleted; %d passages, delta %.1f%% of the base corpus",
                     applied.version, len(applied.added), len(applied.replaced), len(applied.deleted),

@@ -63,6 +63,11 @@ class LiveSystems:
                 timer.start()
         return system
 
+    def warm(self) -> None:
+        """Make the current version's system and build what its members read of the added passages
+        (one query through all k members), so the first request after an update does not pay for it."""
+        self.system_for(None).warm_up()
+
     def close(self) -> None:
         with self._lock:
             views, self._views = list(self._views.values()), OrderedDict()
