@@ -157,3 +157,14 @@ def test_a_delta_past_stale_share_says_the_portfolio_may_be_stale(bundle, fake_l
         assert reply["stale"] is True and reply["delta_share"] > 0.05
         assert client.get("/portfolio").json()["live"]["stale"] is True
     assert any("the portfolio may be stale" in r.getMessage() for r in caplog.records)
+
+
+def test_a_router_that_reads_the_lists_routes_over_added_documents(fake_llm_url, tmp_path):
+    write_tiny_bundle(tmp_path / "bundle", router_kind="post_retrieval")  # its features read the passage graph
+    config = write_config(tmp_path / "serving.yml", tmp_path / "bundle", fake_llm_url)
+    with service_client(config) as client:
+        client.post("/documents", json={"documents": [NEW]})
+        body = client.post("/retrieve", json={"query": QUESTION, "l": 1})
+        assert body.status_code == 200, body.text
+        assert body.json()["routed"] is True
+        assert NEW["id"] in _member_ids(client.post("/retrieve", json={"query": QUESTION, "l": 3}).json())

@@ -203,11 +203,17 @@ class _Corpus:
         spans = question.spans
         coverage = float(np.mean([any(covers(s, t) for t in titles) for s in spans])) if spans else 0.0
         in_question = float(np.mean([bool(t) and t <= question.words for t in titles]))
+        # Passages added while serving (rows past the graph's, ragfolio.core.corpus.live_corpus) have no
+        # links until the next run: degree 0, and no links to the others.
+        linked = [r for r in rows if r < len(self.degrees)]
+        unlinked = len(rows) - len(linked)
+        degree = float(np.concatenate([self.degrees[linked], np.zeros(unlinked, np.float32)]).mean()) \
+            if unlinked else float(self.degrees[rows].mean())
         links = 0.0
         if self.graph is not None and len(rows) > 1:
-            sub = self.graph.adjacency[rows][:, rows]
+            sub = self.graph.adjacency[linked][:, linked]
             links = float(sub.nnz / (len(rows) * (len(rows) - 1)))
-        return coverage, in_question, float(self.degrees[rows].mean()), links
+        return coverage, in_question, degree, links
 
 
 @dataclass(frozen=True)
