@@ -39,7 +39,6 @@ from ragfolio.core.retrieval.family import Family, base_family, families
 from ragfolio.core.retrieval.indexes.bm25_index import BM25_DEFAULTS, BM25Retriever, tokenize
 from ragfolio.core.retrieval.indexes.corpus_index import CorpusIndex, index_key, indexes_among, stored_vectors
 from ragfolio.core.retrieval.indexes.elasticsearch import ElasticsearchBM25Retriever, ElasticsearchDenseRetriever
-from ragfolio.core.retrieval.indexes.elasticsearch_settings import ElasticsearchSettings
 from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever, resolved_index_type
 from ragfolio.core.retrieval.pool import CandidateSpec
 from ragfolio.core.retrieval.ranking.completion import check_full, complete_rows
@@ -48,6 +47,7 @@ from ragfolio.core.retrieval.ranking.hops import expand_queries
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running.cross_scores import ColumnScores, CrossEncoderPart
 from ragfolio.core.retrieval.running.memo import PartsMemo
+from ragfolio.core.retrieval.running.remote_indexes import remote_bm25, remote_dense
 from ragfolio.core.retrieval.running.shared_parts import run_parts, shared_part_calls
 
 logger = logging.getLogger(__name__)
@@ -211,9 +211,7 @@ class PoolRunner:
         """A BM25 index with ``params`` over :attr:`bm25_params` (``backend`` included), built once."""
         full = {**self.bm25_params, **params}
         if full.pop("backend", "inprocess") == "elasticsearch":  # indexed once per corpus and parameters
-            return self._remember(("es_bm25", tuple(sorted(full.items()))), lambda: ElasticsearchBM25Retriever(
-                ElasticsearchSettings.resolve(self.elasticsearch), **full
-            ).index(self.passage_texts, corpus_key=self.corpus_key, **self._remote_fields()))
+            return self._remember(("es_bm25", tuple(sorted(full.items()))), lambda: remote_bm25(self, full))
         stopwords = full["stopwords"]
 
         def build() -> BM25Retriever:
@@ -229,21 +227,11 @@ class PoolRunner:
         by the corpus's size, :func:`~ragfolio.core.retrieval.indexes.faiss_index.resolved_index_type`)."""
         index_type = resolved_index_type(index_type, len(self.texts))
         if backend == "elasticsearch":
-            return self._remember(("es_dense", encoder, index_type), lambda: ElasticsearchDenseRetriever(
-                ElasticsearchSettings.resolve(self.elasticsearch), index_type=index_type
-            ).index(self.passage_embeddings(encoder), **self._remote_fields()))
+            return self._remember(("es_dense", encoder, index_type), lambda: remote_dense(self, encoder, index_type))
         return self._index(
             index_key("dense", {"encoder": encoder, "index_type": index_type}),
             lambda: DenseRetriever(index_type=index_type).index(self.passage_embeddings(encoder)),
         )
-
-    def _remote_fields(self) -> dict[str, Any]:
-        """What an Elasticsearch index stores beside each passage for filters: its id, title and
-        metadata, when the corpus has metadata (else nothing, and the index is named as before)."""
-        if self.passage_metadata is None:
-            return {}
-        ids, metadata = self.passage_metadata
-        return {"ids": list(ids), "titles": list(self.titles), "metadata": list(metadata)}
 
     def _index(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
         """The corpus index under ``key``: the one given to the runner, else built once."""
