@@ -223,14 +223,22 @@ class LiveCorpus:
         return self._snapshot
 
     def _replay(self, updates: Sequence[Update]) -> None:
-        for update in updates:
+        """Apply the logged updates in order, every added passage encoded in one call (a passage's
+        vector does not depend on the others encoded with it)."""
+        batches = [[Document.parse(record, f"log seq {u.seq}") for record in u.documents] if u.op == "upsert" else []
+                   for u in updates]
+        every = [doc for docs in batches for doc in docs]
+        vectors = self._vectors(every) if every else {}
+        start = 0
+        for update, docs in zip(updates, batches, strict=True):
             if update.op == "upsert":
-                docs = [Document.parse(record, f"log seq {update.seq}") for record in update.documents]
-                self._apply_upsert(docs, self._vectors(docs))
+                end = start + len(docs)
+                self._apply_upsert(docs, {name: v[start:end] for name, v in vectors.items()})
+                start = end
             else:
                 self._apply_delete([pid for pid in update.ids if self._snapshot.row_of(pid) is not None])
-        logger.info("replayed %d updates of %s: %s", len(updates), self.log.path if self.log else "-",
-                    self._snapshot.status())
+        logger.info("replayed %d updates of %s (%d passages encoded): %s", len(updates),
+                    self.log.path if self.log else "-", len(every), self._snapshot.status())
 
     def _vectors(self, docs: Sequence[Document]) -> dict[str, npt.NDArray[np.float32]]:
         texts = passage_texts([d.title for d in docs], [d.text for d in docs])
