@@ -73,6 +73,8 @@ def test_an_added_passage_is_found_by_its_own_words_and_moves_no_other_list(tiny
     assert viewed.run(bm25, question).doc_ids[0, 0] == n  # the added row, found by a word no indexed row has
     dense = next(c for c in _candidates() if c.family == "dense")
     assert viewed.run(dense, question).doc_ids[0, 0] == n
+    graph = next(c for c in _candidates() if c.family == "graph" and c.params["seeds"] == "bm25")
+    assert n in viewed.run(graph, question).doc_ids[0].tolist()  # its seeds rank the added row first
     assert viewed.titles[n] == NEW_TITLE and viewed.texts[n] == NEW_TEXT
     for candidate in (bm25, dense):  # the sample's questions: each list is the old one, the added row let in
         got, before = viewed.run(candidate, queries).doc_ids, runner.run(candidate, queries).doc_ids
@@ -92,8 +94,9 @@ def test_a_deleted_row_is_returned_by_no_member(tiny_dir, calls) -> None:
         got = viewed.run(candidate, queries[:1]).doc_ids
         assert top not in got, candidate.name
         assert (got >= 0).all(), candidate.name
-        if candidate.family == "graph":  # it ranks the indexed rows only until the next run
-            assert (got < n).all(), candidate.name
+        if candidate.family == "graph":  # its graph links the indexed rows only: added rows come from its seeds
+            seeds = viewed.base(candidate.params["seeds"], queries[:1]).doc_ids[0, : viewed.num_docs]
+            assert set(got[got >= n].tolist()) == set(seeds[seeds >= n].tolist()), candidate.name
 
 
 class _RecordingRemote:

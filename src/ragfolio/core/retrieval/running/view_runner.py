@@ -12,7 +12,8 @@ encoders), so making one costs no index build:
   from one, ranks the view;
 * its titles, texts and passage embeddings are the base ones followed by the added ones;
 * a family that cannot rank added passages (``Family.live_updates`` False: the passage graph)
-  ranks the base rows under the mask only;
+  ranks the base rows under the mask, and the added passages its first stage ranks among its top
+  ``num_docs`` are put in at their first-stage positions (:func:`with_added`);
 * every member's list is then kept to the allowed rows and completed from allowed rows (its first
   stage, the dense base, then corpus order), so no member returns a deleted or filtered-out
   passage, and a row is short only when fewer than ``num_docs`` passages are allowed.
@@ -185,7 +186,10 @@ class ViewRunner(PoolRunner):
         fewer are allowed."""
         family = self._family(candidate)
         if not family.live_updates and self._base_view is not self:
-            return self._base_view.run(candidate, queries)
+            ranked = self._base_view.run(candidate, queries)
+            if (stage := family.first_stage) is None:
+                return ranked
+            return with_added(ranked, self.base(candidate.params[stage], queries), self.view.n_base)
         result = self._compute(candidate, queries)
         fallbacks: list[Callable[[], RetrievalResult]] = []
         if (stage := family.first_stage) is not None:
@@ -210,6 +214,31 @@ class RemoteView:
     def retrieve_embedded(self, query_emb: npt.NDArray[np.float32], k: int) -> RetrievalResult:
         return self.index.retrieve_embedded(query_emb, k, filter_clause=self.view.remote_filter,
                                             exclude_rows=self.view.dead)
+
+
+def with_added(ranked: RetrievalResult, seeds: RetrievalResult, n_base: int) -> RetrievalResult:
+    """A list of indexed rows with the added rows its first stage ranks among the top ``k`` put in at
+    their first-stage positions (the rows below move down; the list keeps ``k``).
+
+    How a family that cannot rank added passages itself (the passage graph links indexed rows only)
+    still serves them: where its own seeds put them. An added row takes the score of the row it
+    displaces, so the scores stay non-increasing.
+    """
+    k = ranked.k
+    ids, scores = ranked.doc_ids.copy(), ranked.scores.copy()
+    for q in range(ids.shape[0]):
+        top = seeds.doc_ids[q, :k]
+        added = [(pos, int(row)) for pos, row in enumerate(top) if row >= n_base]
+        if not added:
+            continue
+        rest = [int(row) for row in ranked.doc_ids[q] if row >= 0]
+        for pos, row in added:
+            rest.insert(min(pos, len(rest)), row)
+        row_ids = rest[:k]
+        ids[q, : len(row_ids)] = row_ids
+        own = ranked.scores[q][ranked.doc_ids[q] >= 0]
+        scores[q, : len(row_ids)] = np.sort(np.resize(own, len(row_ids)))[::-1] if own.size else 0.0
+    return RetrievalResult(ids, scores)
 
 
 def allowed_rows(
