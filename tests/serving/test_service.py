@@ -58,7 +58,7 @@ def test_retrieve_returns_routed_members_passages_and_merged_list(client) -> Non
     for member in body["members"]:
         assert member["ok"] and isinstance(member["router_score"], float) and member["latency_ms"] >= 0
         assert len(member["passages"]) == 3
-        assert set(member["passages"][0]) == {"id", "title", "text", "score"}
+        assert set(member["passages"][0]) == {"id", "title", "text", "score", "metadata"}
     merged = body["passages"]
     returned = {p["id"] for m in body["members"] for p in m["passages"]}
     assert {p["id"] for p in merged} == returned and len(merged) == len(returned)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.encoders.kinds import make_encoder
 from ragfolio.core.retrieval.running.pool_runner import passage_texts
 

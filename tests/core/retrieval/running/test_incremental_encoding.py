@@ -12,7 +12,7 @@ from fake_encoders import HASHING, install_hashing_encoder
 
 from ragfolio.core.cache import ArrayCache
 from ragfolio.core.data.loading import load_folder
-from ragfolio.core.data.records import build_corpus
+from ragfolio.core.data.passages import build_corpus
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner, passage_texts
 
 
