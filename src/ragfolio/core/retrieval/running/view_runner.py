@@ -36,6 +36,7 @@ from ragfolio.core.retrieval.indexes.delta_bm25 import DeltaBM25, average_length
 from ragfolio.core.retrieval.indexes.faiss_index import DenseRetriever
 from ragfolio.core.retrieval.indexes.live_indexes import LiveTextIndex, LiveVectorIndex
 from ragfolio.core.retrieval.pool import CandidateSpec
+from ragfolio.core.retrieval.ranking.completion import _extend
 from ragfolio.core.retrieval.results import RetrievalResult
 from ragfolio.core.retrieval.running.memo import PartsMemo
 from ragfolio.core.retrieval.running.pool_runner import PoolRunner, passage_texts
@@ -279,16 +280,6 @@ def allowed_rows(
         scores[q, : own.size] = own
         scores[q, own.size: len(row)] = floor
     return RetrievalResult(ids, scores)
-
-
-def _extend(ids: list[int], more: Any, k: int) -> None:
-    seen = set(ids)
-    for d in more:
-        if len(ids) >= k:
-            return
-        if d not in seen:
-            ids.append(d)
-            seen.add(d)
 
 
 def runner_over(runner: PoolRunner, view: CorpusView) -> ViewRunner:
