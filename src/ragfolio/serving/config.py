@@ -49,6 +49,9 @@ class AnswererConfig(BaseModel):
     max_answer_tokens: int | None = Field(None, ge=1)
     max_selector_tokens: int | None = Field(None, ge=1)
     max_passage_words: int | None = Field(None, ge=1)
+    abstain: Literal["off", "guess", "no_passage", "guess_or_no_passage"] | None = Field(
+        None, description="When an answer is not served as the answer but as a guess "
+                          "(ragfolio.core.answering.abstention); off: never.")
 
 
 class BatchingConfig(BaseModel):

@@ -81,6 +81,7 @@ from ragfolio.serving.schemas import (
     Candidate,
     Limits,
     MemberInfo,
+    Passage,
     PortfolioInfo,
     RetrieveResponse,
     Tokens,
@@ -327,7 +328,9 @@ class ServingEngine:
     def _answer_response(self, item: RetrievalItem, result: RAGAnswer) -> AnswerResponse:
         results = result.retrieval.results
         return AnswerResponse(
-            query=item.query, l=item.request.l, routed=result.retrieval.routed, answer=result.answer, chosen=result.chosen,
+            query=item.query, l=item.request.l, routed=result.retrieval.routed, answer=result.answer,
+            abstained=result.abstained, guess=result.guess,
+            citations=[Passage(**self.parts.passage(row)) for row in result.cited], chosen=result.chosen,
             chosen_member=result.candidates[result.chosen][0] if result.chosen >= 0 else None,
             fallback=result.fallback,
             candidates=[Candidate(member=name, answer=text) for name, text in result.candidates],

@@ -16,13 +16,16 @@ OpenAI's chat request and answers it with ``/answer`` (:meth:`ragfolio.serving.e
   ``references`` (bool, default false: append the numbered references to the answer's text).
 - **The reply**: ``choices[0].message.content`` is ``/answer``'s ``answer`` (then the references,
   when asked), ``finish_reason`` ``"stop"``, ``usage`` the tokens of every LLM call of the answer
-  (readers and selector). ``citations`` (an extension) lists the passages the chosen answer was
-  read from (the chosen member's, in its rank order), each ``{"index", "id", "title", "members"}``
-  (``members``: every routed member that retrieved it); empty when every member failed and the
-  answer is closed-book.
+  (readers and selector). Extensions: ``citations`` lists the passages the chosen answer was
+  read from, as the reader named them (``/answer``'s ``citations``: in its order, each once),
+  each ``{"index", "id", "title", "members"}`` (``members``: every routed member that retrieved
+  it); ``retrieved`` lists, in the same shape, every passage the chosen reader was handed (the
+  chosen member's, in its rank order); both empty when every member failed and the answer is
+  closed-book. ``abstained`` and ``guess``: as ``/answer``'s (the content then says that the
+  documents do not answer the question; the reader's answer is ``guess``).
 - **Streaming** (``stream: true``): server-sent events in OpenAI's chunk format
   (:func:`answer_events`): a chunk with the role, the content, a chunk with ``finish_reason``
-  ``"stop"`` and ``citations``, a usage chunk when ``stream_options.include_usage``, then
+  ``"stop"`` and the extensions (``citations``, ...), a usage chunk when ``stream_options.include_usage``, then
   ``data: [DONE]``. When one reader's answer is the answer (l = 1) the content comes as the reader
   writes it (:meth:`ragfolio.serving.engine.ServingEngine.answer_stream`); at l >= 2 it comes in
   word pieces once the selector has chosen. The pieces join to exactly the non-streamed content
@@ -42,7 +45,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -217,16 +220,27 @@ class ChatReply:
     content: str
     usage: dict[str, int]
     citations: list[dict[str, Any]]
+    retrieved: list[dict[str, Any]] = field(default_factory=list)
+    abstained: bool = False
+    guess: str | None = None
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        """The fields beside OpenAI's: ``citations``, ``retrieved``, ``abstained``, ``guess``."""
+        return {"citations": self.citations, "retrieved": self.retrieved, "abstained": self.abstained,
+                "guess": self.guess}
 
 
-def citations(answer: AnswerResponse) -> list[dict[str, Any]]:
-    """The passages the chosen answer was read from, ``[{"index", "id", "title", "members"}]``."""
+def citations(answer: AnswerResponse, *, used: bool = True) -> list[dict[str, Any]]:
+    """The passages the chosen answer was read from (``used``; False: every passage its reader was
+    handed), ``[{"index", "id", "title", "members"}]``, ``index`` counting from 1."""
     chosen = next((m for m in answer.members if m.ok and m.name == answer.chosen_member), None)
     if chosen is None:  # closed-book: every member failed
         return []
     retrieved_by = {p.id: p.members for p in answer.passages}
+    passages = answer.citations if used else chosen.passages
     return [{"index": i, "id": p.id, "title": p.title, "members": retrieved_by.get(p.id, [chosen.name])}
-            for i, p in enumerate(chosen.passages, 1)]
+            for i, p in enumerate(passages, 1)]
 
 
 def chat_reply(answer: AnswerResponse, options: ChatCompletionRequest, *, reply_id: str, created: int,
@@ -238,7 +252,8 @@ def chat_reply(answer: AnswerResponse, options: ChatCompletionRequest, *, reply_
         content += "\n\nReferences:\n" + "\n".join(f"[{c['index']}] {c['title']} ({c['id']})" for c in cited)
     tokens = answer.tokens
     usage = {"prompt_tokens": tokens.prompt, "completion_tokens": tokens.completion, "total_tokens": tokens.total}
-    return ChatReply(reply_id, created, MODEL_ID, fingerprint, content, usage, cited)
+    return ChatReply(reply_id, created, MODEL_ID, fingerprint, content, usage, cited,
+                     citations(answer, used=False), answer.abstained, answer.guess)
 
 
 def completion_body(reply: ChatReply) -> dict[str, Any]:
@@ -248,7 +263,7 @@ def completion_body(reply: ChatReply) -> dict[str, Any]:
         "system_fingerprint": reply.fingerprint,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
                      "logprobs": None, "finish_reason": "stop"}],
-        "usage": reply.usage, "citations": reply.citations,
+        "usage": reply.usage, **reply.extensions,
     }
 
 
@@ -296,7 +311,7 @@ async def answer_events(
                 raise RuntimeError(f"streamed {sent!r}, but the reply's content is {reply.content!r}")
             for piece in _PIECES.findall(reply.content[len(sent):]):
                 yield head.chunk({"content": piece}, **usage)
-            yield head.chunk({}, "stop", citations=reply.citations, **usage)
+            yield head.chunk({}, "stop", **reply.extensions, **usage)
             if include_usage:
                 yield _event({"id": head.id, "object": "chat.completion.chunk", "created": head.created,
                               "model": MODEL_ID, "system_fingerprint": head.fingerprint, "choices": [],

@@ -258,7 +258,16 @@ class AnswerResponse(BaseModel):
     routed: bool = Field(
         True, description="False: routing was not shown to help at this l on the dev questions (the bundle's "
                           "routed_ls), so the single best member alone returned l x num_docs passages.")
-    answer: str
+    answer: str = Field(description="The answer; when abstained, a sentence saying the documents do not answer "
+                                    "the question.")
+    abstained: bool = Field(False, description="The reader's answer is not read from the passages (the abstention "
+                                               "rule, serving.yml's answerer.abstain), so it is not served as the "
+                                               "answer: it is in guess.")
+    guess: str | None = Field(None, description="The reader's answer when abstained, else null.")
+    citations: list[Passage] = Field(
+        default_factory=list,
+        description="The passages the chosen answer was read from, as the reader named them: in its order, each once "
+                    "(a subset of the chosen member's passages; every passage handed over is in members and passages).")
     chosen: int = Field(description="Index into candidates of the selected answer; -1: closed-book.")
     chosen_member: str | None
     fallback: bool = Field(description="The selector named no candidate, so the top-routed answer was taken.")

@@ -12,7 +12,7 @@ import pytest
 from local_http import serving
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.prompts import ANSWER_SCHEMA, parse_reply
+from ragfolio.core.answering.prompts import answer_schema, parse_reply
 from ragfolio.core.answering.reply_stream import AnswerField, answer_pieces, settled_answer
 from ragfolio.core.llm.chat import Completion, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient, TextStream
 from ragfolio.core.llm.text_streams import stream_chat
@@ -155,7 +155,7 @@ class StreamingScript:
         return Completion(self.reply, 10, len(self.reply), 1.0)
 
     def stream(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> TextStream:
-        assert json_schema == ANSWER_SCHEMA
+        assert json_schema == answer_schema(1)  # one passage: "used" names 1 at most
         for written, char in enumerate(self.reply, 1):
             self.written = written
             yield char

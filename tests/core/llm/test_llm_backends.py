@@ -15,6 +15,7 @@ from local_http import serving
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import (
     ANSWER_SCHEMA,
+    answer_schema,
     answer_messages,
     clean_answer,
     parse_choice,
@@ -139,7 +140,7 @@ def test_answer_asks_for_the_json_schema_and_reads_the_explanation() -> None:
     answerer = Answerer(backend)
     said = answerer.answer("Q?", PASSAGES)
     assert (said.text, said.explanation, said.parsed) == ("London", "[2] Big Ben is in London", True)
-    assert backend.schemas[0] == ANSWER_SCHEMA and said.completion.tokens == 12
+    assert backend.schemas[0] == answer_schema(len(PASSAGES)) and said.completion.tokens == 12
     assert not answerer.answer("Q?", PASSAGES).parsed  # plain text is read, and counted as not parsed
 
 

@@ -4,7 +4,11 @@
 top of the served system's retrieval (:class:`~ragfolio.core.system.routed_system.RoutedSystem`:
 route, run the top-l members concurrently). Each of the l routed members' passages goes to its own
 answer prompt; the selector sees the question and the candidate answers in a seeded random order
-(:meth:`~ragfolio.core.answering.answerer.Answerer.shown_order`) and picks one.
+(:meth:`~ragfolio.core.answering.answerer.Answerer.shown_order`) and picks one. When the chosen
+answer is not read from its passages (the answerer's abstention rule,
+:mod:`~ragfolio.core.answering.abstention`), the answer is
+:data:`~ragfolio.core.answering.abstention.NO_ANSWER` and the reader's answer is kept as a guess.
+The citations are the passages the chosen reader says it read its answer from.
 Latency is recorded per stage and tokens per call, so a caller can report both per query.
 """
 
@@ -17,7 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.abstention import NO_ANSWER
+from ragfolio.core.answering.answerer import Answer, Answerer
 from ragfolio.core.llm.chat import Completion
 from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedRetrieval, RoutedSystem
@@ -31,13 +36,17 @@ class RAGAnswer:
     """A selected answer with its provenance and costs.
 
     Attributes:
-        answer: The final answer.
+        answer: The final answer; :data:`~ragfolio.core.answering.abstention.NO_ANSWER` when abstained.
         candidates: ``(member name, its answer)`` of every member that answered, router order.
         chosen: Position in ``candidates`` of the selected answer.
         fallback: The selector's reply named no candidate, so the top-routed answer was taken.
         retrieval: The routed retrieval the answers came from.
         calls: Every LLM call by stage name (``answer:<member>``, ``select``).
         latency_ms: Per stage: ``route``, ``retrieve``, ``answer``, ``select`` and ``total``.
+        abstained: The chosen answer is not read from its passages (the answerer's abstention rule).
+        guess: The reader's answer when abstained, else None.
+        cited: Corpus rows of the passages the chosen reader says it read the answer from, in
+            its order, each once ([] closed-book).
     """
 
     answer: str
@@ -47,6 +56,9 @@ class RAGAnswer:
     retrieval: RoutedRetrieval
     calls: dict[str, Completion] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
+    abstained: bool = False
+    guess: str | None = None
+    cited: list[int] = field(default_factory=list)
 
     @property
     def prompt_tokens(self) -> int:
@@ -97,32 +109,42 @@ class AdaptiveRAG:
         query = request.query
         if retrieval is None:
             retrieval = self.system.retrieve(request, members=members)
-        calls: dict[str, Completion] = {}
-        candidates: list[tuple[str, str]] = []
-        explanations: list[str] = []
+        runs = retrieval.results.ok_runs
         start = time.perf_counter()
-        for run in retrieval.results.ok_runs:
-            said = self.answerer.answer(query, self.system.passages(run.doc_ids))
-            calls[f"answer:{run.name}"] = said.completion
-            candidates.append((run.name, said.text))
-            explanations.append(said.explanation)
+        answers = [self.answerer.answer(query, self.system.passages(run.doc_ids)) for run in runs]
         answer_ms = 1000 * (time.perf_counter() - start)
         start = time.perf_counter()
-        if candidates:
-            selection = self.answerer.select(query, [text for _, text in candidates], explanations)
-            calls["select"] = selection.completion
-            chosen, final, fallback = selection.index, selection.answer, selection.fallback
+        if answers:
+            selection = self.answerer.select(query, [a.text for a in answers], [a.explanation for a in answers])
+            chosen, fallback, select_call = selection.index, selection.fallback, selection.completion
         else:  # every member failed: answer closed-book rather than not at all
-            said = self.answerer.answer(query, [])
-            calls["answer:closed_book"] = said.completion
-            final, chosen, fallback = said.text, -1, False
+            answers, chosen, fallback, select_call = [self.answerer.answer(query, [])], -1, False, None
         select_ms = 1000 * (time.perf_counter() - start)
-        latency = {
-            "route": retrieval.route_ms, "retrieve": retrieval.results.latency_ms, "answer": answer_ms,
-            "select": select_ms,
-        }
+        return self.result(retrieval, answers, chosen, fallback, select_call,
+                           {"answer": answer_ms, "select": select_ms})
+
+    @staticmethod
+    def result(
+        retrieval: RoutedRetrieval, answers: Sequence[Answer], chosen: int, fallback: bool,
+        select_call: Completion | None, stages_ms: dict[str, float],
+    ) -> RAGAnswer:
+        """The :class:`RAGAnswer` of the readers' ``answers`` (one per ok run of ``retrieval``, in
+        its order; or the closed-book answer alone, ``chosen`` -1) and the selector's choice
+        (``select_call``: its call, None closed-book); ``stages_ms``: ``answer`` and ``select``."""
+        runs = retrieval.results.ok_runs
+        said = answers[max(chosen, 0)]
+        if chosen >= 0:
+            calls = {f"answer:{run.name}": a.completion for run, a in zip(runs, answers, strict=True)}
+            calls["select"] = select_call if select_call is not None else Completion.none()
+            candidates = [(run.name, a.text) for run, a in zip(runs, answers, strict=True)]
+            cited = [runs[chosen].doc_ids[i] for i in said.used]
+        else:
+            calls, candidates, cited = {"answer:closed_book": said.completion}, [], []
+        latency = {"route": retrieval.route_ms, "retrieve": retrieval.results.latency_ms, **stages_ms}
         latency["total"] = float(np.sum(list(latency.values())))
-        return RAGAnswer(final, candidates, chosen, fallback, retrieval, calls, latency)
+        answer, guess = (NO_ANSWER, said.text) if said.unsupported else (said.text, None)
+        return RAGAnswer(answer, candidates, chosen, fallback, retrieval, calls, latency, said.unsupported, guess,
+                         list(dict.fromkeys(cited)))
 
     def close(self) -> None:
         self.system.close()

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragfolio.core.answer_text import normalize_answer
+from ragfolio.core.answering.abstention import unsupported
 from ragfolio.core.answering.prompts import (
-    ANSWER_SCHEMA,
     answer_messages,
+    answer_schema,
     parse_choice,
     parse_reply,
     selector_messages,
@@ -41,12 +42,18 @@ class Answer:
         explanation: Its one-line explanation (the evidence, or "guess"); "" when none was read.
         parsed: Whether the reply was the JSON asked for (False: salvaged from other text).
         completion: The call.
+        used: Positions (0-based) in the passages given of those the reader says it read the
+            answer from, in its order, each once.
+        unsupported: The answerer's abstention rule calls the answer unsupported by the passages
+            (:func:`~ragfolio.core.answering.abstention.unsupported`); always False with the rule ``"off"``.
     """
 
     text: str
     explanation: str
     parsed: bool
     completion: Completion
+    used: tuple[int, ...] = ()
+    unsupported: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ class Answerer:
             ``seed`` and the question (the same question always gets the same order); False: in
             the order given.
         seed: Seed of those orders.
+        abstain: The rule that calls an answer unsupported by its passages
+            (:data:`~ragfolio.core.answering.abstention.ABSTAIN_RULES`; ``"off"``: none is).
     """
 
     def __init__(
@@ -97,8 +106,11 @@ class Answerer:
         max_passage_words: int = 100,
         shuffle_candidates: bool = True,
         seed: int = 0,
+        abstain: str = "guess",
     ) -> None:
+        unsupported(abstain, "", (), 0)  # checks the rule's name
         self.backend = backend
+        self.abstain = abstain
         self.max_answer_tokens, self.max_selector_tokens = max_answer_tokens, max_selector_tokens
         self.max_passage_words = max_passage_words
         self.shuffle_candidates, self.seed = shuffle_candidates, seed
@@ -106,8 +118,9 @@ class Answerer:
     def answer(self, question: str, passages: Sequence[tuple[str, str]]) -> Answer:
         """The answer to ``question`` from ``(title, text)`` passages (closed-book if none)."""
         messages = answer_messages(question, passages, max_passage_words=self.max_passage_words)
-        completion = self.backend.complete(messages, max_tokens=self.max_answer_tokens, json_schema=ANSWER_SCHEMA)
-        return self._read(completion)
+        completion = self.backend.complete(messages, max_tokens=self.max_answer_tokens,
+                                           json_schema=answer_schema(len(passages)))
+        return self._read(completion, len(passages))
 
     def answer_stream(self, question: str, passages: Sequence[tuple[str, str]]) -> Generator[str, None, Answer]:
         """:meth:`answer` as the reader writes it: the answer's text in pieces as each is settled
@@ -116,16 +129,18 @@ class Answerer:
         :class:`Answer` that :meth:`answer` returns for the same reply. A backend that cannot
         stream gives the text in one piece once it has answered."""
         messages = answer_messages(question, passages, max_passage_words=self.max_passage_words)
-        reply = stream_chat(self.backend, messages, max_tokens=self.max_answer_tokens, json_schema=ANSWER_SCHEMA)
+        reply = stream_chat(self.backend, messages, max_tokens=self.max_answer_tokens,
+                            json_schema=answer_schema(len(passages)))
         completion = yield from answer_pieces(reply)
-        return self._read(completion)
+        return self._read(completion, len(passages))
 
-    @staticmethod
-    def _read(completion: Completion) -> Answer:
+    def _read(self, completion: Completion, n_passages: int) -> Answer:
         reply = parse_reply(completion.text)
         if not reply.parsed:
             logger.debug("reader reply %r is not the JSON asked for", completion.text)
-        return Answer(reply.answer, reply.explanation, reply.parsed, completion)
+        used = tuple(k - 1 for k in reply.used if k <= n_passages)
+        return Answer(reply.answer, reply.explanation, reply.parsed, completion, used,
+                      unsupported(self.abstain, reply.explanation, used, n_passages))
 
     def select(self, question: str, candidates: Sequence[str], explanations: Sequence[str] | None = None) -> Selection:
         """Choose one of the candidates (router order: index 0 is the top-routed member's answer),

@@ -1,7 +1,7 @@
 """The reader's prompt, the selector's prompt, and reading their replies.
 
-The reader answers from passages in JSON: a short answer and a one-line explanation (evidence, or
-"guess"). The selector sees the question and the candidates' answers with their explanations (not
+The reader answers from passages in JSON: a short answer, the passages it read it from and a
+one-line explanation (evidence, or "guess"). The selector sees the question and the candidates' answers with their explanations (not
 the passages) and replies with a candidate's number. Both give the backend a JSON schema, which
 llama.cpp enforces while decoding; replies that are not that JSON are still read (a cut-off reply,
 or a backend that cannot constrain its output), and counted as parse failures. Prompts are kept
@@ -34,20 +34,40 @@ def format_passages(passages: Sequence[tuple[str, str]], max_passage_words: int)
     return "\n".join(f"[{i}] {t}: {_truncate(x, max_passage_words)}" for i, (t, x) in enumerate(passages, 1))
 
 
-# The reader replies in JSON: a short answer and a one-line explanation (the evidence it read, or
-# "guess"), as the paper's answer prompt asks. A backend that can constrain its decoding (llama.cpp,
-# OpenAI-compatible servers honouring response_format) is given the schema, so a reply cut only by
-# max_tokens fails to parse; :func:`parse_reply` counts those.
+# The reader replies in JSON: a short answer, the numbers of the passages it read it from ("used",
+# the paper's used_passages) and the explanation's mode, "evidence" (read from the passages) or
+# "guess", as the paper's answer prompt asks (one word: a free-text explanation cost ~25 generated
+# tokens a call, ~3 s on these cores, and the answer is written before it). A backend that can constrain its decoding (llama.cpp, OpenAI-compatible
+# servers honouring response_format) is given the schema (:func:`answer_schema`: the passage numbers
+# are an enum of the passages shown), so a reply cut only by max_tokens fails to parse;
+# :func:`parse_reply` counts those. The answer comes first: it is what a stream sends.
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 80},
-                   "explanation": {"type": "string", "maxLength": 80}},
+                   "explanation": {"type": "string", "enum": ["evidence", "guess"]}},
     "required": ["answer", "explanation"],
     "additionalProperties": False,
 }
+"""The closed-book reply (no passages to name)."""
+
+
+def answer_schema(n_passages: int) -> dict[str, Any]:
+    """The reply over ``n_passages`` passages: :data:`ANSWER_SCHEMA` with ``"used"``, a list of
+    at most ``n_passages`` of the numbers 1..``n_passages``, between the answer and the explanation;
+    :data:`ANSWER_SCHEMA` itself when there are none."""
+    if n_passages < 1:
+        return ANSWER_SCHEMA
+    used = {"type": "array", "items": {"type": "integer", "enum": list(range(1, n_passages + 1))},
+            "maxItems": n_passages}
+    properties = ANSWER_SCHEMA["properties"]
+    return {**ANSWER_SCHEMA, "properties": {"answer": properties["answer"], "used": used,
+                                            "explanation": properties["explanation"]},
+            "required": ["answer", "used", "explanation"]}
+
+
 _ANSWER_RULES = (
     'Reply in JSON with "answer": the shortest exact answer (a name, date, number, place or yes/no; '
-    'a few words, not a sentence) and "explanation": at most ten words, the evidence'
+    'a few words, not a sentence)'
 )
 
 
@@ -57,14 +77,17 @@ def answer_messages(
     """The reader's prompt over ``(title, text)`` passages; closed-book when there are none.
 
     One user message (no ``system`` role: some chat templates reject it), the passages first and the
-    question last, replying as :data:`ANSWER_SCHEMA`.
+    question last, replying as :func:`answer_schema` of the passages.
     """
     if not passages:
-        content = f'Answer the question. {_ANSWER_RULES} you know, or "guess".\n\nQuestion: {question}'
+        content = (f'Answer the question. {_ANSWER_RULES} and "explanation": "evidence" if you know it, else '
+                   f'"guess".\n\nQuestion: {question}')
     else:
         content = (
-            f"Answer the question using the passages. {_ANSWER_RULES} from the passages, or \"guess\" if they "
-            f"do not contain it.\n\nPassages:\n{format_passages(passages, max_passage_words)}\n\nQuestion: {question}"
+            f'Answer the question using only the passages. {_ANSWER_RULES}, "used": the numbers of the passages '
+            f'that state the answer ([] if none), and "explanation": "evidence" if the passages state the answer, '
+            f'"guess" if they do not.\n\nPassages:\n'
+            f"{format_passages(passages, max_passage_words)}\n\nQuestion: {question}"
         )
     return [{"role": "user", "content": content}]
 
@@ -101,28 +124,41 @@ class Reply:
         explanation: Its one-line explanation ("" when the reply had none).
         parsed: Whether the reply was JSON of :data:`ANSWER_SCHEMA`; False: read as plain text
             (a reply cut by ``max_tokens``, or a backend that cannot constrain its output).
+        used: The passage numbers (1-based) the reply names under ``"used"``, in its order,
+            each once; () when it names none, or the reply has no such list (None would say
+            the same: a reply without the list cites nothing).
     """
 
     answer: str
     explanation: str
     parsed: bool
+    used: tuple[int, ...] = ()
 
 
 _ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.)*)"?')
+
+
+def _numbers(value: Any) -> tuple[int, ...]:
+    """The distinct positive integers of a JSON list, in order (anything else skipped)."""
+    if not isinstance(value, list):
+        return ()
+    seen = [v for v in value if isinstance(v, int) and not isinstance(v, bool) and v >= 1]
+    return tuple(dict.fromkeys(seen))
 
 
 def parse_reply(text: str) -> Reply:
     """Read a reply as :data:`ANSWER_SCHEMA`'s JSON; else salvage what it says.
 
     A cut-off JSON reply gives its ``"answer"`` field if that was written; any other text gives
-    :func:`clean_answer` of it. Both count as not parsed.
+    :func:`clean_answer` of it. Both count as not parsed, and name no passages.
     """
     try:
         data = json.loads(text)
     except ValueError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("answer"), str):
-        return Reply(_clean_line(data["answer"]), str(data.get("explanation") or "").strip(), True)
+        return Reply(_clean_line(data["answer"]), str(data.get("explanation") or "").strip(), True,
+                     _numbers(data.get("used")))
     if match := _ANSWER_FIELD.search(text):
         try:
             said = json.loads(f'"{match.group(1)}"')

@@ -8,6 +8,9 @@ it yields the final answer's text in pieces and returns the same
   called for a single candidate, so the reader's answer is the final answer, and it is streamed
   as the reader writes it (:meth:`~ragfolio.core.answering.answerer.Answerer.answer_stream`). With
   no member's passages the closed-book answer is streamed the same way.
+- **An abstention rule** (the answerer's ``abstain``, not ``"off"``): the reply is read whole before
+  anything is sent, since its end may call the answer a guess; then the final answer (or
+  :data:`~ragfolio.core.answering.abstention.NO_ANSWER`) comes in one piece.
 - **Two or more**: the final answer exists only once every reader has answered and the selector
   has chosen, so nothing is yielded; the answer is computed as ``AdaptiveRAG.answer`` computes it.
 """
@@ -18,7 +21,7 @@ import time
 from collections.abc import Generator
 
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
-from ragfolio.core.llm.chat import Completion
+from ragfolio.core.answering.answerer import Answer
 from ragfolio.core.system.request import RetrievalRequest
 from ragfolio.core.system.routed_system import RoutedRetrieval
 
@@ -41,20 +44,28 @@ def stream_answer(
     if len(runs) > 1:
         return rag.answer(request, retrieval=retrieval)
     start = time.perf_counter()
-    said = yield from answerer.answer_stream(query, rag.system.passages(runs[0].doc_ids) if runs else [])
+    reply = answerer.answer_stream(query, rag.system.passages(runs[0].doc_ids) if runs else [])
+    if answerer.abstain == "off":
+        said = yield from reply
+    else:  # the answer may yet be called a guess: nothing is sent before the whole reply is read
+        said = _drain(reply)
     reader_ms = 1000 * (time.perf_counter() - start)
-    calls: dict[str, Completion]
     if runs:  # as AdaptiveRAG.answer: one candidate, and the selector's no-call choice of it
         start = time.perf_counter()
         selection = answerer.select(query, [said.text], [said.explanation])
-        calls = {f"answer:{runs[0].name}": said.completion, "select": selection.completion}
-        candidates, chosen, final, fallback = [(runs[0].name, said.text)], selection.index, selection.answer, False
-        answer_ms, select_ms = reader_ms, 1000 * (time.perf_counter() - start)
+        result = rag.result(retrieval, [said], selection.index, False, selection.completion,
+                            {"answer": reader_ms, "select": 1000 * (time.perf_counter() - start)})
     else:  # every member failed: closed-book, timed as AdaptiveRAG.answer times it (its "select" stage)
-        calls = {"answer:closed_book": said.completion}
-        candidates, chosen, final, fallback = [], -1, said.text, False
-        answer_ms, select_ms = 0.0, reader_ms
-    latency = {"route": retrieval.route_ms, "retrieve": retrieval.results.latency_ms, "answer": answer_ms,
-               "select": select_ms}
-    latency["total"] = sum(latency.values())
-    return RAGAnswer(final, candidates, chosen, fallback, retrieval, calls, latency)
+        result = rag.result(retrieval, [said], -1, False, None, {"answer": 0.0, "select": reader_ms})
+    if answerer.abstain != "off":
+        yield result.answer
+    return result
+
+
+def _drain(reply: Generator[str, None, Answer]) -> Answer:
+    """The value a generator returns, its pieces dropped."""
+    while True:
+        try:
+            next(reply)
+        except StopIteration as stop:
+            return stop.value

@@ -1,0 +1,93 @@
+"""Abstention and citations: the reader's "used" passages and its guesses, from reply to RAGAnswer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_encoders import tiny_runner  # noqa: F401 - the fixtures' module
+from routed_portfolio import routed_portfolio
+
+from ragfolio.core.answering.abstention import NO_ANSWER, is_guess, unsupported
+from ragfolio.core.answering.adaptive_rag import AdaptiveRAG
+from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.prompts import answer_schema, parse_reply
+from ragfolio.core.llm.chat import Completion
+from ragfolio.core.system.request import RetrievalRequest
+from ragfolio.core.system.routed_system import RoutedSystem
+
+PASSAGES = [("Big Ben", "Big Ben is the bell of the clock at Westminster."), ("Paris", "Paris is in France.")]
+
+
+class JsonReader:
+    """Replies ``reply`` to every reader prompt, records the schemas asked for."""
+
+    def __init__(self, reply: dict) -> None:
+        self.reply, self.schemas = json.dumps(reply), []
+
+    def complete(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> Completion:
+        self.schemas.append(json_schema)
+        return Completion(self.reply, 50, 12, 5.0)
+
+
+@pytest.mark.parametrize(("explanation", "guess"), [("guess", True), ("Guess.", True), ("guessing from memory", True),
+                                                    ("evidence", False), ("", False), ("educated guess", False)])
+def test_a_guess_is_the_explanations_first_word(explanation: str, guess: bool) -> None:
+    assert is_guess(explanation) is guess
+
+
+def test_each_rule_reads_its_signal() -> None:
+    assert not unsupported("off", "guess", (), 4)
+    assert unsupported("guess", "guess", (0,), 4) and not unsupported("guess", "evidence", (), 4)
+    assert unsupported("no_passage", "evidence", (), 4) and not unsupported("no_passage", "guess", (1,), 4)
+    assert not unsupported("no_passage", "evidence", (), 0)  # closed-book has no passage to name
+    assert unsupported("guess_or_no_passage", "guess", (1,), 4) and unsupported("guess_or_no_passage", "evidence", (), 4)
+    with pytest.raises(ValueError, match="abstain='sometimes'"):
+        unsupported("sometimes", "", (), 0)
+    with pytest.raises(ValueError, match="abstain="):
+        Answerer(JsonReader({}), abstain="sometimes")
+
+
+def test_the_schema_names_only_the_passages_shown() -> None:
+    schema = answer_schema(3)
+    assert list(schema["properties"]) == ["answer", "used", "explanation"]  # the answer first: a stream sends it
+    assert schema["properties"]["used"]["items"]["enum"] == [1, 2, 3] and schema["properties"]["used"]["maxItems"] == 3
+    assert "used" not in answer_schema(0)["properties"]
+
+
+def test_used_is_read_in_order_once_and_only_as_positive_integers() -> None:
+    reply = parse_reply('{"answer": "London", "used": [2, 1, 2, 0, -1, true, "3", 4], "explanation": "evidence"}')
+    assert reply.used == (2, 1, 4) and reply.parsed
+    assert parse_reply('{"answer": "London", "explanation": "evidence"}').used == ()
+    assert parse_reply('{"answer": "London", "used": [1').used == ()  # cut off: salvaged, cites nothing
+
+
+def test_the_answerer_maps_used_to_positions_and_applies_its_rule() -> None:
+    reader = JsonReader({"answer": "Westminster", "used": [2, 1, 7], "explanation": "guess"})
+    said = Answerer(reader).answer("Where is Big Ben?", PASSAGES)
+    assert said.used == (1, 0) and said.unsupported  # 7 was never shown: dropped
+    assert reader.schemas[0] == answer_schema(2)
+    assert not Answerer(reader, abstain="off").answer("Where is Big Ben?", PASSAGES).unsupported
+
+
+@pytest.fixture
+def routed_parts(tiny_dir, monkeypatch, small_grid):
+    return routed_portfolio(tiny_dir, monkeypatch, small_grid)
+
+
+def test_rag_abstains_with_the_guess_aside_and_cites_the_rows_used(routed_parts) -> None:
+    runner, members, router, hasher, queries = routed_parts
+    system = RoutedSystem(runner, members, router, hasher, ["minilm"])
+    guessed = AdaptiveRAG(system, Answerer(JsonReader({"answer": "Lyon", "used": [], "explanation": "guess"})))
+    result = guessed.answer(RetrievalRequest(queries[0], 1, system.depth))
+    assert result.abstained and result.answer == NO_ANSWER and result.guess == "Lyon" and result.cited == []
+    assert result.candidates[result.chosen][1] == "Lyon"  # the candidate is the reader's answer
+
+    cited = AdaptiveRAG(system, Answerer(JsonReader({"answer": "Paris", "used": [3, 1, 3], "explanation": "evidence"})))
+    result = cited.answer(RetrievalRequest(queries[0], 1, system.depth))
+    rows = result.retrieval.results.ok_runs[0].doc_ids
+    assert not result.abstained and result.guess is None and result.answer == "Paris"
+    assert result.cited == [rows[2], rows[0]]
+
+    off = AdaptiveRAG(system, Answerer(JsonReader({"answer": "Lyon", "used": [], "explanation": "guess"}), abstain="off"))
+    assert off.answer(RetrievalRequest(queries[0], 1, system.depth)).answer == "Lyon"
