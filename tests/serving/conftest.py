@@ -130,7 +130,10 @@ def service_client(config: Path, **env: str) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def client(tiny_bundle: Path, fake_llm_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    config = write_config(tmp_path_factory.mktemp("conf") / "serving.yml", tiny_bundle, fake_llm_url)
+    # abstention off: a stream then sends the answer as the reader writes it (tests/serving/test_abstention.py
+    # serves with it on)
+    config = write_config(tmp_path_factory.mktemp("conf") / "serving.yml", tiny_bundle, fake_llm_url,
+                          answerer={"abstain": "off"})
     with service_client(config) as c:
         yield c
 

@@ -26,8 +26,9 @@ class FakeLLM(BaseHTTPRequestHandler):
     A question containing ``slow`` is answered after ``FakeLLM.delay_s`` seconds. With ``stream:
     true`` the reply is server-sent events of ``FakeLLM.piece_chars`` characters each (``piece_s``
     seconds apart for a question containing ``drip``), and an answer asked for in JSON
-    (``response_format``) is ``{"answer": <title>, "explanation": ...}``, as a constrained reader
-    writes it.
+    (``response_format``) is ``{"answer": <title>, "used": [1], "explanation": "evidence"}``, as a
+    constrained reader writes it; for a question containing ``unanswerable`` it is a guess,
+    ``{"answer": "Brindlewood Analytics", "used": [], "explanation": "guess"}``.
     """
 
     delay_s = 1.5
@@ -44,10 +45,12 @@ class FakeLLM(BaseHTTPRequestHandler):
         if "slow" in question:
             time.sleep(self.delay_s)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}
+        if body.get("response_format") and "Passages:" in prompt:  # it read the answer from passage 1
+            text = json.dumps({"answer": text, "used": [1], "explanation": "evidence"})
+            if "unanswerable" in question:  # ... or it guesses
+                text = json.dumps({"answer": "Brindlewood Analytics", "used": [], "explanation": "guess"})
         if body.get("stream"):
             FakeLLM.streamed.append(prompt)
-            if body.get("response_format") and "Passages:" in prompt:
-                text = json.dumps({"answer": text, "explanation": 'passage [1] says "so"'})
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()

@@ -14,6 +14,7 @@ import pytest
 from conftest import FakeLLM, closed_port_url, service_client, write_config
 from tiny_bundle import MEMBERS, questions
 
+from ragfolio.core.answering.abstention import NO_ANSWER
 from ragfolio.core.llm.chat import LLMUnavailableError
 from ragfolio.serving.access import KEY_COOKIE
 from ragfolio.serving.engine import ServingEngine
@@ -68,6 +69,30 @@ def test_with_api_keys_the_playgrounds_cookie_streams_the_answer(tiny_bundle, fa
         texts, final = tokens_then_answer(sse(client.post("/answer", json=request)))
         assert "".join(texts) == final["answer"]
         client.cookies.clear()
+
+
+def test_with_abstention_a_guess_is_set_aside_and_the_stream_waits_for_the_whole_reply(tiny_bundle, fake_llm_url,
+                                                                                        tmp_path) -> None:
+    config = write_config(tmp_path / "serving.yml", tiny_bundle, fake_llm_url, answerer={"abstain": "guess"})
+    with service_client(config) as client:
+        question = questions()[0]  # the fake reader answers "Maria von Trapp" from passage 1
+        whole = client.post("/answer", json={"query": question, "l": 1}).json()
+        assert whole["answer"] == "Maria von Trapp" and not whole["abstained"] and whole["guess"] is None
+        assert [p["id"] for p in whole["citations"]] == [whole["members"][0]["passages"][0]["id"]]
+        texts, final = tokens_then_answer(sse(client.post("/answer", json={"query": question, "l": 1, "stream": True})))
+        assert texts == ["Maria von Trapp"] and final["answer"] == "Maria von Trapp"  # one piece, once read whole
+        for l in (1, 2):  # noqa: E741
+            unanswerable = f"{question} unanswerable"  # the fake reader guesses, naming no passage
+            guessed = client.post("/answer", json={"query": unanswerable, "l": l}).json()
+            assert guessed["abstained"] and guessed["answer"] == NO_ANSWER, guessed
+            assert guessed["guess"] == "Brindlewood Analytics" and guessed["citations"] == []
+            texts, final = tokens_then_answer(sse(client.post("/answer", json={"query": unanswerable, "l": l,
+                                                                                "stream": True})))
+            assert "".join(texts) == NO_ANSWER and final["guess"] == "Brindlewood Analytics"
+            chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": unanswerable}],
+                                                            "l": l}).json()
+            assert chat["choices"][0]["message"]["content"] == NO_ANSWER and chat["abstained"]
+            assert chat["guess"] == "Brindlewood Analytics" and chat["citations"] == [] and chat["retrieved"]
 
 
 def test_at_l1_the_readers_tokens_arrive_before_the_answer_and_join_to_it(client) -> None:

@@ -97,12 +97,17 @@ def test_a_chat_completion_is_the_answer_of_answer(client, l) -> None:  # noqa: 
     tokens = answered["tokens"]
     assert body["usage"] == {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
                              "total_tokens": tokens["total"]}
-    # citations: the passages the chosen answer was read from, with every routed member that retrieved each
+    # citations: the passages the chosen answer was read from (the fake reader names its first), with every
+    # routed member that retrieved each; retrieved: every passage the chosen reader was handed
     chosen = next(m for m in answered["members"] if m["name"] == answered["chosen_member"])
-    assert [(c["index"], c["id"], c["title"]) for c in body["citations"]] == [
+    assert [(c["index"], c["id"], c["title"]) for c in body["retrieved"]] == [
         (i, p["id"], p["title"]) for i, p in enumerate(chosen["passages"], 1)]
+    assert [(c["index"], c["id"]) for c in body["citations"]] == [(1, chosen["passages"][0]["id"])]
+    assert [p["id"] for p in answered["citations"]] == [chosen["passages"][0]["id"]]
+    assert body["abstained"] is answered["abstained"] is False and body["guess"] is answered["guess"] is None
     merged = {p["id"]: p["members"] for p in answered["passages"]}
-    assert all(c["members"] == merged[c["id"]] and chosen["name"] in c["members"] for c in body["citations"])
+    assert all(c["members"] == merged[c["id"]] and chosen["name"] in c["members"]
+               for c in body["citations"] + body["retrieved"])
     # the fake reader answers with the first passage's title: the answer came from citation 1
     assert choice["message"]["content"] == body["citations"][0]["title"]
 
@@ -118,7 +123,8 @@ def test_the_citations_are_the_chosen_members_passages(client, monkeypatch) -> N
     second_member = answered["members"][1]
     assert answered["chosen"] == 1 and answered["chosen_member"] == second_member["name"]
     assert body["choices"][0]["message"]["content"] == answered["answer"]
-    assert [c["id"] for c in body["citations"]] == [p["id"] for p in second_member["passages"]]
+    assert [c["id"] for c in body["retrieved"]] == [p["id"] for p in second_member["passages"]]
+    assert [c["id"] for c in body["citations"]] == [second_member["passages"][0]["id"]]
 
 
 def test_the_question_is_the_last_user_message_as_text_or_parts(client) -> None:
@@ -348,7 +354,7 @@ def test_the_official_openai_client(client) -> None:
 
 @pytest.mark.slow
 def test_a_stream_over_http_from_bentoml_serve(tiny_bundle, fake_llm_url, tmp_path) -> None:
-    config = write_config(tmp_path / "serving.yml", tiny_bundle, fake_llm_url)
+    config = write_config(tmp_path / "serving.yml", tiny_bundle, fake_llm_url, answerer={"abstain": "off"})  # streams by token
     question = questions()[0]
     with bentoml_serve(config, tmp_path) as url, httpx.Client(base_url=url, timeout=60) as http:
         assert [m["id"] for m in http.get("/v1/models").json()["data"]] == ["ragfolio"]
