@@ -12,7 +12,7 @@ import pytest
 from local_http import serving
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.prompts import answer_schema, parse_reply
+from ragfolio.core.answering.prompts import ANSWER_SCHEMA, answer_schema, parse_reply
 from ragfolio.core.answering.reply_stream import AnswerField, answer_pieces, settled_answer
 from ragfolio.core.llm.chat import Completion, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient, TextStream
 from ragfolio.core.llm.text_streams import stream_chat

@@ -15,8 +15,8 @@ from local_http import serving
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.answering.prompts import (
     ANSWER_SCHEMA,
-    answer_schema,
     answer_messages,
+    answer_schema,
     clean_answer,
     parse_choice,
     parse_reply,
