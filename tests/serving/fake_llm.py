@@ -8,10 +8,29 @@ from http.server import BaseHTTPRequestHandler
 
 from local_http import send_json
 
+from ragfolio.core.answering.conversation import Turn, rewrite_messages
+from ragfolio.core.llm.chat import render_plain
+
+
+def usage(prompt: str) -> dict[str, int]:
+    """The tokens the fake reports for a call: the prompt's words, and 2 generated."""
+    return {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}
+
+
+def rewrite_tokens(turns: list[Turn], follow_up: str) -> tuple[int, int]:
+    """``(prompt, completion)`` tokens the fake reports for the rewrite of ``follow_up`` after ``turns``."""
+    counted = usage(render_plain(rewrite_messages(turns, follow_up)))
+    return counted["prompt_tokens"], counted["completion_tokens"]
+
 
 def _reply(prompt: str) -> str:
-    """The title of the first passage shown for an answer prompt, "2" for a selector prompt; for a
-    prompt it cannot read (a question that holds "Passages:" itself, say), "unknown"."""
+    """The title of the first passage shown for an answer prompt, "2" for a selector prompt, the
+    follow-up's rewrite (:data:`FakeLLM.rewrites`) for a rewrite prompt; for a prompt it cannot read
+    (a question that holds "Passages:" itself, say), "unknown"."""
+    if prompt.startswith("Rewrite the follow-up as a standalone question"):  # ragfolio.core.answering.conversation
+        follow_up = prompt.rsplit("\n\nFollow-up: ", 1)[1]
+        FakeLLM.rewritten.append(follow_up)
+        return json.dumps({"question": FakeLLM.rewrites.get(follow_up, follow_up)})
     if "Candidate answers" in prompt:
         return "2"
     try:  # after the prompt's worked example
@@ -21,7 +40,8 @@ def _reply(prompt: str) -> str:
 
 
 class FakeLLM(BaseHTTPRequestHandler):
-    """``POST /v1/completions``: answers with the title of the first passage shown, selects "2".
+    """``POST /v1/completions``: answers with the title of the first passage shown, selects "2",
+    rewrites a follow-up as ``FakeLLM.rewrites`` says (a follow-up it does not name: as it is).
 
     A question containing ``slow`` is answered after ``FakeLLM.delay_s`` seconds. With ``stream:
     true`` the reply is server-sent events of ``FakeLLM.piece_chars`` characters each (``piece_s``
@@ -35,6 +55,8 @@ class FakeLLM(BaseHTTPRequestHandler):
     piece_chars = 3
     piece_s = 0.05
     streamed: list[str] = []  # the prompts asked for with stream: true
+    rewrites: dict[str, str] = {}  # follow-up -> its standalone question
+    rewritten: list[str] = []  # the follow-ups asked to be rewritten
     cut: list[str] = []  # the streamed prompts whose reader went away before the end
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
@@ -44,7 +66,7 @@ class FakeLLM(BaseHTTPRequestHandler):
         question = prompt.rsplit("Question:", 1)[-1]
         if "slow" in question:
             time.sleep(self.delay_s)
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}
+        counted = usage(prompt)
         if body.get("response_format") and "Passages:" in prompt:  # it read the answer from passage 1
             text = json.dumps({"answer": text, "used": [1], "explanation": "evidence"})
             if "unanswerable" in question:  # ... or it guesses
@@ -56,7 +78,7 @@ class FakeLLM(BaseHTTPRequestHandler):
             self.end_headers()
             pieces = [text[i:i + self.piece_chars] for i in range(0, len(text), self.piece_chars)]
             events = [{"choices": [{"index": 0, "text": piece, "finish_reason": None}]} for piece in pieces] + [
-                {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}, {"choices": [], "usage": usage}]
+                {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}, {"choices": [], "usage": counted}]
             try:
                 for event in events:
                     self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
@@ -66,7 +88,7 @@ class FakeLLM(BaseHTTPRequestHandler):
             except (BrokenPipeError, ConnectionResetError):
                 FakeLLM.cut.append(prompt)
             return
-        payload = {"choices": [{"text": text}], "usage": usage}
+        payload = {"choices": [{"text": text}], "usage": counted}
         data = json.dumps(payload).encode()
         send_json(self, data)
 

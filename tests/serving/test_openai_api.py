@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from conftest import FakeLLM, bentoml_serve, write_config
+from fake_llm import rewrite_tokens
 from tiny_bundle import MEMBERS, questions
 
 from ragfolio.core.answering.answerer import Answerer, Selection
@@ -24,14 +25,15 @@ from ragfolio.serving.guard import INTERNAL_ERROR
 K = len(MEMBERS)
 CHAT = "/v1/chat/completions"
 SECRET = "http://admin:hunter2@10.1.2.3:9200/v1"  # what an LLM error could quote
+HISTORY = [("user", "An earlier question"), ("assistant", "An earlier answer")]
 
 
 def chat(question: str, **extra: object) -> dict:
-    """A chat request in the shape OpenAI's clients send, with history before the question."""
+    """A chat request in the shape OpenAI's clients send, with history before the question (which
+    the fake LLM's rewrite leaves as it is: test_chat_followups.py)."""
     return {"model": "ragfolio", "messages": [
         {"role": "system", "content": "You answer questions."},
-        {"role": "user", "content": "An earlier question"},
-        {"role": "assistant", "content": "An earlier answer"},
+        *({"role": role, "content": text} for role, text in HISTORY),
         {"role": "user", "content": question},
     ], **extra}
 
@@ -94,9 +96,10 @@ def test_a_chat_completion_is_the_answer_of_answer(client, l) -> None:  # noqa: 
     [choice] = body["choices"]
     assert choice["index"] == 0 and choice["finish_reason"] == "stop"
     assert choice["message"] == {"role": "assistant", "content": answered["answer"]}
-    tokens = answered["tokens"]
-    assert body["usage"] == {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
-                             "total_tokens": tokens["total"]}
+    tokens, (prompt, completion) = answered["tokens"], rewrite_tokens(HISTORY, question)  # and the rewrite's call
+    assert body["usage"] == {"prompt_tokens": tokens["prompt"] + prompt, "completion_tokens": tokens["completion"]
+                             + completion, "total_tokens": tokens["total"] + prompt + completion}
+    assert body["rewritten_question"] == question
     # citations: the passages the chosen answer was read from (the fake reader names its first), with every
     # routed member that retrieved each; retrieved: every passage the chosen reader was handed
     chosen = next(m for m in answered["members"] if m["name"] == answered["chosen_member"])

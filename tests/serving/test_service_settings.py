@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import closed_port_url, service_client, write_config
+from conftest import FakeLLM, closed_port_url, service_client, write_config
 from local_http import send_json
 from pydantic import ValidationError
 from tiny_bundle import MEMBERS, questions
 
 from ragfolio.core.bundle import BundleIntegrityError, save_served, verify_bundle
 from ragfolio.serving.config import ServingConfig
+from ragfolio.serving.engine import ServingEngine
 
 K = len(MEMBERS)
 
@@ -153,3 +154,38 @@ def test_refuses_to_start_without_a_bundle(fake_llm_url, tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="manifest.json"):
         with service_client(config):
             pass
+
+
+def test_a_follow_ups_rewrite_can_be_switched_off_or_time_out(tiny_bundle, fake_llm_url, tmp_path, monkeypatch,
+                                                              caplog) -> None:
+    """``chat.rewrite_followups: false``: no rewrite call; past ``chat.rewrite_timeout_s``: the last
+    message as it is. Either way the follow-up itself is retrieved for (test_chat_followups.py)."""
+    from ragfolio.serving import engine as engine_module
+
+    follow_up = "And who else was there?"
+    chat = {"messages": [{"role": "user", "content": questions()[0]}, {"role": "assistant", "content": "Maria"},
+                         {"role": "user", "content": follow_up}]}
+    retrieved, route_many = [], ServingEngine.route_many
+    monkeypatch.setattr(ServingEngine, "route_many", lambda self, items: retrieved.extend(
+        item.request.query for item in items) or route_many(self, items))
+    monkeypatch.setitem(FakeLLM.rewrites, follow_up, questions()[2])
+    config = write_config(tmp_path / "serving.yml", tiny_bundle, fake_llm_url, chat={"rewrite_timeout_s": 0.2})
+    before = len(FakeLLM.rewritten)
+    with service_client(config, RAGFOLIO_CHAT__REWRITE_FOLLOWUPS="false") as client:
+        body = client.post("/v1/chat/completions", json=chat).json()
+    assert body["rewritten_question"] is None and retrieved == [follow_up] and len(FakeLLM.rewritten) == before
+    release, standalone_question = threading.Event(), engine_module.standalone_question
+
+    def hung(*args: object, **kwargs: object) -> object:
+        release.wait(5)
+        return standalone_question(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "standalone_question", hung)
+    try:
+        with service_client(config) as client:
+            response = client.post("/v1/chat/completions", json=chat)
+    finally:
+        release.set()
+    assert response.status_code == 200 and response.json()["rewritten_question"] is None
+    assert retrieved == [follow_up, follow_up]
+    assert any("rewrite_timeout_s=0.2" in r.getMessage() for r in caplog.records), caplog.text

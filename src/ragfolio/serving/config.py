@@ -54,6 +54,23 @@ class AnswererConfig(BaseModel):
                           "(ragfolio.core.answering.abstention); off: never.")
 
 
+class ChatConfig(BaseModel):
+    """``POST /v1/chat/completions`` (:mod:`ragfolio.serving.openai_api`).
+
+    Attributes:
+        rewrite_followups: A request whose last user message follows earlier user or assistant turns
+            has it rewritten by the reader's LLM into a standalone question first (one call,
+            :mod:`ragfolio.core.answering.conversation`), which is retrieved for and answered;
+            False: the last user message is the question, as it is.
+        rewrite_timeout_s: Past this the rewrite is given up and the last user message is the question.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rewrite_followups: bool = True
+    rewrite_timeout_s: float = Field(30.0, gt=0)
+
+
 class BatchingConfig(BaseModel):
     """How concurrent ``/retrieve`` and ``/batch_retrieve`` queries are gathered into batches.
 
@@ -266,6 +283,7 @@ class ServingConfig(BaseModel):
             None: the bundle's, the one answering evaluation answered with.
         llm_process: How an in-process LLM kind runs (its own process by default).
         answerer: Overrides of the bundle's answer and selector prompt limits (None each: the bundle's).
+        chat: The OpenAI-compatible chat's follow-ups (:class:`ChatConfig`).
         fault_injection: Off (None) but in benchmarks and tests: a member made slow on purpose.
         auth: API keys; off (open) unless ``api_keys_env`` names a variable.
         cors: Cross-origin browser access; None (the default): none.
@@ -292,6 +310,7 @@ class ServingConfig(BaseModel):
     llm: dict[str, Any] | None = None
     llm_process: LLMProcessConfig = Field(default_factory=LLMProcessConfig)
     answerer: AnswererConfig = Field(default_factory=AnswererConfig)
+    chat: ChatConfig = Field(default_factory=ChatConfig)
     fault_injection: FaultInjectionConfig | None = None
     auth: AuthConfig = Field(default_factory=AuthConfig)
     cors: CORSConfig | None = None
@@ -344,7 +363,7 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-SECTION_FIELDS = ("batching", "llm", "llm_process", "answerer", "fault_injection", "auth", "cors", "tracing")
+SECTION_FIELDS = ("batching", "llm", "llm_process", "answerer", "chat", "fault_injection", "auth", "cors", "tracing")
 
 
 def load_config(

@@ -25,7 +25,8 @@ the batch's) and ``batch_size``.
 
 Answers: :meth:`ServingEngine.answer` returns the whole response; :meth:`ServingEngine.answer_stream`
 yields the answer's text as the reader writes it when one reader's answer is the answer (l = 1),
-then the same response.
+then the same response. A chat's follow-up is made standalone first (:meth:`ServingEngine.standalone`:
+one call to the answerer's LLM); its call is the response's ``rewrite`` call (:data:`REWRITE_CALL`).
 
 The LLM: the bundle's reader (what answering evaluation answered with) with the settings' ``llm``
 over it. An in-process kind (the embedded model) runs by default in a process of its own, an
@@ -60,13 +61,14 @@ from typing import Any
 
 from ragfolio.core.answering.adaptive_rag import AdaptiveRAG, RAGAnswer
 from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.conversation import Rewrite, Turn, standalone_question
 from ragfolio.core.answering.streaming import stream_answer
 from ragfolio.core.bundle import PortfolioBundle, live_folder, load_bundle, resolve_bundle
 from ragfolio.core.corpus.carry_over import open_log
 from ragfolio.core.corpus.filters import Filter, parse_filter
 from ragfolio.core.corpus.live_corpus import LiveCorpus
 from ragfolio.core.llm.backends import make_backend
-from ragfolio.core.llm.chat import PLAIN, ChatBackend, LocalModel
+from ragfolio.core.llm.chat import PLAIN, ChatBackend, Completion, LocalModel
 from ragfolio.core.llm.process import LLMProcess, ProcessBackend
 from ragfolio.core.retrieval.encoders.kinds import with_query_engine
 from ragfolio.core.system.live_systems import LiveSystems
@@ -88,6 +90,8 @@ from ragfolio.serving.schemas import (
 )
 
 logger = logging.getLogger(__name__)
+REWRITE_CALL = "rewrite"  # the follow-up's rewrite in a response's tokens.calls
+
 
 @dataclass(frozen=True)
 class RetrievalItem:
@@ -292,21 +296,41 @@ class ServingEngine:
                 "members": results.latency_ms - results.shared_ms, "total": total_ms,
                 **{f"stage.{name}": ms for name, ms in routed.stages_ms.items()}}
 
-    def answer(self, item: RetrievalItem, retrieval: RoutedRetrieval | None = None) -> AnswerResponse:
+    def standalone(self, turns: Sequence[Turn], question: str, request_id: str | None = None) -> Rewrite:
+        """The chat's follow-up ``question`` made standalone from the earlier ``turns`` by the answerer's
+        LLM (:func:`~ragfolio.core.answering.conversation.standalone_question`: one call; none without
+        turns). A call that fails, or a rewrite over ``max_query_chars``, keeps the question (logged
+        under ``request_id``): the last message can still be answered as it is."""
+        try:
+            rewrite = standalone_question(self.answerer.backend, turns, question)
+        except Exception as exc:  # the LLM's errors, whatever the backend: the rewrite is only a help
+            logger.warning("request %s: the follow-up was not rewritten (%s: %s); answering the last message as it is",
+                           request_id, type(exc).__name__, exc)
+            return Rewrite.kept(question)
+        if len(rewrite.question) > self.limits.max_query_chars:
+            logger.warning("request %s: the follow-up's rewrite is over max_query_chars=%d; answering the last "
+                           "message as it is", request_id, self.limits.max_query_chars)
+            return Rewrite(question, False, rewrite.completion)
+        return rewrite
+
+    def answer(self, item: RetrievalItem, retrieval: RoutedRetrieval | None = None,
+               rewrite: Rewrite | None = None) -> AnswerResponse:
         """Retrieve with l routed members, answer from each one's passages, select one answer.
 
         ``item``: the query, as :meth:`item` resolved it. ``retrieval``: the query's routed
         retrieval when it was made already, in a batch (:meth:`route_many`; the service batches
-        ``/answer``'s retrievals so). Member failures are handled as in :meth:`retrieve`.
+        ``/answer``'s retrievals so). ``rewrite``: the chat's rewrite that made the query
+        (:meth:`standalone`), whose call the tokens count. Member failures are handled as in :meth:`retrieve`.
 
         Raises:
             ragfolio.core.llm.chat.LLMUnavailableError: The LLM cannot be reached.
             ragfolio.core.llm.chat.LLMRequestError: The LLM endpoint rejected a request.
         """
         result: RAGAnswer = self._rag(item).answer(item.request, retrieval=retrieval)
-        return self._answer_response(item, result)
+        return self._answer_response(item, result, rewrite)
 
-    def answer_stream(self, item: RetrievalItem, retrieval: RoutedRetrieval | None = None) -> Iterator[str | AnswerResponse]:
+    def answer_stream(self, item: RetrievalItem, retrieval: RoutedRetrieval | None = None,
+                      rewrite: Rewrite | None = None) -> Iterator[str | AnswerResponse]:
         """:meth:`answer` as it is written: the answer's text in pieces, then the response.
 
         The pieces (some empty: one per token the reader writes, so that a consumer can stop the
@@ -317,7 +341,7 @@ class ServingEngine:
         what :meth:`answer` raises, before the first piece or (the LLM lost mid-answer) after.
         """
         result = yield from stream_answer(self._rag(item), item.request, retrieval=retrieval)
-        yield self._answer_response(item, result)
+        yield self._answer_response(item, result, rewrite)
 
     def _rag(self, item: RetrievalItem) -> AdaptiveRAG:
         """Answering over the corpus the item is served from (rows never change meaning: a retrieval
@@ -325,8 +349,10 @@ class ServingEngine:
         system = self.systems.system_for(item.where)
         return self.rag if system is self.system else AdaptiveRAG(system, self.answerer)
 
-    def _answer_response(self, item: RetrievalItem, result: RAGAnswer) -> AnswerResponse:
+    def _answer_response(self, item: RetrievalItem, result: RAGAnswer, rewrite: Rewrite | None) -> AnswerResponse:
         results = result.retrieval.results
+        calls = result.calls if rewrite is None else {REWRITE_CALL: rewrite.completion, **result.calls}
+        total = Completion.total(calls.values())
         return AnswerResponse(
             query=item.query, l=item.request.l, routed=result.retrieval.routed, answer=result.answer,
             abstained=result.abstained, guess=result.guess,
@@ -339,9 +365,9 @@ class ServingEngine:
             latency_ms={**result.latency_ms, **{f"stage.{name}": ms for name, ms in result.retrieval.stages_ms.items()}},
             batch_size=result.retrieval.batch_size,
             tokens=Tokens(
-                prompt=result.prompt_tokens, completion=result.completion_tokens, total=result.tokens,
+                prompt=total.prompt_tokens, completion=total.completion_tokens, total=total.tokens,
                 calls={stage: {"prompt": c.prompt_tokens, "completion": c.completion_tokens,
-                               "latency_ms": c.latency_ms} for stage, c in result.calls.items()},
+                               "latency_ms": c.latency_ms} for stage, c in calls.items()},
             ),
         )
 

@@ -6,8 +6,15 @@ OpenAI's chat request and answers it with ``/answer`` (:meth:`ragfolio.serving.e
 - **The question** is the text of the last message whose ``role`` is ``user`` (a string, or the
   ``text`` parts of a list of content parts, joined by newlines); it is checked as ``/answer``'s
   ``query`` is (:class:`~ragfolio.serving.schemas.AnswerRequest`: not blank, at most
-  ``max_query_chars``). The other messages are not read: the service answers one question, it
-  does not hold a conversation.
+  ``max_query_chars``).
+- **A follow-up**: the ``user`` and ``assistant`` messages before it are the conversation's earlier
+  turns (:attr:`ChatRequest.turns`: their text parts; ``system`` and other roles, and messages after
+  it, are not read). When there are any, the service first has the reader's LLM rewrite the last
+  user message into a standalone question from them (one call,
+  :func:`ragfolio.core.answering.conversation.standalone_question`; setting
+  ``chat.rewrite_followups``), then retrieves for and answers that question. A rewrite that fails,
+  times out (``chat.rewrite_timeout_s``) or is not the JSON asked for leaves the last user message
+  as the question. ``usage`` counts the rewrite's call.
 - **Accepted and not used**: ``model`` (any name; replies name :data:`MODEL_ID`), ``max_tokens``,
   ``max_completion_tokens`` and ``temperature`` (type- and range-checked; the reader's limits are
   the ``answerer`` settings and it decodes greedily). ``n`` must be 1. Any other field is ignored.
@@ -16,17 +23,19 @@ OpenAI's chat request and answers it with ``/answer`` (:meth:`ragfolio.serving.e
   ``references`` (bool, default false: append the numbered references to the answer's text).
 - **The reply**: ``choices[0].message.content`` is ``/answer``'s ``answer`` (then the references,
   when asked), ``finish_reason`` ``"stop"``, ``usage`` the tokens of every LLM call of the answer
-  (readers and selector). Extensions: ``citations`` lists the passages the chosen answer was
-  read from, as the reader named them (``/answer``'s ``citations``: in its order, each once),
+  (the rewrite, readers and selector). Extensions: ``citations`` lists the passages the chosen answer
+  was read from, as the reader named them (``/answer``'s ``citations``: in its order, each once),
   each ``{"index", "id", "title", "members"}`` (``members``: every routed member that retrieved
   it); ``retrieved`` lists, in the same shape, every passage the chosen reader was handed (the
   chosen member's, in its rank order); both empty when every member failed and the answer is
   closed-book. ``abstained`` and ``guess``: as ``/answer``'s (the content then says that the
-  documents do not answer the question; the reader's answer is ``guess``).
+  documents do not answer the question; the reader's answer is ``guess``). ``rewritten_question``
+  is the standalone question that was retrieved for and answered, or null when the last user
+  message was, as it is.
 - **Streaming** (``stream: true``): server-sent events in OpenAI's chunk format
   (:func:`answer_events`): a chunk with the role, the content, a chunk with ``finish_reason``
-  ``"stop"`` and the extensions (``citations``, ...), a usage chunk when ``stream_options.include_usage``, then
-  ``data: [DONE]``. When one reader's answer is the answer (l = 1) the content comes as the reader
+  ``"stop"`` and the extensions (``citations``, ...), a usage chunk when
+  ``stream_options.include_usage``, then ``data: [DONE]``. When one reader's answer is the answer (l = 1) the content comes as the reader
   writes it (:meth:`ragfolio.serving.engine.ServingEngine.answer_stream`); at l >= 2 it comes in
   word pieces once the selector has chosen. The pieces join to exactly the non-streamed content
   (references, when asked, come last). Nothing is sent before the reader's first token, so an error
@@ -45,12 +54,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from ragfolio.core.answering.conversation import Rewrite, Turn
 from ragfolio.serving.schemas import AnswerRequest, AnswerResponse, Count, Limits, check_query
 
 MODEL_ID = "ragfolio"
@@ -135,10 +145,25 @@ class ChatCompletionRequest(BaseModel):
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A checked chat request: the options and ``/answer``'s request for its question."""
+    """A checked chat request.
+
+    Attributes:
+        options: The request's fields.
+        answer: ``/answer``'s request for its question: the last user message, or the standalone
+            question it was rewritten into (:meth:`rewritten`).
+        turns: The user and assistant messages before the last user message, in order, as
+            ``(role, text)`` (text parts only; those without text left out).
+        rewrite: The last user message's rewrite; None: none was tried.
+    """
 
     options: ChatCompletionRequest
     answer: AnswerRequest
+    turns: tuple[Turn, ...] = ()
+    rewrite: Rewrite | None = None
+
+    def rewritten(self, rewrite: Rewrite) -> ChatRequest:
+        """This request asking ``rewrite.question`` (checked by whoever rewrote it)."""
+        return replace(self, answer=self.answer.model_copy(update={"query": rewrite.question}), rewrite=rewrite)
 
 
 def parse_chat_request(body: bytes, limits: Limits) -> ChatRequest:
@@ -169,7 +194,15 @@ def parse_chat_request(body: bytes, limits: Limits) -> ChatRequest:
                                               context={"limits": limits})
     except ValidationError as exc:
         raise _invalid(exc, {"query": param}) from None
-    return ChatRequest(options, answer)
+    turns = tuple((m.role, text) for m in options.messages[:i] if m.role in ("user", "assistant") and (text := _text(m)))
+    return ChatRequest(options, answer, turns)
+
+
+def _text(message: ChatMessage) -> str:
+    """An earlier message's text: its string, or its text parts joined by newlines (other parts left out)."""
+    if isinstance(message.content, list):
+        return "\n".join(part.text for part in message.content if part.type == "text" and part.text)
+    return message.content or ""
 
 
 def _question(messages: Sequence[ChatMessage]) -> tuple[int, str]:
@@ -223,12 +256,13 @@ class ChatReply:
     retrieved: list[dict[str, Any]] = field(default_factory=list)
     abstained: bool = False
     guess: str | None = None
+    rewritten_question: str | None = None
 
     @property
     def extensions(self) -> dict[str, Any]:
-        """The fields beside OpenAI's: ``citations``, ``retrieved``, ``abstained``, ``guess``."""
+        """The fields beside OpenAI's: ``citations``, ``retrieved``, ``abstained``, ``guess``, ``rewritten_question``."""
         return {"citations": self.citations, "retrieved": self.retrieved, "abstained": self.abstained,
-                "guess": self.guess}
+                "guess": self.guess, "rewritten_question": self.rewritten_question}
 
 
 def citations(answer: AnswerResponse, *, used: bool = True) -> list[dict[str, Any]]:
@@ -244,16 +278,18 @@ def citations(answer: AnswerResponse, *, used: bool = True) -> list[dict[str, An
 
 
 def chat_reply(answer: AnswerResponse, options: ChatCompletionRequest, *, reply_id: str, created: int,
-               fingerprint: str) -> ChatReply:
-    """The reply to a chat request that ``/answer`` answered with ``answer``."""
+               fingerprint: str, rewrite: Rewrite | None = None) -> ChatReply:
+    """The reply to a chat request that ``/answer`` answered with ``answer`` (the question: the
+    rewrite's when ``rewrite.rewritten``; its call is among ``answer``'s tokens)."""
     cited = citations(answer)
     content = answer.answer
     if options.references and cited:
         content += "\n\nReferences:\n" + "\n".join(f"[{c['index']}] {c['title']} ({c['id']})" for c in cited)
     tokens = answer.tokens
     usage = {"prompt_tokens": tokens.prompt, "completion_tokens": tokens.completion, "total_tokens": tokens.total}
+    rewritten = rewrite.question if rewrite is not None and rewrite.rewritten else None
     return ChatReply(reply_id, created, MODEL_ID, fingerprint, content, usage, cited,
-                     citations(answer, used=False), answer.abstained, answer.guess)
+                     citations(answer, used=False), answer.abstained, answer.guess, rewritten)
 
 
 def completion_body(reply: ChatReply) -> dict[str, Any]:
@@ -284,12 +320,12 @@ class ChunkHead:
 
 async def answer_events(
     head: ChunkHead, answer: AsyncGenerator[str | AnswerResponse, None], options: ChatCompletionRequest,
-    failure: Callable[[Exception], tuple[int, str, str | None]],
+    failure: Callable[[Exception], tuple[int, str, str | None]], rewrite: Rewrite | None = None,
 ) -> AsyncGenerator[str, None]:
     """Server-sent events of an answer as it is written: the role; a content chunk per piece of
     ``answer`` (text pieces, then the :class:`AnswerResponse`); the rest of :func:`chat_reply`'s
     content in word pieces (all of it at l >= 2; the references); ``finish_reason`` ``"stop"``
-    with ``citations``; the usage if asked; ``[DONE]``.
+    with ``citations`` and ``rewritten_question`` (of ``rewrite``); the usage if asked; ``[DONE]``.
 
     An exception from ``answer`` ends the stream with a chunk whose ``finish_reason`` is
     ``"error"``, carrying the error object of ``failure(exc)`` (``(status, message, code)``).
@@ -306,7 +342,8 @@ async def answer_events(
                     sent += item
                     yield head.chunk({"content": item}, **usage)
                 continue
-            reply = chat_reply(item, options, reply_id=head.id, created=head.created, fingerprint=head.fingerprint)
+            reply = chat_reply(item, options, reply_id=head.id, created=head.created, fingerprint=head.fingerprint,
+                               rewrite=rewrite)
             if not reply.content.startswith(sent):
                 raise RuntimeError(f"streamed {sent!r}, but the reply's content is {reply.content!r}")
             for piece in _PIECES.findall(reply.content[len(sent):]):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ragfolio.serving.openai_api import ChatCompletionRequest
 from ragfolio.serving.schemas import (
@@ -97,6 +97,9 @@ class ChatCompletion(BaseModel):
     choices: list[ChatChoice]
     usage: Usage
     citations: list[Citation]
+    rewritten_question: str | None = Field(
+        description="The standalone question a follow-up was rewritten into, which was retrieved for and answered "
+                    "(an extension); null: the last user message was, as it is.")
 
 
 class ModelCard(BaseModel):

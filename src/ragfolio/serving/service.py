@@ -45,6 +45,7 @@ import bentoml
 from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response
 
+from ragfolio.core.answering.conversation import Rewrite
 from ragfolio.core.batching import MicroBatcher
 from ragfolio.core.bundle import BundleIntegrityError, resolve_bundle, verify_bundle
 from ragfolio.core.llm.chat import LLMRequestError, LLMUnavailableError
@@ -251,7 +252,8 @@ class RagfolioService:
         result = await self._answered("/answer", request)
         return error(result.status, result.message, **result.extra) if isinstance(result, Failure) else result
 
-    async def _answered(self, endpoint: str, request: AnswerRequest) -> AnswerResponse | Failure:
+    async def _answered(self, endpoint: str, request: AnswerRequest,
+                        rewrite: Rewrite | None = None) -> AnswerResponse | Failure:
         """The answer to a validated request, or why there is none (``/answer``, OpenAI's chat).
 
         LLM errors are logged under the request id with their cause (which names the endpoint's
@@ -264,7 +266,7 @@ class RagfolioService:
         try:
             item = self.engine.item(request.query, request.l, request_id=rid, where=request.filter)
             retrieval = trace.retrieved(await self._retrieval(item))
-            call = functools.partial(self.engine.answer, item, retrieval=retrieval)
+            call = functools.partial(self.engine.answer, item, retrieval=retrieval, rewrite=rewrite)
             response: AnswerResponse = await self._in_pool(self._answer_pool, max(deadline - loop.time(), 1e-3), call)
         except Exception as exc:
             return trace.end(self._failure(endpoint, exc))
@@ -309,22 +311,35 @@ class RagfolioService:
     async def chat_completions(self, body: bytes) -> Response:
         """``POST /v1/chat/completions``: ``/answer`` in OpenAI's request, reply, chunk and error shapes.
 
-        The question is the last user message (:mod:`ragfolio.serving.openai_api`); a bad request
-        is a 400 and a failed answer the status ``/answer`` gives it, both as OpenAI's error
-        object. With ``stream: true`` the answer is sent as server-sent events (:meth:`_chat_stream`).
+        The question is the last user message, or its standalone rewrite (:meth:`_standalone`,
+        :mod:`ragfolio.serving.openai_api`); a bad request is a 400 and a failed answer the status ``/answer``
+        gives it, both as OpenAI's error object. ``stream: true``: server-sent events (:meth:`_chat_stream`).
         """
         try:
-            chat = parse_chat_request(body, self.engine.limits)
+            chat = await self._standalone(parse_chat_request(body, self.engine.limits))
         except OpenAIError as exc:
             return JSONResponse(exc.body(), status_code=exc.status)
         if chat.options.stream:
             return await self._chat_stream(chat)
-        result = await self._answered("/v1/chat/completions", chat.answer)
+        result = await self._answered("/v1/chat/completions", chat.answer, chat.rewrite)
         if isinstance(result, Failure):
             return JSONResponse(error_body(result.status, result.message, code=result.code), status_code=result.status)
         head = self._chunk_head()
         return JSONResponse(completion_body(chat_reply(result, chat.options, reply_id=head.id, created=head.created,
-                                                       fingerprint=head.fingerprint)))
+                                                       fingerprint=head.fingerprint, rewrite=chat.rewrite)))
+
+    async def _standalone(self, chat: ChatRequest) -> ChatRequest:
+        """``chat`` asking its follow-up as a standalone question (:meth:`ServingEngine.standalone`, in an
+        answering thread) when it has earlier turns and ``chat.rewrite_followups``; as it is past the timeout."""
+        settings, rid = self.config.chat, current_request_id()
+        if chat.turns and settings.rewrite_followups:
+            call = functools.partial(self.engine.standalone, chat.turns, chat.answer.query, rid)
+            try:
+                return chat.rewritten(await self._in_pool(self._answer_pool, settings.rewrite_timeout_s, call))
+            except TimeoutError:
+                logger.warning("request %s: the follow-up's rewrite took longer than chat.rewrite_timeout_s=%s; "
+                               "answering the last message as it is", rid, settings.rewrite_timeout_s)
+        return chat
 
     def _chunk_head(self) -> ChunkHead:
         bundle = self.engine.bundle
@@ -337,7 +352,7 @@ class RagfolioService:
         (``answer_timeout_s`` included) a last chunk saying ``"error"``
         (:func:`ragfolio.serving.openai_api.answer_events`)."""
         endpoint = "/v1/chat/completions"
-        written = await self._answer_stream(endpoint, chat.answer)
+        written = await self._answer_stream(endpoint, chat.answer, chat.rewrite)
         if isinstance(written, Failure):
             return JSONResponse(error_body(written.status, written.message, code=written.code), status_code=written.status)
 
@@ -345,9 +360,10 @@ class RagfolioService:
             failure = self._failure(endpoint, exc)
             return failure.status, failure.message, failure.code
 
-        return event_stream(answer_events(self._chunk_head(), written, chat.options, failed))
+        return event_stream(answer_events(self._chunk_head(), written, chat.options, failed, chat.rewrite))
 
-    async def _answer_stream(self, endpoint: str, request: AnswerRequest) -> Written | Failure:
+    async def _answer_stream(self, endpoint: str, request: AnswerRequest,
+                             rewrite: Rewrite | None = None) -> Written | Failure:
         """The answer to a validated request as it is written, read in an answering thread
         (:func:`ragfolio.serving.answer_stream.started_answer`) once its first piece has come, or why
         none came. A client that goes away stops the answer at the reader's next token."""
@@ -357,7 +373,7 @@ class RagfolioService:
             item = self.engine.item(request.query, request.l, request_id=rid, where=request.filter)
             return await started_answer(
                 self._retrieval(item),
-                lambda retrieval: self.engine.answer_stream(item, retrieval=trace.retrieved(retrieval)),
+                lambda retrieval: self.engine.answer_stream(item, trace.retrieved(retrieval), rewrite),
                 self._answer_pool, deadline,
                 lambda response: self.metrics.observe_retrieval(endpoint, trace.end(response).members, response.degraded))
         except Exception as exc:

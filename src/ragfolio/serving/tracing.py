@@ -55,7 +55,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from ragfolio.core.system.routed_system import RoutedRetrieval
 from ragfolio.serving.config import OTLP_MODULE, OTLP_PACKAGE, TracingConfig
-from ragfolio.serving.engine import public_error
+from ragfolio.serving.engine import REWRITE_CALL, public_error
 from ragfolio.serving.schemas import AnswerResponse, BatchRetrieveResponse, RetrieveResponse
 
 T = TypeVar("T")
@@ -256,6 +256,8 @@ class RequestTrace:
         }
         cursor = {name: stage[1] for name, stage in stages.items()}
         for call, usage in a.tokens.calls.items():  # in the order the calls were made
+            if call == REWRITE_CALL:  # a chat follow-up's rewrite, made before the request's span began
+                continue
             stage = "select" if call in SELECTOR_CALLS else "answer"
             length = ns(float(usage.get("latency_ms", 0.0)))
             member = call.removeprefix("answer:") if call.startswith("answer:") and call not in SELECTOR_CALLS else None

@@ -9,6 +9,8 @@
   reading replies; answering from passages and selecting among answers.
 * :mod:`~ragfolio.core.answering.adaptive_rag`: adaptive RAG end to end: answers from the routed
   retrieval of :mod:`ragfolio.core.system` (one per member), and the selector's pick.
+* :mod:`~ragfolio.core.answering.conversation`: a chat's follow-up rewritten into a standalone
+  question from the earlier turns, before retrieval.
 
 The baselines (Vendi-RAG) and the end-to-end comparison of systems are the lab's: :mod:`ragfolio_lab.answering`.
 
