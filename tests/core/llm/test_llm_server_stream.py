@@ -80,3 +80,19 @@ def test_max_completion_tokens_is_the_limit_langchain_openai_sends(server) -> No
     longer = server.post("/v1/chat/completions", json={**request, "max_tokens": 5, "max_completion_tokens": 12}).json()
     assert cut["usage"]["completion_tokens"] == 5 and cut["choices"][0]["finish_reason"] == "length"
     assert longer["usage"]["completion_tokens"] == 12  # the newer name wins over max_tokens
+
+
+@pytest.mark.slow
+def test_logprobs_come_on_request_one_per_generated_token_also_in_the_stream(server) -> None:
+    request = {"messages": answer_messages(QUESTION, PASSAGES), "max_tokens": 24, "logprobs": True,
+               "response_format": response_format(ANSWER_SCHEMA)}
+    whole = server.post("/v1/chat/completions", json=request).json()
+    choice = whole["choices"][0]
+    scored = choice["logprobs"]["content"]
+    assert len(scored) == whole["usage"]["completion_tokens"] and all(t["logprob"] <= 0 for t in scored)
+    assert "".join(t["token"] for t in scored) == choice["message"]["content"]
+    streamed = chunks(server.post("/v1/chat/completions", json={**request, "stream": True}).text)
+    assert streamed[-1]["choices"][0]["logprobs"] == choice["logprobs"]  # all in the last chunk
+    legacy = server.post("/v1/completions", json={"prompt": "The capital of France is", "max_tokens": 4,
+                                                  "logprobs": 1}).json()["choices"][0]
+    assert "".join(legacy["logprobs"]["tokens"]) == legacy["text"] and len(legacy["logprobs"]["token_logprobs"]) == 4

@@ -45,8 +45,9 @@ def test_new_ranking_or_backend_versions_miss_the_answer_store(monkeypatch) -> N
     assert nodes.served_identity(Bundle(), runner)["rankings"] == {  # type: ignore[arg-type]
         "families": {"graph": 3}, "base": 2, "completion": pool_runner.COMPLETION_VERSION}
     llm = backends.backend_identity({"kind": "openai", "model": "m"})
-    monkeypatch.setitem(backends.BACKEND_VERSIONS, "openai", 2)
-    assert backends.backend_identity({"kind": "openai", "model": "m"})["version"] == 2 != llm["version"]
+    bumped = backends.BACKEND_VERSIONS["openai"] + 1
+    monkeypatch.setitem(backends.BACKEND_VERSIONS, "openai", bumped)
+    assert backends.backend_identity({"kind": "openai", "model": "m"})["version"] == bumped != llm["version"]
 
 
 def test_the_llm_identity_names_the_model_file_and_the_converter(tmp_path, monkeypatch) -> None:

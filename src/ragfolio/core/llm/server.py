@@ -28,7 +28,11 @@ of the model takes down only this process; anything that speaks the OpenAI API c
 - ``GET /v1/models``.
 
 Either POST also takes ``max_completion_tokens``, OpenAI's newer name for ``max_tokens`` (which
-langchain-openai 1.x sends instead), and it wins when both are given.
+langchain-openai 1.x sends instead), and it wins when both are given; and ``logprobs``
+(``true`` for chat, a count for ``/v1/completions``): the choice then carries each generated
+token's log-probability in OpenAI's shape (:func:`~ragfolio.core.llm.logprobs.openai_logprobs`:
+``{"content": [{"token", "logprob", ...}]}``, or the legacy ``tokens``/``token_logprobs``; no
+alternatives), ``null`` from a backend that records none. A stream sends them in its last chunk.
 
 Concurrent requests are gathered (:class:`~ragfolio.core.batching.MicroBatcher`, ``--max-batch``
 prompts, ``--max-wait-ms``) and those of equal settings and similar length go to one ``generate``
@@ -60,6 +64,7 @@ from ragfolio.core.llm.backend_config import EMBEDDED_LLM
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import Completion, LLMRequestError, LocalModel, schema_of
 from ragfolio.core.llm.local_calls import Call, Outcome, answer_calls, stream_call
+from ragfolio.core.llm.logprobs import openai_logprobs
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +91,17 @@ class _Sampling(BaseModel):
     def stops(self) -> tuple[str, ...] | None:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop) if self.stop else None
 
+    def wants_logprobs(self) -> bool:
+        """Whether the reply carries the tokens' logprobs (each request kind reads its own field)."""
+        return False
+
 
 class CompletionRequest(_Sampling):
     prompt: str = Field(max_length=200_000)
+    logprobs: int | None = Field(None, ge=0)  # the legacy API's alternatives per token (none are given)
+
+    def wants_logprobs(self) -> bool:
+        return self.logprobs is not None
 
 
 class ChatMessage(BaseModel):
@@ -98,6 +111,10 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1, max_length=64)
+    logprobs: bool = False
+
+    def wants_logprobs(self) -> bool:
+        return self.logprobs
 
 
 class LLMServer:
@@ -158,7 +175,7 @@ class LLMServer:
             stream.close()
             self._busy_since = None
 
-    async def _streamed(self, call: Call, chat: bool, include_usage: bool) -> Any:
+    async def _streamed(self, call: Call, chat: bool, include_usage: bool, logprobs: bool) -> Any:
         """The response of a ``stream: true`` call (see the module docstring)."""
         from starlette.responses import JSONResponse, StreamingResponse
 
@@ -181,9 +198,10 @@ class LLMServer:
         def event(body: dict[str, Any]) -> str:
             return f"data: {json.dumps({**head, **body})}\n\n"
 
-        def chunk(text: str | None, finish_reason: str | None = None) -> str:  # None: the last, no text
+        # text None: the last chunk, with no text (and the logprobs, when asked for)
+        def chunk(text: str | None, finish_reason: str | None = None, scored: dict[str, Any] | None = None) -> str:
             said = ({"delta": {} if text is None else {"content": text}} if chat else {"text": text or ""})
-            return event({"choices": [{"index": 0, **said, "finish_reason": finish_reason}]})
+            return event({"choices": [{"index": 0, **said, "logprobs": scored, "finish_reason": finish_reason}]})
 
         async def events() -> AsyncIterator[str]:
             nonlocal kind, value
@@ -196,7 +214,8 @@ class LLMServer:
                     kind, value = await queue.get()
                 if kind == "end":
                     completion: Completion = value
-                    yield chunk(None, "length" if completion.completion_tokens >= call.max_tokens else "stop")
+                    yield chunk(None, "length" if completion.completion_tokens >= call.max_tokens else "stop",
+                                openai_logprobs(completion.logprobs, chat) if logprobs else None)
                     if include_usage:
                         yield event({"choices": [], "usage": _usage(completion)})
                 else:
@@ -245,7 +264,8 @@ class LLMServer:
             call = Call(prompt, messages, parsed.max_tokens, parsed.temperature, parsed.stops(),
                         None if schema is None else json.dumps(schema, sort_keys=True))
             if parsed.stream:
-                return await self._streamed(call, chat, bool((parsed.stream_options or {}).get("include_usage")))
+                return await self._streamed(call, chat, bool((parsed.stream_options or {}).get("include_usage")),
+                                            parsed.wants_logprobs())
             try:
                 outcome = await self.batcher.submit(call)
             except Exception:
@@ -253,7 +273,7 @@ class LLMServer:
                 return error(500, "generation failed", "server_error")
             if outcome.completion is None:
                 return error(400, outcome.refusal or "refused")
-            return JSONResponse(self._reply(outcome.completion, call, chat))
+            return JSONResponse(self._reply(outcome.completion, call, chat, parsed.wants_logprobs()))
 
         async def completions(request: Request) -> Any:
             return await answer(request, chat=False)
@@ -275,9 +295,10 @@ class LLMServer:
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         ])
 
-    def _reply(self, completion: Completion, call: Call, chat: bool) -> dict[str, Any]:
+    def _reply(self, completion: Completion, call: Call, chat: bool, logprobs: bool) -> dict[str, Any]:
         finish = "length" if completion.completion_tokens >= call.max_tokens else "stop"
-        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish,
+                                  "logprobs": openai_logprobs(completion.logprobs, chat) if logprobs else None}
         if chat:
             choice["message"] = {"role": "assistant", "content": completion.text}
         else:

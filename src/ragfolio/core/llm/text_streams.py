@@ -68,7 +68,8 @@ def stream_prompt(
     stop: Sequence[str] | None = None, json_schema: JSONSchema | None = None,
 ) -> TextStream:
     """The continuation of a text prompt by an in-process model as it is decoded: the pieces of its
-    ``stream_text`` (llama.cpp), else its whole ``generate`` completion as one piece."""
+    ``stream_text`` (llama.cpp; the completion carries its ``logprobs``), else its whole ``generate``
+    completion as one piece."""
     stream_text = getattr(backend, "stream_text", None)
     if not callable(stream_text):
         return (yield from in_one_piece(backend.generate([prompt], max_tokens=max_tokens, temperature=temperature,
@@ -84,4 +85,5 @@ def stream_prompt(
         if callable(close := getattr(generation, "close", None)):
             close()
     n_prompt, n_new = pieces.counts
-    return Completion("".join(said), n_prompt, n_new, (time.perf_counter() - start) * 1000.0)
+    return Completion("".join(said), n_prompt, n_new, (time.perf_counter() - start) * 1000.0,
+                      getattr(pieces, "logprobs", None))
