@@ -34,6 +34,7 @@ import numpy as np
 
 from ragfolio.core.answering.abstention import ABSTAIN_RULES, unsupported
 from ragfolio.core.answering.answerer import Answerer
+from ragfolio.core.answering.confidence import answer_confidence
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.metrics import exact_match
 from ragfolio.core.stats import interval_text, mean_interval, paired_difference
@@ -131,7 +132,8 @@ def run(out: Path, limit: int | None) -> None:
             c = said.completion
             row = {**call, "prediction": said.text, "explanation": said.explanation, "parsed": said.parsed,
                    "used": [call["rows"][k] for k in said.used], "reply": c.text, "prompt_tokens": c.prompt_tokens,
-                   "completion_tokens": c.completion_tokens, "latency_ms": c.latency_ms}
+                   "completion_tokens": c.completion_tokens, "latency_ms": c.latency_ms,
+                   "confidence": answer_confidence(c), "logprobs": c.logprobs}
             sink.write(json.dumps(row) + "\n")
             sink.flush()
             print(f"{n}/{len(todo)} {call['split']} {call['condition']} {c.latency_ms / 1000:.1f}s "

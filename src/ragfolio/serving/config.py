@@ -49,9 +49,11 @@ class AnswererConfig(BaseModel):
     max_answer_tokens: int | None = Field(None, ge=1)
     max_selector_tokens: int | None = Field(None, ge=1)
     max_passage_words: int | None = Field(None, ge=1)
-    abstain: Literal["off", "guess", "no_passage", "guess_or_no_passage"] | None = Field(
+    abstain: Literal["off", "guess", "no_passage", "guess_or_no_passage", "confidence"] | None = Field(
         None, description="When an answer is not served as the answer but as a guess "
                           "(ragfolio.core.answering.abstention); off: never.")
+    min_confidence: float | None = Field(None, le=0.0, description="Beside the rule: an answer whose mean token "
+                                                                   "log-probability is below this is a guess.")
 
 
 class ChatConfig(BaseModel):

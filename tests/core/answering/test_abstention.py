@@ -42,6 +42,12 @@ def test_each_rule_reads_its_signal() -> None:
     assert unsupported("no_passage", "evidence", (), 4) and not unsupported("no_passage", "guess", (1,), 4)
     assert not unsupported("no_passage", "evidence", (), 0)  # closed-book has no passage to name
     assert unsupported("guess_or_no_passage", "guess", (1,), 4) and unsupported("guess_or_no_passage", "evidence", (), 4)
+    # the confidence threshold beside any rule but off; an unknown confidence is judged by the rule alone
+    assert unsupported("confidence", "evidence", (1,), 4, confidence=-2.0, min_confidence=-1.0)
+    assert not unsupported("confidence", "guess", (), 4, confidence=-0.5, min_confidence=-1.0)
+    assert unsupported("guess", "evidence", (1,), 4, confidence=-2.0, min_confidence=-1.0)
+    assert not unsupported("guess", "evidence", (1,), 4, confidence=None, min_confidence=-1.0)
+    assert not unsupported("off", "guess", (), 4, confidence=-9.0, min_confidence=-1.0)
     with pytest.raises(ValueError, match="abstain='sometimes'"):
         unsupported("sometimes", "", (), 0)
     with pytest.raises(ValueError, match="abstain="):
@@ -68,6 +74,20 @@ def test_the_answerer_maps_used_to_positions_and_applies_its_rule() -> None:
     assert said.used == (1, 0) and said.unsupported  # 7 was never shown: dropped
     assert reader.schemas[0] == answer_schema(2)
     assert not Answerer(reader, abstain="off").answer("Where is Big Ben?", PASSAGES).unsupported
+
+
+def test_the_answers_confidence_comes_from_the_same_call_and_can_abstain() -> None:
+    reply = '{"answer":"Paris","used":[2],"explanation":"evidence"}'
+    pieces = [('{"answer":"', -0.01), ("Par", -0.5), ("is", -1.5), ('","used":[2],"explanation":"evidence"}', -0.1)]
+
+    class Scored(JsonReader):
+        def complete(self, messages, *, max_tokens, temperature=0.0, json_schema=None) -> Completion:
+            return Completion(reply, 50, 4, 5.0, logprobs=tuple(pieces))
+
+    said = Answerer(Scored({})).answer("Where?", PASSAGES)
+    assert said.confidence == pytest.approx(-1.0) and not said.unsupported  # (-0.5 - 1.5) / 2
+    assert Answerer(Scored({}), min_confidence=-0.8).answer("Where?", PASSAGES).unsupported
+    assert Answerer(JsonReader({"answer": "x", "explanation": "evidence"})).answer("Where?", PASSAGES).confidence is None
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import numpy as np
 
 from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.answering.abstention import unsupported
+from ragfolio.core.answering.confidence import answer_confidence
 from ragfolio.core.answering.prompts import (
     answer_messages,
     answer_schema,
@@ -46,6 +47,9 @@ class Answer:
             answer from, in its order, each once.
         unsupported: The answerer's abstention rule calls the answer unsupported by the passages
             (:func:`~ragfolio.core.answering.abstention.unsupported`); always False with the rule ``"off"``.
+        confidence: The reader's confidence in the answer, the mean log-probability of its tokens
+            (:func:`~ragfolio.core.answering.confidence.answer_confidence`); None when the backend
+            gives no log-probabilities.
     """
 
     text: str
@@ -54,6 +58,7 @@ class Answer:
     completion: Completion
     used: tuple[int, ...] = ()
     unsupported: bool = False
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ class Answerer:
         seed: Seed of those orders.
         abstain: The rule that calls an answer unsupported by its passages
             (:data:`~ragfolio.core.answering.abstention.ABSTAIN_RULES`; ``"off"``: none is).
+        min_confidence: Beside the rule, an answer whose confidence is below this is unsupported
+            (None: no threshold).
     """
 
     def __init__(
@@ -107,10 +114,11 @@ class Answerer:
         shuffle_candidates: bool = True,
         seed: int = 0,
         abstain: str = "guess",
+        min_confidence: float | None = None,
     ) -> None:
         unsupported(abstain, "", (), 0)  # checks the rule's name
         self.backend = backend
-        self.abstain = abstain
+        self.abstain, self.min_confidence = abstain, min_confidence
         self.max_answer_tokens, self.max_selector_tokens = max_answer_tokens, max_selector_tokens
         self.max_passage_words = max_passage_words
         self.shuffle_candidates, self.seed = shuffle_candidates, seed
@@ -139,8 +147,10 @@ class Answerer:
         if not reply.parsed:
             logger.debug("reader reply %r is not the JSON asked for", completion.text)
         used = tuple(k - 1 for k in reply.used if k <= n_passages)
+        confidence = answer_confidence(completion)
         return Answer(reply.answer, reply.explanation, reply.parsed, completion, used,
-                      unsupported(self.abstain, reply.explanation, used, n_passages))
+                      unsupported(self.abstain, reply.explanation, used, n_passages, confidence=confidence,
+                                  min_confidence=self.min_confidence), confidence)
 
     def select(self, question: str, candidates: Sequence[str], explanations: Sequence[str] | None = None) -> Selection:
         """Choose one of the candidates (router order: index 0 is the top-routed member's answer),
