@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import threading
 import time
@@ -160,3 +161,17 @@ def test_llama_cpp_records_one_logprob_per_generated_token_and_keeps_its_greedy_
     cut = scoring.generate(["Count: one, two, three, four,"], max_tokens=12, stop=[","])[0]
     assert cut.logprobs is not None and "".join(p for p, _ in cut.logprobs) == cut.text
     assert len(cut.logprobs) == cut.completion_tokens
+
+
+def test_llama_cpps_openmp_threads_sleep_unless_the_environment_says_otherwise(monkeypatch) -> None:
+    import sys
+
+    from ragfolio.core.llm import native
+
+    monkeypatch.delitem(sys.modules, "cyllama", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    native._passive_openmp()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    native._passive_openmp()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

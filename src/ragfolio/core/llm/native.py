@@ -8,7 +8,11 @@ cyllama), so the reply is valid JSON of that schema by construction, cut only by
 
 Threads: prefill (reading the prompt, a compute-bound batch) takes every usable core by default;
 token-by-token generation (bound by reading the weights) takes half of them, which leaves room for
-the service's encoders and members (``docs/benchmarks.md``, "The reader").
+the service's encoders and members (``docs/benchmarks.md``, "The reader"). llama.cpp's OpenMP
+threads sleep between steps instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, set before cyllama
+first loads unless the environment says otherwise): spinning threads compete with the other
+thread group and the service for two cores (``docs/results_issue50/runtimes.md``: prefill +20%,
+and two-thread generation on a busy machine 15 tokens/s instead of 1.2, the same token ids).
 
 The embedded models (:mod:`ragfolio.core.llm.models`) are named by ``model``; any other GGUF by
 ``model_path``.
@@ -31,6 +35,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -61,8 +67,19 @@ _HINT = "pip install cyllama (a wheel that bundles llama.cpp)"
 _COMPACT_SPACE = 'space ::= | " "'
 
 
+def _passive_openmp() -> None:
+    """Let llama.cpp's OpenMP threads sleep when idle: ``OMP_WAIT_POLICY=PASSIVE`` unless set.
+
+    Read once, when cyllama's OpenMP runtime loads; so it is set before every first import of
+    cyllama here (torch's OpenMP, loaded earlier by the encoders, is a copy of its own and keeps
+    its setting)."""
+    if "cyllama" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 @functools.lru_cache(maxsize=64)
 def _grammar(schema_json: str) -> str:
+    _passive_openmp()
     from cyllama.utils.json_schema_to_grammar import json_schema_to_grammar
 
     rules = str(json_schema_to_grammar(json.loads(schema_json))).splitlines()
@@ -152,6 +169,7 @@ class LlamaCppBackend:
     def _ensure_loaded(self) -> None:
         if self._model is not None:
             return
+        _passive_openmp()
         try:
             import cyllama.llama.llama_cpp as cy
         except ImportError as err:
