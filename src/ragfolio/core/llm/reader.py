@@ -40,7 +40,8 @@ class ReaderSettings:
         llm: A :func:`~ragfolio.core.llm.backends.make_backend` config: ``kind`` and the settings of
             each kind in a block of its own (model, endpoint, ``timeout_s``, ``max_retries``, threads, ...).
         answerer: Keyword arguments of :class:`~ragfolio.core.answering.answerer.Answerer`
-            (``max_answer_tokens``, ``max_selector_tokens``, ``max_passage_words``); its ``seed``
+            (``max_answer_tokens``, ``max_selector_tokens``, ``max_passage_words``, ``abstain``,
+            ``min_confidence``); its ``seed``
             is the bundle's ``selector_seed``, not a reader setting.
 
     Raises:
