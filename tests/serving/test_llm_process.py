@@ -14,7 +14,7 @@ import pytest
 from conftest import tiny_llm_config
 
 from ragfolio.core.answering.answerer import Answerer
-from ragfolio.core.answering.prompts import ANSWER_SCHEMA, answer_messages, parse_reply
+from ragfolio.core.answering.prompts import answer_messages, answer_schema, parse_reply
 from ragfolio.core.llm.backend_config import EMBEDDED_LLM
 from ragfolio.core.llm.backends import make_backend
 from ragfolio.core.llm.chat import PLAIN_STOP, LLMRequestError, LLMUnavailableError, OpenAICompatibleClient
@@ -137,12 +137,13 @@ def test_only_in_process_kinds_run_as_a_process() -> None:
 @pytest.mark.slow  # loads the embedded reader twice, in a server process and here (about 30 s)
 def test_the_embedded_reader_answers_through_its_server_as_it_does_in_process() -> None:
     messages = answer_messages(QUESTION, PASSAGES)
-    expected = make_backend(EMBEDDED_LLM).complete(messages, max_tokens=48, json_schema=ANSWER_SCHEMA)
+    schema = answer_schema(len(PASSAGES))  # what the answerer asks for
+    expected = make_backend(EMBEDDED_LLM).complete(messages, max_tokens=48, json_schema=schema)
     assert parse_reply(expected.text).parsed and "louis" in parse_reply(expected.text).answer.lower()
     process = started(LLMProcess(EMBEDDED_LLM), timeout_s=600)
     try:
         completion = ProcessBackend(process, api="chat", timeout_s=300).complete(
-            messages, max_tokens=48, json_schema=ANSWER_SCHEMA)  # the schema travels as response_format
+            messages, max_tokens=48, json_schema=schema)  # the schema travels as response_format
         assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == (
             expected.text, expected.prompt_tokens, expected.completion_tokens)
         # streamed (llama.cpp's pieces through the server's server-sent events): the same answer

@@ -31,6 +31,7 @@ from ragfolio.serving.openai_api import ChatCompletionRequest
 from ragfolio.serving.schemas import (
     NOT_BLANK,
     AnswerRequest,
+    AnswerResponse,
     BatchRetrieveRequest,
     DocumentsRequest,
     DocumentsResponse,
@@ -96,7 +97,10 @@ class ChatCompletion(BaseModel):
     system_fingerprint: str
     choices: list[ChatChoice]
     usage: Usage
-    citations: list[Citation]
+    citations: list[Citation] = Field(description="The passages the answer was read from, as the reader named them.")
+    retrieved: list[Citation] = Field(description="Every passage the chosen reader was handed.")
+    abstained: bool = Field(description="The answer is a guess: the content says the documents do not answer.")
+    guess: str | None = Field(description="The reader's answer when abstained, else null.")
     rewritten_question: str | None = Field(
         description="The standalone question a follow-up was rewritten into, which was retrieved for and answered "
                     "(an extension); null: the last user message was, as it is.")
@@ -227,7 +231,10 @@ def openapi_document(bentoml_spec: dict[str, Any], limits: Limits, *, keys: bool
                                 ("/answer", AnswerRequest, ANSWER_ERRORS)):
         operation = paths[path]["post"]
         ok = {str(status): response for status, response in operation["responses"].items()}["200"]  # keys: ints
-        ok["content"] = _content(ok["content"][JSON]["schema"], ANSWER_EVENT if path == "/answer" else None)
+        if path == "/answer":  # pydantic's own schema: BentoML's drops null from its optional fields (guess)
+            ok["content"] = _content(_ref(AnswerResponse, components), ANSWER_EVENT)
+        else:
+            ok["content"] = _content(ok["content"][JSON]["schema"])
         operation["requestBody"] = {"required": True, "content": _content(limited(model.model_json_schema(), limits))}
         operation["responses"] = _responses(ok, errors, openai=False, keys=keys)
     paths["/portfolio"] = {"get": {

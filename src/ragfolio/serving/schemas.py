@@ -263,7 +263,7 @@ class AnswerResponse(BaseModel):
     abstained: bool = Field(False, description="The reader's answer is not read from the passages (the abstention "
                                                "rule, serving.yml's answerer.abstain), so it is not served as the "
                                                "answer: it is in guess.")
-    guess: str | None = Field(None, description="The reader's answer when abstained, else null.")
+    guess: str | None = Field(description="The reader's answer when abstained, else null.")
     citations: list[Passage] = Field(
         default_factory=list,
         description="The passages the chosen answer was read from, as the reader named them: in its order, each once "

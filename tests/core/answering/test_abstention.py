@@ -56,7 +56,7 @@ def test_each_rule_reads_its_signal() -> None:
 
 def test_the_schema_names_only_the_passages_shown() -> None:
     schema = answer_schema(3)
-    assert list(schema["properties"]) == ["answer", "used", "explanation"]  # the answer first: a stream sends it
+    assert list(schema["properties"]) == ["answer", "explanation", "used"]  # the answer first: a stream sends it
     assert schema["properties"]["used"]["items"]["enum"] == [1, 2, 3] and schema["properties"]["used"]["maxItems"] == 3
     assert "used" not in answer_schema(0)["properties"]
 

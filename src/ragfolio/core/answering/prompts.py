@@ -53,16 +53,17 @@ ANSWER_SCHEMA: dict[str, Any] = {
 
 def answer_schema(n_passages: int) -> dict[str, Any]:
     """The reply over ``n_passages`` passages: :data:`ANSWER_SCHEMA` with ``"used"``, a list of
-    at most ``n_passages`` of the numbers 1..``n_passages``, between the answer and the explanation;
-    :data:`ANSWER_SCHEMA` itself when there are none."""
+    at most ``n_passages`` of the numbers 1..``n_passages``, after the explanation;
+    :data:`ANSWER_SCHEMA` itself when there are none.
+
+    The properties are in the order the reply writes them, which is also their sorted order: the
+    grammar is built from the schema's canonical (sorted) JSON, in process and in the server."""
     if n_passages < 1:
         return ANSWER_SCHEMA
     used = {"type": "array", "items": {"type": "integer", "enum": list(range(1, n_passages + 1))},
             "maxItems": n_passages}
-    properties = ANSWER_SCHEMA["properties"]
-    return {**ANSWER_SCHEMA, "properties": {"answer": properties["answer"], "used": used,
-                                            "explanation": properties["explanation"]},
-            "required": ["answer", "used", "explanation"]}
+    return {**ANSWER_SCHEMA, "properties": {**ANSWER_SCHEMA["properties"], "used": used},
+            "required": ["answer", "explanation", "used"]}
 
 
 _ANSWER_RULES = (

@@ -47,7 +47,7 @@ STORE_VERSION = 5  # bumped when a stored record's meaning changes, so old rows 
 # Bumped when the code that makes answers from a question (routing it, the systems, prompts, answerer,
 # selector, the RAG loops; not the scores) answers otherwise for the same settings, members' rankings and
 # LLM, whose versions the key holds apart (served_identity, backend_identity; tests/test_cache_versions.py).
-ANSWERS_VERSION = 1
+ANSWERS_VERSION = 2  # 2: the reply names the passages it used; a one-word explanation
 
 
 class AnsweringEvaluationParams(BaseModel):
