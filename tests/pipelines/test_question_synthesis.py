@@ -38,8 +38,8 @@ class _Writer(BaseHTTPRequestHandler):
             title = _first_title(prompt)
             code = zlib.crc32(title.encode())  # a question that does not hold its answer
             reply = {"question": f"Which archive entry has the code {code}?", "answer": title}
-        elif prompt.startswith("Answer the question using the passages"):
-            reply = {"answer": _first_title(prompt), "explanation": "passage [1]"}
+        elif prompt.startswith("Answer the question using only the passages"):
+            reply = {"answer": _first_title(prompt), "explanation": "evidence", "used": [1]}
         else:
             reply = {"answer": "guess", "explanation": "guess"}
         send_json(self, json.dumps({"choices": [{"message": {"role": "assistant", "content": json.dumps(reply)}}],
