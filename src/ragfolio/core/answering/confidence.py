@@ -15,12 +15,8 @@ JSON grammar), so a forced token still shows how sure the model was of it. In ``
 
 from __future__ import annotations
 
-import re
-
+from ragfolio.core.answering.prompts import _ANSWER_FIELD  # the parser's: a cut reply keeps its first characters
 from ragfolio.core.llm.chat import Completion
-
-# As the answerer's parser reads it: a reply cut inside the answer still has its first characters.
-_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.)*)"?')
 
 
 def answer_span(text: str) -> tuple[int, int] | None:
