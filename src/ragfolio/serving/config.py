@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ragfolio.core.llm.backend_config import backend_settings
 from ragfolio.core.llm.reader import merge
+from ragfolio.serving.answering_config import AnswererConfig, ChatConfig
 from ragfolio.serving.schemas import BATCH_CEILING, QUERY_CHARS_CEILING
 
 DEFAULT_CONFIG = Path("conf/base/serving.yml")
@@ -38,39 +39,6 @@ MAX_BODY_BYTES_CEILING = 64 * 2**20
 MAX_JSON_DEPTH_CEILING = 128  # pydantic's JSON parser refuses past 200 levels, Python's json past ~1,000
 OTLP_MODULE = "opentelemetry.exporter.otlp.proto.http.trace_exporter"  # what exporter: otlp imports
 OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
-
-
-class AnswererConfig(BaseModel):
-    """Overrides of the bundle's answerer limits (its reader's ``answerer``, :class:`ragfolio.core.answering.answerer.Answerer`'s
-    keyword arguments); None: the bundle's. The ``seed`` is the bundle's ``selector_seed``, not a setting."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_answer_tokens: int | None = Field(None, ge=1)
-    max_selector_tokens: int | None = Field(None, ge=1)
-    max_passage_words: int | None = Field(None, ge=1)
-    abstain: Literal["off", "guess", "no_passage", "guess_or_no_passage", "confidence"] | None = Field(
-        None, description="When an answer is not served as the answer but as a guess "
-                          "(ragfolio.core.answering.abstention); off: never.")
-    min_confidence: float | None = Field(None, le=0.0, description="Beside the rule: an answer whose mean token "
-                                                                   "log-probability is below this is a guess.")
-
-
-class ChatConfig(BaseModel):
-    """``POST /v1/chat/completions`` (:mod:`ragfolio.serving.openai_api`).
-
-    Attributes:
-        rewrite_followups: A request whose last user message follows earlier user or assistant turns
-            has it rewritten by the reader's LLM into a standalone question first (one call,
-            :mod:`ragfolio.core.answering.conversation`), which is retrieved for and answered;
-            False: the last user message is the question, as it is.
-        rewrite_timeout_s: Past this the rewrite is given up and the last user message is the question.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rewrite_followups: bool = True
-    rewrite_timeout_s: float = Field(30.0, gt=0)
 
 
 class BatchingConfig(BaseModel):

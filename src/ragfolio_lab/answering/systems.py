@@ -233,7 +233,7 @@ class SystemRunner:
             raise ValueError(f"systems={list(only)} must be a non-empty subset of {list(made)}")
         self.systems = made if only is None else tuple(s for s in made if s in only)
         self._answers: dict[tuple[int, ...], Answer] = {}
-        self._selections: dict[tuple[tuple[str, str], ...], Selection] = {}
+        self._selections: dict[tuple[tuple[str, str, tuple[int, ...]], ...], Selection] = {}
 
     @property
     def runners(self) -> list[PoolRunner]:
@@ -344,7 +344,7 @@ class SystemRunner:
         if not got.select or len(parts) == 1:
             return SystemAnswer(system, parts[0].text, latency, calls, doc_ids, got.members,
                                 retrieval_ms=got.retrieval_ms, parse_failures=failures)
-        selection = self._shared_selection(question, [a.text for a in parts], [a.explanation for a in parts])
+        selection = self._shared_selection(question, parts, [ids for _, ids in got.groups])
         return SystemAnswer(
             system, selection.answer, latency + selection.completion.latency_ms, [*calls, selection.completion],
             doc_ids, got.members, selection.fallback, got.retrieval_ms, selection.position, len(selection.shown),
@@ -357,10 +357,12 @@ class SystemRunner:
             self._answers[tuple(doc_ids)] = self.answerer.answer(question, self.rag.system.passages(doc_ids))
         return self._answers[tuple(doc_ids)]
 
-    def _shared_selection(self, question: str, candidates: list[str], explanations: list[str]) -> Selection:
-        key = tuple(zip(candidates, explanations, strict=True))
+    def _shared_selection(self, question: str, parts: list[Answer], groups: list[list[int]]) -> Selection:
+        """The selector's choice among ``parts`` (read from the passages at ``groups``), made once per question."""
+        key = tuple((a.text, a.explanation, tuple(ids[k] for k in a.used)) for a, ids in zip(parts, groups, strict=True))
         if key not in self._selections:
-            self._selections[key] = self.answerer.select(question, candidates, explanations)
+            self._selections[key] = self.answerer.choose(question, parts, [self.rag.system.passages(ids)
+                                                                           for ids in groups])
         return self._selections[key]
 
 

@@ -3,8 +3,10 @@
 :class:`AdaptiveRAG` puts the LLM answerer and selector (:mod:`ragfolio.core.answering.answerer`) on
 top of the served system's retrieval (:class:`~ragfolio.core.system.routed_system.RoutedSystem`:
 route, run the top-l members concurrently). Each of the l routed members' passages goes to its own
-answer prompt; the selector sees the question and the candidate answers in a seeded random order
-(:meth:`~ragfolio.core.answering.answerer.Answerer.shown_order`) and picks one. When the chosen
+answer prompt; the selector picks one in the answerer's ``select_mode``
+(:mod:`~ragfolio.core.answering.selector`: the LLM judge, shown the candidates in a seeded random
+order, :meth:`~ragfolio.core.answering.answerer.Answerer.shown_order`; or the readers' confidence
+or agreement, without a call). When the chosen
 answer is not read from its passages (the answerer's abstention rule,
 :mod:`~ragfolio.core.answering.abstention`), the answer is
 :data:`~ragfolio.core.answering.abstention.NO_ANSWER` and the reader's answer is kept as a guess.
@@ -111,11 +113,12 @@ class AdaptiveRAG:
             retrieval = self.system.retrieve(request, members=members)
         runs = retrieval.results.ok_runs
         start = time.perf_counter()
-        answers = [self.answerer.answer(query, self.system.passages(run.doc_ids)) for run in runs]
+        passages = [self.system.passages(run.doc_ids) for run in runs]
+        answers = [self.answerer.answer(query, ps) for ps in passages]
         answer_ms = 1000 * (time.perf_counter() - start)
         start = time.perf_counter()
         if answers:
-            selection = self.answerer.select(query, [a.text for a in answers], [a.explanation for a in answers])
+            selection = self.answerer.choose(query, answers, passages)
             chosen, fallback, select_call = selection.index, selection.fallback, selection.completion
         else:  # every member failed: answer closed-book rather than not at all
             answers, chosen, fallback, select_call = [self.answerer.answer(query, [])], -1, False, None

@@ -1,8 +1,10 @@
 """The answerer: answers from passages and, given several members' answers, the selector's choice.
 
 :class:`Answerer` builds the prompts (:mod:`~ragfolio.core.answering.prompts`), reads the replies
-(a short answer and its one-line explanation, in JSON) and, given the answers of several portfolio
-members with their explanations, asks the LLM to select one, shown in a seeded random order (the order the members were routed in would tell a model that copies the first
+(a short answer, the passages it cites and its one-word explanation, in JSON) and, given the answers
+of several portfolio members, picks one in its ``select_mode`` (:mod:`~ragfolio.core.answering.selector`):
+by the reader's confidence, by agreement, or by asking the LLM to judge, the candidates shown in a
+seeded random order (the order the members were routed in would tell a model that copies the first
 candidate which one the router preferred). :meth:`Answerer.answer_stream` is the answer as the
 reader writes it (:mod:`~ragfolio.core.answering.reply_stream`). The backend comes from
 :func:`~ragfolio.core.llm.backends.make_backend`.
@@ -17,19 +19,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragfolio.core.answer_text import normalize_answer
 from ragfolio.core.answering.abstention import unsupported
 from ragfolio.core.answering.confidence import answer_confidence
 from ragfolio.core.answering.prompts import (
     answer_messages,
     answer_schema,
+    judge_passages_messages,
     parse_choice,
     parse_reply,
     selector_messages,
     selector_schema,
 )
 from ragfolio.core.answering.reply_stream import answer_pieces
-from ragfolio.core.llm.chat import ChatBackend, Completion
+from ragfolio.core.answering.selector import check_mode, distinct_options, pick_without_call
+from ragfolio.core.llm.chat import ChatBackend, Completion, Messages
 from ragfolio.core.llm.text_streams import stream_chat
 
 logger = logging.getLogger(__name__)
@@ -75,6 +78,7 @@ class Selection:
         position: 1-based position, in the order shown, of the candidate the selector named;
             None when no call was made or the reply named none.
         parsed: Whether the reply was the JSON asked for; None when no call was made.
+        mode: The selector's mode (:data:`~ragfolio.core.answering.selector.SELECT_MODES`).
     """
 
     index: int
@@ -84,6 +88,7 @@ class Selection:
     shown: tuple[int, ...] = ()
     position: int | None = None
     parsed: bool | None = None
+    mode: str = "judge"
 
 
 class Answerer:
@@ -102,6 +107,8 @@ class Answerer:
             (:data:`~ragfolio.core.answering.abstention.ABSTAIN_RULES`; ``"off"``: none is).
         min_confidence: Beside the rule, an answer whose confidence is below this is unsupported
             (None: no threshold).
+        select_mode: How :meth:`choose` picks among several members' answers
+            (:data:`~ragfolio.core.answering.selector.SELECT_MODES`).
     """
 
     def __init__(
@@ -115,8 +122,10 @@ class Answerer:
         seed: int = 0,
         abstain: str = "guess",
         min_confidence: float | None = None,
+        select_mode: str = "judge",
     ) -> None:
         unsupported(abstain, "", (), 0)  # checks the rule's name
+        self.select_mode = check_mode(select_mode)
         self.backend = backend
         self.abstain, self.min_confidence = abstain, min_confidence
         self.max_answer_tokens, self.max_selector_tokens = max_answer_tokens, max_selector_tokens
@@ -152,9 +161,38 @@ class Answerer:
                       unsupported(self.abstain, reply.explanation, used, n_passages, confidence=confidence,
                                   min_confidence=self.min_confidence), confidence)
 
-    def select(self, question: str, candidates: Sequence[str], explanations: Sequence[str] | None = None) -> Selection:
-        """Choose one of the candidates (router order: index 0 is the top-routed member's answer),
-        each shown with its explanation (``explanations[i]`` for ``candidates[i]``; none when None).
+    def choose(
+        self, question: str, answers: Sequence[Answer], passages: Sequence[Sequence[tuple[str, str]]],
+    ) -> Selection:
+        """Pick one of several members' ``answers`` (router order) in :attr:`select_mode`;
+        ``passages[i]`` are the ``(title, text)`` passages ``answers[i]`` was read from.
+
+        The judge modes call :meth:`select` (``judge_passages`` showing the passages each answer
+        cites); the others pick without a call
+        (:func:`~ragfolio.core.answering.selector.pick_without_call`). With a single distinct
+        non-empty answer no mode calls.
+        """
+        if len(passages) != len(answers):
+            raise ValueError(f"{len(passages)} passage lists for {len(answers)} answers")
+        texts = [a.text for a in answers]
+        if self.select_mode == "judge":
+            return self.select(question, texts, [a.explanation for a in answers])
+        if self.select_mode == "judge_passages":
+            return self.select(question, texts, cited=[[ps[k] for k in a.used if k < len(ps)]
+                                                      for a, ps in zip(answers, passages, strict=True)])
+        options = distinct_options(texts)
+        index = pick_without_call(self.select_mode, texts, [a.confidence for a in answers])
+        shown = tuple(g[0] for g in options.values()) if len(options) > 1 else ()
+        return Selection(index, texts[index], False, Completion.none(), shown, mode=self.select_mode)
+
+    def select(
+        self, question: str, candidates: Sequence[str], explanations: Sequence[str] | None = None, *,
+        cited: Sequence[Sequence[tuple[str, str]]] | None = None,
+    ) -> Selection:
+        """The LLM judge's choice of one of the candidates (router order: index 0 is the top-routed
+        member's answer), each shown with its explanation (``explanations[i]`` for
+        ``candidates[i]``; none when None), or, given ``cited`` (the ``(title, text)`` passages
+        each candidate cites), with the passages instead (the ``judge_passages`` mode).
 
         Candidates equal after SQuAD normalisation are offered once, and empty ones not at all,
         in the order of :meth:`shown_order`. With a single distinct non-empty candidate (or none)
@@ -164,26 +202,40 @@ class Answerer:
         """
         if not candidates:
             raise ValueError("select needs at least one candidate")
-        first: dict[str, int] = {}  # normalised option -> first index among candidates
-        for i, c in enumerate(candidates):
-            if norm := normalize_answer(c):
-                first.setdefault(norm, i)
-        options = list(first.values())
+        mode = "judge" if cited is None else "judge_passages"
+        options = [g[0] for g in distinct_options(candidates).values()]
         if len(options) <= 1:
             index = options[0] if options else 0
-            return Selection(index, candidates[index], False, Completion.none())
-        if explanations is not None and len(explanations) != len(candidates):
-            raise ValueError(f"{len(explanations)} explanations for {len(candidates)} candidates")
+            return Selection(index, candidates[index], False, Completion.none(), mode=mode)
+        for name, given in (("explanations", explanations), ("cited passage lists", cited)):
+            if given is not None and len(given) != len(candidates):
+                raise ValueError(f"{len(given)} {name} for {len(candidates)} candidates")
         order = self.shown_order(question, options)
-        shown = [(candidates[i], explanations[i] if explanations is not None else "") for i in order]
-        completion = self.backend.complete(selector_messages(question, shown), max_tokens=self.max_selector_tokens,
-                                           json_schema=selector_schema(len(shown)))
-        picked, parsed = parse_choice(completion.text, [answer for answer, _ in shown])
+        shown = [candidates[i] for i in order]
+        completion = self.backend.complete(self._judge_messages(question, order, candidates, explanations, cited),
+                                           max_tokens=self.max_selector_tokens, json_schema=selector_schema(len(shown)))
+        picked, parsed = parse_choice(completion.text, shown)
         if picked is None:
             logger.debug("selector reply %r names no candidate of %s", completion.text, shown)
         index = options[0] if picked is None else order[picked]
         position = None if picked is None else picked + 1
-        return Selection(index, candidates[index], picked is None, completion, tuple(order), position, parsed)
+        return Selection(index, candidates[index], picked is None, completion, tuple(order), position, parsed, mode)
+
+    def _judge_messages(
+        self, question: str, order: Sequence[int], candidates: Sequence[str], explanations: Sequence[str] | None,
+        cited: Sequence[Sequence[tuple[str, str]]] | None,
+    ) -> Messages:
+        """The judge's prompt for the candidates at ``order``: with explanations, or with the
+        passages they cite, each passage once and numbered in the order first cited."""
+        if cited is None:
+            return selector_messages(question, [(candidates[i], explanations[i] if explanations is not None else "")
+                                                for i in order])
+        number: dict[tuple[str, str], int] = {}
+        for i in order:
+            for passage in cited[i]:
+                number.setdefault(passage, len(number) + 1)
+        shown = [(candidates[i], [number[p] for p in dict.fromkeys(cited[i])]) for i in order]
+        return judge_passages_messages(question, shown, list(number), max_passage_words=self.max_passage_words)
 
     def shown_order(self, question: str, options: Sequence[int]) -> list[int]:
         """``options`` in the order the selector sees them: a permutation drawn from ``(seed,

@@ -1,8 +1,9 @@
 """The reader's prompt, the selector's prompt, and reading their replies.
 
 The reader answers from passages in JSON: a short answer, the passages it read it from and a
-one-line explanation (evidence, or "guess"). The selector sees the question and the candidates' answers with their explanations (not
-the passages) and replies with a candidate's number. Both give the backend a JSON schema, which
+one-word explanation (evidence, or "guess"). The selector's judge sees the question and the
+candidates' answers with their explanations (:func:`selector_messages`, not the passages) or with
+the passages they cite (:func:`judge_passages_messages`), and replies with a candidate's number. Both give the backend a JSON schema, which
 llama.cpp enforces while decoding; replies that are not that JSON are still read (a cut-off reply,
 or a backend that cannot constrain its output), and counted as parse failures. Prompts are kept
 short: on a CPU, reading the prompt (prefill) is most of a call's time.
@@ -112,6 +113,28 @@ def selector_messages(question: str, candidates: Sequence[tuple[str, str]]) -> M
         "Prefer an answer whose explanation cites evidence over a guess. "
         f'Reply in JSON with "choice": the number of the right candidate.\n\nQuestion: {question}\n'
         f"Candidates:\n{shown}"
+    )
+    return [{"role": "user", "content": content}]
+
+
+def judge_passages_messages(
+    question: str, candidates: Sequence[tuple[str, Sequence[int]]], passages: Sequence[tuple[str, str]], *,
+    max_passage_words: int = 100,
+) -> Messages:
+    """Asks which numbered candidate answer the passages support, shown the passages themselves.
+
+    ``passages`` are the ``(title, text)`` passages the candidates were read from, each once;
+    each candidate is ``(answer, numbers of the passages it cites)`` (1-based into ``passages``).
+    The judge replies as :func:`selector_schema`. Candidates carry no explanation: the passages
+    are the evidence.
+    """
+    shown = "\n".join(f"{i}. {answer} (cites: {', '.join(f'[{k}]' for k in cites) or 'none'})"
+                       for i, (answer, cites) in enumerate(candidates, 1))
+    content = (
+        "Several readers answered the question from the passages below. Which candidate answer do the "
+        "passages support? Judge by the passages, not by how an answer is written; if none is supported, "
+        f'pick the most likely. Reply in JSON with "choice": the number of that candidate.\n\nPassages:\n'
+        f"{format_passages(passages, max_passage_words)}\n\nQuestion: {question}\nCandidates:\n{shown}"
     )
     return [{"role": "user", "content": content}]
 

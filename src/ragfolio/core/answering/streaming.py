@@ -52,7 +52,7 @@ def stream_answer(
     reader_ms = 1000 * (time.perf_counter() - start)
     if runs:  # as AdaptiveRAG.answer: one candidate, and the selector's no-call choice of it
         start = time.perf_counter()
-        selection = answerer.select(query, [said.text], [said.explanation])
+        selection = answerer.choose(query, [said], [[]])
         result = rag.result(retrieval, [said], selection.index, False, selection.completion,
                             {"answer": reader_ms, "select": 1000 * (time.perf_counter() - start)})
     else:  # every member failed: closed-book, timed as AdaptiveRAG.answer times it (its "select" stage)
