@@ -63,7 +63,8 @@ def portfolio_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
         **os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
         "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "RAGFOLIO_MLFLOW": "1",
     }
-    log = _kedro(project, env, "run", "--pipelines=portfolio", f"--params=run_name=tiny,data_prep.raw_dir={raw},data_prep.test_dir={test}")
+    log = _kedro(project, env, "run", "--pipelines=portfolio", f"--params=run_name=tiny,data_prep.raw_dir={raw},data_prep.test_dir={test},"
+                "packaging.answer_check.questions=2")
     return project, env, log
 
 
@@ -188,7 +189,8 @@ def test_same_seed_and_inputs_give_the_same_portfolio_router_and_metrics(
     _kedro(project, env, "run", "--pipelines=router_training", "--params=run_name=tiny")  # tracked, no bundle
     _kedro(project, {**env, "RAGFOLIO_MLFLOW": "0"}, "run", "--pipelines=router_evaluation",  # from the stored hand-offs
            "--params=run_name=tiny")
-    _kedro(project, env, "run", "--pipelines=packaging", "--params=run_name=tiny")  # tracked: it builds the bundle
+    _kedro(project, env, "run", "--pipelines=packaging",  # tracked: it builds the bundle
+           "--params=run_name=tiny,packaging.answer_check.questions=2")
     for name in files:
         assert (project / name).read_bytes() == before[name], f"{name} changed on a rerun with the same seed"
     rerun = (project / "runs/tiny/08_reporting/router_metrics.json").read_bytes()

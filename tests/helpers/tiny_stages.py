@@ -10,7 +10,7 @@ from typing import Any
 def tiny_stage_params(tiny_dir: Path, grid: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{parameter group: block}`` for data_prep .. packaging over ``tiny_dir``, pool ``grid``:
     a dev split, 2 passages per member, k = 3, a small learned router, auto serving at l = 2, the
-    default reader."""
+    default reader, no answer check."""
     return {
         "data_prep": {"raw_dir": str(tiny_dir), "test_dir": None, "test_fraction": 0.3, "dev_fraction": 0.3, "seed": 0},
         "candidate_scoring": {"num_docs": 2, "prefilter_depth": 10, "score": "support_recall",
@@ -24,5 +24,5 @@ def tiny_stage_params(tiny_dir: Path, grid: dict[str, Any]) -> dict[str, dict[st
             "retrieval_routing": {"agreement_depth": 5, "post_retrieval": {"min_questions": 2, "min_z": 0.0}},
             "bundle": {"router": "auto", "default_l": 2}, "seed": 0,
         },
-        "packaging": {},
+        "packaging": {"answer_check": {"questions": 0}},  # no reader calls (test_pipelines checks answers)
     }

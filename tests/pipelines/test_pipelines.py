@@ -60,7 +60,8 @@ def catalog(tmp_path, tiny_dir, encoders, small_grid, handoffs) -> DataCatalog:
             "router": {"hidden": 16, "embedding_dim": 8, "max_epochs": 20, "patience": 5}, "seed": 0,
         },
         "packaging": {"reader": {  # the small reader, in every bundle: what answering evaluation answers with
-            "llm": {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}}}},
+            "llm": {"kind": "llama_cpp", "llama_cpp": {"model": "gemma-3-270m", "n_ctx": 2048}}},
+            "answer_check": {"questions": 4}},  # do no harm on answers, on 4 dev questions
         "answering_evaluation": {
             "max_questions_per_dataset": 1, "systems": "all",
             "vendi_rag": {"max_iterations": 2}, "seed": 0,

@@ -52,7 +52,7 @@ OVERRIDES = {  # conf/local: merged key by key over conf/base
     "portfolio_selection": {"k": 2, "k_max": 3, "random_draws": 5},
     "router_training": {"router": {"hidden": 8, "embedding_dim": 4, "max_epochs": 3, "patience": 2},
                         "text_features": {"n_features": 64}, "encoders": []},
-    "packaging": {"reader": {"llm": SMALL}},
+    "packaging": {"reader": {"llm": SMALL}, "answer_check": {"questions": 2}},  # on questions the reader wrote
 }
 
 

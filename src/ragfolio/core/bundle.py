@@ -123,8 +123,12 @@ class PortfolioBundle:
         default_l: Members a query is routed to when the caller does not say (router training's choice:
             the smallest routed l, else ``bundle.default_l``; :mod:`ragfolio.core.routing.judging.choice`).
         routed_ls: The l's at which the router routes (``router_training``'s do-no-harm rule,
-            :mod:`ragfolio.core.routing.judging.choice`); a request for any other l is served by the
-            single best member alone at ``l * num_docs`` passages. None: the router routes at every l.
+            :mod:`ragfolio.core.routing.judging.choice`, then packaging's do no harm on answers,
+            :mod:`ragfolio.core.answering.answer_check`); a request for any other l is served by the
+            single best member alone. None: the router routes at every l.
+        wide_ls: The unrouted l's at which the single best member gives ``l * num_docs`` passages
+            (one wide prompt); at any other unrouted l it gives ``num_docs``. None: every unrouted l
+            is wide (a bundle packaged before the answer check).
         single_best: The member with the best train mean (index into ``members``): what serves
             the l's the router does not.
         selection: The metrics the members were selected with (train ``F`` per prefix, test best-of-k).
@@ -148,6 +152,7 @@ class PortfolioBundle:
     embeddings: dict[str, npt.NDArray[np.float32]]
     default_l: int = 1
     routed_ls: tuple[int, ...] | None = None
+    wide_ls: tuple[int, ...] | None = None
     single_best: int = 0
     selection: dict[str, Any] = field(default_factory=dict)
     selector_seed: int = SELECTOR_SEED
@@ -162,8 +167,9 @@ class PortfolioBundle:
             raise ValueError(f"default_l={self.default_l} must be in 1..{len(self.members)}")
         if not 0 <= self.single_best < len(self.members):
             raise ValueError(f"single_best={self.single_best} is not a member index (0..{len(self.members) - 1})")
-        if self.routed_ls is not None and not set(self.routed_ls) <= set(range(1, len(self.members) + 1)):
-            raise ValueError(f"routed_ls={list(self.routed_ls)} must be l's in 1..{len(self.members)}")
+        for name, ls in (("routed_ls", self.routed_ls), ("wide_ls", self.wide_ls)):
+            if ls is not None and not set(ls) <= set(range(1, len(self.members) + 1)):
+                raise ValueError(f"{name}={list(ls)} must be l's in 1..{len(self.members)}")
 
     def routes_at(self, l: int) -> bool:  # noqa: E741 - members per query
         """Whether a request for ``l`` members is routed (else the single best member serves it)."""
@@ -245,6 +251,7 @@ def save_bundle(bundle: PortfolioBundle, path: str | Path) -> dict[str, Any]:
             "router": bundle.router.name,
             "default_l": bundle.default_l,
             "routed_ls": None if bundle.routed_ls is None else list(bundle.routed_ls),
+            "wide_ls": None if bundle.wide_ls is None else list(bundle.wide_ls),
             "single_best": bundle.single_best,
             "members": [m.to_record() for m in bundle.members],
             "scoring": scoring,
@@ -385,6 +392,7 @@ def load_bundle(path: str | Path, *, verify: bool = True, mmap: bool = True) -> 
         router=router, scoring=_pool_settings(manifest["scoring"], folder), routing=RouterFeatures.from_dict(manifest["routing"]),
         embeddings=embeddings, default_l=int(manifest["default_l"]),
         routed_ls=None if manifest.get("routed_ls") is None else tuple(manifest["routed_ls"]),
+        wide_ls=None if manifest.get("wide_ls") is None else tuple(manifest["wide_ls"]),
         single_best=int(manifest.get("single_best", 0)), selection=manifest["selection"],
         selector_seed=int(manifest.get("selector_seed", SELECTOR_SEED)), indexes=indexes, manifest=manifest,
         reader=ReaderSettings.from_dict(manifest["reader"]) if "reader" in manifest else ReaderSettings(),

@@ -89,6 +89,7 @@ def test_the_reader_moved_into_the_bundle_keeps_the_sample_s_stored_answers() ->
     evaluation = yaml.safe_load((conf / "parameters_answering_evaluation.yml").read_text())["answering_evaluation"]
     reader = PackagingParams(**yaml.safe_load((conf / "parameters_packaging.yml").read_text())["packaging"]).reader
     params = reader_params(AnsweringEvaluationParams(**evaluation), ReaderSettings(reader.llm, reader.answerer))
-    # "7bd985461248e4d0" before the move and until the reader took abstain and min_confidence (issue 50)
-    assert settings_hash(params) == "22ebfa1f630a6429"
+    # "7bd985461248e4d0" before the move and until the reader took abstain and min_confidence (issue 50),
+    # "22ebfa1f630a6429" until it took select_mode
+    assert settings_hash(params) == "8d0e27421eea0dd2"
     assert params["llm"]["openai"]["timeout_s"] == 60 and params["llm"]["openai"]["max_retries"] == 2

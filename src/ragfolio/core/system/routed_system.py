@@ -102,7 +102,9 @@ class RoutedSystem:
             needed when ``router`` reads the retrieval (``pre_retrieval``: the first-stage rankings;
             ``post_retrieval``, ``cascade``: all k members', or its shortlist's, results: they run first).
         routed_ls: The l's at which the router routes; any other l is served by member
-            ``single_best`` alone at ``l * depth`` passages. None: every l is routed.
+            ``single_best`` alone. None: every l is routed.
+        wide_ls: The unrouted l's at which ``single_best`` gives ``l * depth`` passages; at any
+            other unrouted l it gives ``depth``. None: every unrouted l is wide.
         single_best: The member with the best train mean (index into ``members``).
     """
 
@@ -117,6 +119,7 @@ class RoutedSystem:
         timeout_s: float = 5.0,
         retrieval_features: RetrievalFeatureSettings | None = None,
         routed_ls: Collection[int] | None = None,
+        wide_ls: Collection[int] | None = None,
         single_best: int = 0,
     ) -> None:
         if len(members) != len(router.members_):
@@ -125,6 +128,7 @@ class RoutedSystem:
             raise ValueError(f"single_best={single_best} is not a member index (0..{len(members) - 1})")
         self.runner, self.members, self.router = runner, list(members), router
         self.routed_ls = None if routed_ls is None else frozenset(int(l) for l in routed_ls)
+        self.wide_ls = None if wide_ls is None else frozenset(int(l) for l in wide_ls)
         self.single_best, self.timeout_s = single_best, timeout_s
         self.hasher, self.encoders = hasher, list(encoders)
         self.executor = PortfolioExecutor(runner, self.members, timeout_s=timeout_s)
@@ -150,7 +154,7 @@ class RoutedSystem:
             bundle.runner(num_docs=num_docs), bundle.members, bundle.router,
             bundle.routing.text_features, bundle.routing.encoders,
             timeout_s=timeout_s, retrieval_features=bundle.routing.retrieval_features,
-            routed_ls=bundle.routed_ls, single_best=bundle.single_best,
+            routed_ls=bundle.routed_ls, wide_ls=bundle.wide_ls, single_best=bundle.single_best,
         )
 
     def with_router(self, router: RouterProtocol) -> RoutedSystem:
@@ -168,7 +172,8 @@ class RoutedSystem:
         :func:`~ragfolio.core.retrieval.running.view_runner.runner_over`); its own executor (close it)."""
         return RoutedSystem(
             runner, self.members, self.router, self.hasher, self.encoders, timeout_s=self.timeout_s,
-            retrieval_features=self.retrieval_features, routed_ls=self.routed_ls, single_best=self.single_best,
+            retrieval_features=self.retrieval_features, routed_ls=self.routed_ls, wide_ls=self.wide_ls,
+            single_best=self.single_best,
         )
 
     @property
@@ -195,8 +200,10 @@ class RoutedSystem:
         return self.routed_ls is None or l in self.routed_ls
 
     def unrouted_depth(self, l: int, depth: int) -> int:  # noqa: E741
-        """Passages the single best member returns for an unrouted request of ``l`` members at ``depth``."""
-        return min(l * depth, self.runner.prefilter_depth)
+        """Passages the single best member returns for an unrouted request of ``l`` members at
+        ``depth``: ``l * depth`` where the prompt is wide (:attr:`wide_ls`), else ``depth``."""
+        wide = self.wide_ls is None or l in self.wide_ls
+        return min((l if wide else 1) * depth, self.runner.prefilter_depth)
 
     def features(self, queries: Sequence[str]) -> Features:
         """The router's input for ``queries`` (query embeddings are shared with the members; the

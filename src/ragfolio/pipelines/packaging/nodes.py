@@ -10,6 +10,8 @@ is evaluated is what is served. It reads the settings the choice was made under,
 It reads router training's outputs only: the test report (``router_metrics``, router evaluation's)
 is not needed to package, so the bundle records what the choice was made on, not test numbers.
 Every bundle carries the reader of ``packaging.reader`` (:class:`~ragfolio.core.llm.reader.ReaderSettings`);
+Before they are saved, the served bundle's answers are checked on dev questions (do no harm on
+answers, :mod:`~ragfolio.pipelines.packaging.served_answers`).
 ``served_bundle`` writes a pointer to the served one (``06_models/served.json``), not a copy.
 """
 
@@ -41,6 +43,7 @@ from ragfolio.core.scoring.utility_index import ALL
 from ragfolio.core.selection.portfolios import Portfolios
 from ragfolio.core.system.bundle_indexes import with_indexes
 from ragfolio.param_blocks import kwargs_of
+from ragfolio.pipelines.packaging.served_answers import AnswerCheckParams
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ class PackagingParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     reader: ReaderParams = Field(default_factory=ReaderParams)
+    answer_check: AnswerCheckParams = Field(default_factory=AnswerCheckParams)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ from typing import Any
 from kedro.pipeline import Pipeline, node
 
 from ragfolio.pipelines.packaging.nodes import build_bundles, packaging_settings, served_bundle, served_routers
+from ragfolio.pipelines.packaging.served_answers import check_served_answers
 from ragfolio.stage_records import scored_pool_node, trained_routers_node
 
 BUNDLE = "params:router_training.bundle"  # the settings router training chose under
@@ -29,8 +30,15 @@ def create_pipeline(**kwargs: Any) -> Pipeline:
                     "dev_router_comparison": "dev_router_comparison", "router_features": "router_features",
                     "settings": "packaging_settings",
                 },
-                outputs="bundles",
+                outputs="built_bundles",
                 name="build_bundles",
+            ),
+            node(  # do no harm on answers: the served bundle's reader on dev questions, before it is saved
+                check_served_answers,
+                inputs={"bundles": "built_bundles", "questions": "questions", "packaging": "params:packaging",
+                        "bundle": BUNDLE},
+                outputs=["bundles", "answer_check"],
+                name="check_served_answers",
             ),
             # the served bundle: a pointer to bundles/<key> (06_models/served.json), not a copy
             node(served_bundle, inputs={"bundles": "bundles", "bundle": BUNDLE}, outputs="bundle", name="served_bundle"),
