@@ -40,6 +40,17 @@ def is_guess(explanation: str) -> bool:
     return bool(words) and words[0] in ("guess", "guessed", "guessing")
 
 
+def check_rule(rule: str) -> str:
+    """``rule`` when it is one of :data:`ABSTAIN_RULES`.
+
+    Raises:
+        ValueError: It is not (the message lists them).
+    """
+    if rule not in ABSTAIN_RULES:
+        raise ValueError(f"abstain={rule!r} is not one of {', '.join(ABSTAIN_RULES)}")
+    return rule
+
+
 def unsupported(
     rule: str, explanation: str, used: Sequence[int], n_passages: int, *, confidence: float | None = None,
     min_confidence: float | None = None,
@@ -49,9 +60,7 @@ def unsupported(
     Raises:
         ValueError: ``rule`` is not one of :data:`ABSTAIN_RULES`.
     """
-    if rule not in ABSTAIN_RULES:
-        raise ValueError(f"abstain={rule!r} is not one of {', '.join(ABSTAIN_RULES)}")
-    if rule == "off":
+    if check_rule(rule) == "off":
         return False
     guess = rule in ("guess", "guess_or_no_passage") and is_guess(explanation)
     no_passage = rule in ("no_passage", "guess_or_no_passage") and n_passages > 0 and not used

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragfolio.core.answering.abstention import unsupported
+from ragfolio.core.answering.abstention import check_rule, unsupported
 from ragfolio.core.answering.confidence import answer_confidence
 from ragfolio.core.answering.prompts import (
     answer_messages,
@@ -124,10 +124,9 @@ class Answerer:
         min_confidence: float | None = None,
         select_mode: str = "judge",
     ) -> None:
-        unsupported(abstain, "", (), 0)  # checks the rule's name
-        self.select_mode = check_mode(select_mode)
         self.backend = backend
-        self.abstain, self.min_confidence = abstain, min_confidence
+        self.abstain, self.min_confidence = check_rule(abstain), min_confidence
+        self.select_mode = check_mode(select_mode)
         self.max_answer_tokens, self.max_selector_tokens = max_answer_tokens, max_selector_tokens
         self.max_passage_words = max_passage_words
         self.shuffle_candidates, self.seed = shuffle_candidates, seed
