@@ -53,7 +53,7 @@ def questions() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for row in _read(ROWS):
         q = out.setdefault(row["id"], {k: row[k] for k in ("id", "dataset", "question", "answers")})
-        q.setdefault("set", row.get("set", "contested"))
+        q.setdefault("set", row.get("group", "contested"))
         for role in row["roles"]:
             q[role] = row
     return {i: q for i, q in out.items() if all(r in q for r in ("top1", "top2", "single_best"))}
