@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragfolio.core.answering.abstention import check_rule
 
 
 class AnswererConfig(BaseModel):
@@ -24,6 +26,12 @@ class AnswererConfig(BaseModel):
                                                                    "log-probability is below this is a guess.")
     select_mode: Literal["judge", "judge_passages", "confidence", "agreement", "agreement_confidence"] | None = Field(
         None, description="How one of several members' answers is served (ragfolio.core.answering.selector).")
+
+    @field_validator("abstain", mode="before")
+    @classmethod
+    def _off(cls, value: Any) -> Any:
+        """YAML 1.1 reads an unquoted ``off`` (a file, ``RAGFOLIO_ANSWERER__ABSTAIN=off``) as false."""
+        return None if value is None else check_rule(value)
 
 
 class ChatConfig(BaseModel):

@@ -111,3 +111,14 @@ def test_rag_abstains_with_the_guess_aside_and_cites_the_rows_used(routed_parts)
 
     off = AdaptiveRAG(system, Answerer(JsonReader({"answer": "Lyon", "used": [], "explanation": "guess"}), abstain="off"))
     assert off.answer(RetrievalRequest(queries[0], 1, system.depth)).answer == "Lyon"
+
+
+def test_an_unquoted_off_read_as_false_is_off() -> None:
+    from ragfolio.serving.answering_config import AnswererConfig
+    from ragfolio.serving.config import env_overrides
+
+    assert Answerer(JsonReader({}), abstain=False).abstain == "off"  # type: ignore[arg-type]
+    overrides = env_overrides({"RAGFOLIO_ANSWERER__ABSTAIN": "off"})  # YAML 1.1: false
+    assert AnswererConfig(**overrides["answerer"]).abstain == "off"
+    with pytest.raises(ValueError, match="abstain=True"):
+        AnswererConfig(abstain=True)

@@ -40,12 +40,15 @@ def is_guess(explanation: str) -> bool:
     return bool(words) and words[0] in ("guess", "guessed", "guessing")
 
 
-def check_rule(rule: str) -> str:
-    """``rule`` when it is one of :data:`ABSTAIN_RULES`.
+def check_rule(rule: str | bool) -> str:
+    """``rule`` when it is one of :data:`ABSTAIN_RULES`; ``False`` is ``"off"`` (YAML 1.1 reads an
+    unquoted ``off`` as false).
 
     Raises:
         ValueError: It is not (the message lists them).
     """
+    if rule is False:
+        return "off"
     if rule not in ABSTAIN_RULES:
         raise ValueError(f"abstain={rule!r} is not one of {', '.join(ABSTAIN_RULES)}")
     return rule
