@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import zlib
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from trust_300 import stored_rows
 
 from ragfolio.core.answering.answerer import Answerer
 from ragfolio.core.cache import ArrayCache
@@ -43,8 +43,6 @@ from ragfolio.core.scoring.runners import PoolSettings
 from ragfolio.pipelines.data_prep.nodes import build_corpora, load_questions
 
 ROOT = Path(__file__).resolve().parents[1]
-STORED = ROOT / "docs" / "results_issue34" / "full"
-STORED_FILES = ("answers_qwen2.5-coder-1.5b-instruct.jsonl", "answers_core_6f95c21.jsonl", "answers_rest_6f95c21.jsonl")
 # ../shared/data beside the checkout (a worktree under <repo>/../wt/<name> finds it one level up)
 DATA = next((p / "shared" / "data" for p in ROOT.parents[:2] if (p / "shared" / "data").exists()), ROOT.parent / "shared" / "data")
 ROWS = ROOT / "docs" / "results_issue50" / "selector_rows.jsonl"
@@ -52,18 +50,6 @@ CACHE = ROOT / "data" / "04_feature" / "retrieval_cache"
 READER = {"kind": "llama_cpp", "model": "qwen2.5-coder-1.5b-instruct"}
 ROLES = ("top1", "top2", "single_best")
 N_CONTROL_PER_DATASET = 5
-
-
-def stored_rows() -> dict[tuple[str, str], dict[str, Any]]:
-    """Issue 34's rows by ``(question id, system)`` (a question answered by two runs: the later file's)."""
-    rows = {}
-    for name in STORED_FILES:
-        if not (STORED / name).exists():
-            sys.exit(f"{STORED / name} is missing: git restore --source=b54132d -- docs/results_issue34/full")
-        for line in (STORED / name).read_text().splitlines():
-            row = json.loads(line)
-            rows[row["id"], row["system"]] = row
-    return rows
 
 
 def contested(stored: dict[tuple[str, str], dict[str, Any]]) -> list[str]:

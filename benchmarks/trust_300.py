@@ -49,7 +49,7 @@ N_NO_GOLD, N_DEV = 100, 30
 MAX_FALSE = 0.10  # the target: at most 10% false abstentions
 
 
-def _stored() -> dict[tuple[str, str], dict[str, Any]]:
+def stored_rows() -> dict[tuple[str, str], dict[str, Any]]:
     rows = {}
     for name in STORED_FILES:
         if not (STORED / name).exists():
@@ -88,7 +88,7 @@ def plan() -> tuple[list[dict[str, Any]], Any]:
         return {row_of.get((" ".join(c["title"].split()), " ".join(c["text"].split())), -1)
                 for c in q["contexts"] if c.get("is_supporting")} - {-1}
 
-    stored = _stored()
+    stored = stored_rows()
     test = [i for (i, s) in stored if s == "single_best"]
     dataset = {i: questions[i]["dataset"] for i in questions}
     calls = []
